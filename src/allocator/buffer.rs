@@ -1,0 +1,408 @@
+//! The per-sequence double buffer: the current segment, the next one, and the
+//! single background fetch that fills the next one.
+//!
+//! Hot path: load the current segment (`arc-swap`, no lock) and claim IDs with
+//! one `fetch_add`. Slow path (current empty): switch to the next segment under
+//! a short mutex, or wait asynchronously (tokio `Notify`) for the fetch in
+//! flight, up to the wait timeout.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio::sync::Notify;
+
+use super::segment::{IdRange, Segment};
+use super::step::StepInput;
+use super::{AllocError, Shared};
+use crate::domain::SeqName;
+use crate::store::{Reservation, StoreError};
+
+/// A fetch error that stops retrying until the negative-cache interval passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Terminal {
+    NotFound,
+    Exhausted,
+}
+
+/// Bookkeeping of fetches, guarded by a mutex that only the slow path and the
+/// fetch task take.
+#[derive(Debug)]
+struct FetchState {
+    /// Last ID of the last segment installed; new segments must start above it.
+    high_water: Option<i64>,
+    row_step: i64,
+    last_size: i64,
+    rate_per_sec: f64,
+    /// (time, IDs issued) when the previous fetch started.
+    rate_sample: Option<(Duration, u64)>,
+    last_fetch_at: Option<Duration>,
+    last_fetch_latency: Option<Duration>,
+    last_error: Option<String>,
+    consecutive_failures: u32,
+    terminal: Option<(Terminal, Duration)>,
+}
+
+/// One sequence's double buffer. See the module docs.
+pub struct SeqBuffer {
+    name: SeqName,
+    shared: Arc<Shared>,
+    current: ArcSwap<Segment>,
+    next: ArcSwapOption<Segment>,
+    has_next: AtomicBool,
+    fetching: AtomicBool,
+    switch: Mutex<()>,
+    notify: Notify,
+    state: Mutex<FetchState>,
+    /// IDs of the segments already switched away from (all claimed).
+    retired: AtomicU64,
+    waits: AtomicU64,
+    fetches: AtomicU64,
+    fetch_errors: AtomicU64,
+}
+
+/// A point-in-time view of one segment, for monitoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SegmentView {
+    /// First ID of the segment.
+    pub first: i64,
+    /// Last ID of the segment.
+    pub last: i64,
+    /// The next ID this segment would hand out (`None` when used up).
+    pub cursor: Option<i64>,
+    /// IDs still available in it.
+    pub remaining: u64,
+}
+
+/// A point-in-time view of one sequence's buffer, for monitoring.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BufferSnapshot {
+    /// The sequence.
+    pub name: SeqName,
+    /// The segment being served, unless none was loaded yet.
+    pub current: Option<SegmentView>,
+    /// The segment fetched ahead, if ready.
+    pub next: Option<SegmentView>,
+    /// True while a fetch is in flight.
+    pub loading: bool,
+    /// Size of the most recent segment fetched (the adapted step).
+    pub current_step: i64,
+    /// The row's step as the last fetch saw it.
+    pub row_step: i64,
+    /// Smoothed consumption rate, IDs per second, measured at fetch times.
+    pub rate_per_sec: f64,
+    /// IDs handed out by this instance.
+    pub issued: u64,
+    /// Successful segment fetches.
+    pub fetches: u64,
+    /// Failed segment fetches.
+    pub fetch_errors: u64,
+    /// Requests that found both segments empty and had to wait.
+    pub waits: u64,
+    /// Milliseconds since the last successful fetch started.
+    pub last_fetch_ago_ms: Option<u64>,
+    /// How long the last successful fetch took, in milliseconds.
+    pub last_fetch_latency_ms: Option<f64>,
+    /// The last fetch error, if the last fetch failed (detail for operators).
+    pub last_error: Option<String>,
+}
+
+impl SeqBuffer {
+    pub(super) fn new(name: SeqName, shared: Arc<Shared>) -> Self {
+        let now = shared.clock.now();
+        SeqBuffer {
+            name,
+            shared,
+            current: ArcSwap::from_pointee(Segment::empty(now)),
+            next: ArcSwapOption::empty(),
+            has_next: AtomicBool::new(false),
+            fetching: AtomicBool::new(false),
+            switch: Mutex::new(()),
+            notify: Notify::new(),
+            state: Mutex::new(FetchState {
+                high_water: None,
+                row_step: 0,
+                last_size: 0,
+                rate_per_sec: 0.0,
+                rate_sample: None,
+                last_fetch_at: None,
+                last_fetch_latency: None,
+                last_error: None,
+                consecutive_failures: 0,
+                terminal: None,
+            }),
+            retired: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            fetches: AtomicU64::new(0),
+            fetch_errors: AtomicU64::new(0),
+        }
+    }
+
+    /// The sequence's name.
+    pub fn name(&self) -> &SeqName {
+        &self.name
+    }
+
+    /// Hot path: claims `n` IDs from the current segment without waiting.
+    /// Returns the run obtained (possibly shorter than `n`, or `None`).
+    #[inline]
+    pub(super) fn take_fast(self: &Arc<Self>, n: u64) -> Option<IdRange> {
+        let taken = self.current.load().take(n);
+        if taken.past_prefetch_mark {
+            self.maybe_prefetch();
+        }
+        taken.range
+    }
+
+    /// Claims `n` IDs, switching segments and waiting for fetches as needed.
+    /// Appends the runs obtained to `out`, in increasing order.
+    pub(super) async fn take(self: &Arc<Self>, n: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+        let mut remaining = n;
+        if let Some(r) = self.take_fast(n) {
+            out.push(r);
+            remaining -= r.len();
+        }
+        if remaining > 0 {
+            self.take_slow(remaining, out).await?;
+        }
+        Ok(())
+    }
+
+    async fn take_slow(self: &Arc<Self>, mut remaining: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+        let deadline = tokio::time::Instant::now() + self.shared.config.wait_timeout;
+        let mut counted_wait = false;
+        loop {
+            // Register for the wake-up before looking, so none is missed.
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let cur = self.current.load_full();
+            let taken = cur.take(remaining);
+            if taken.past_prefetch_mark {
+                self.maybe_prefetch();
+            }
+            if let Some(r) = taken.range {
+                out.push(r);
+                remaining -= r.len();
+                if remaining == 0 {
+                    return Ok(());
+                }
+            }
+            if self.try_switch(&cur) {
+                continue;
+            }
+            if let Some(t) = self.live_terminal() {
+                return Err(match t {
+                    Terminal::NotFound => AllocError::NotFound,
+                    Terminal::Exhausted => AllocError::Exhausted,
+                });
+            }
+            self.start_fetch();
+            if !counted_wait {
+                counted_wait = true;
+                self.waits.fetch_add(1, Ordering::Relaxed);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let failing = self.state.lock().unwrap().consecutive_failures > 0;
+                return Err(AllocError::Unavailable { storage_failing: failing });
+            }
+        }
+    }
+
+    /// If `observed` is still the current segment and it is used up, makes the
+    /// next segment current. Returns true when the caller should look again.
+    fn try_switch(&self, observed: &Arc<Segment>) -> bool {
+        let _guard = self.switch.lock().unwrap();
+        let cur = self.current.load();
+        if !Arc::ptr_eq(&cur, observed) || !cur.is_exhausted() {
+            return true;
+        }
+        match self.next.swap(None) {
+            Some(next) => {
+                self.has_next.store(false, Ordering::Release);
+                self.retired.fetch_add(cur.len(), Ordering::Relaxed);
+                self.current.store(next);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts a fetch if none is in flight and no next segment is waiting.
+    #[inline]
+    fn maybe_prefetch(self: &Arc<Self>) {
+        if !self.has_next.load(Ordering::Acquire) && !self.fetching.load(Ordering::Acquire) {
+            self.start_fetch();
+        }
+    }
+
+    /// Starts the background fetch unless one is in flight, a next segment is
+    /// ready, or a recent fetch found the sequence missing or exhausted.
+    fn start_fetch(self: &Arc<Self>) {
+        if self
+            .fetching
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        if self.next.load().is_some() || self.live_terminal().is_some() {
+            self.fetching.store(false, Ordering::Release);
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        tokio::spawn(fetch_loop(weak));
+    }
+
+    /// A terminal error recorded less than the negative-cache interval ago.
+    fn live_terminal(&self) -> Option<Terminal> {
+        let state = self.state.lock().unwrap();
+        let (t, at) = state.terminal?;
+        let now = self.shared.clock.now();
+        (now.saturating_sub(at) < self.shared.config.negative_ttl).then_some(t)
+    }
+
+    fn issued(&self) -> u64 {
+        self.retired.load(Ordering::Relaxed) + self.current.load().used()
+    }
+
+    /// Measures the rate and asks the policy for the next size.
+    fn plan_fetch(&self) -> i64 {
+        let now = self.shared.clock.now();
+        let issued = self.issued();
+        let mut st = self.state.lock().unwrap();
+        if let Some((t0, n0)) = st.rate_sample {
+            let secs = now.saturating_sub(t0).as_secs_f64().max(0.001);
+            let inst = issued.saturating_sub(n0) as f64 / secs;
+            st.rate_per_sec = if st.last_size == 0 { inst } else { 0.5 * st.rate_per_sec + 0.5 * inst };
+        }
+        st.rate_sample = Some((now, issued));
+        let input = StepInput {
+            row_step: st.row_step,
+            prev_size: st.last_size,
+            rate_per_sec: st.rate_per_sec,
+            prev_lifetime: st.last_fetch_at.map(|t| now.saturating_sub(t)),
+        };
+        self.shared.policy.next_size(&input).clamp(1, self.shared.config.max_step.max(1))
+    }
+
+    /// Installs a reserved range as the next segment. Returns false if the
+    /// range lies entirely at or below IDs this buffer already served (the row
+    /// was recreated lower), in which case the caller fetches again.
+    fn install(&self, r: Reservation, started: Duration) -> bool {
+        let now = self.shared.clock.now();
+        let mut st = self.state.lock().unwrap();
+        let mut first = r.first();
+        if let Some(hw) = st.high_water {
+            if r.max_id <= hw {
+                tracing::error!(sequence = %self.name, max_id = r.max_id, served_up_to = hw,
+                    "reserved range lies below IDs already served; the row was lowered or recreated; skipping it");
+                st.last_error = Some("reserved range below IDs already served".into());
+                return false;
+            }
+            if first <= hw {
+                tracing::warn!(sequence = %self.name, first, served_up_to = hw,
+                    "reserved range overlaps IDs already served; trimming it");
+                first = hw + 1;
+            }
+        }
+        let len = (r.max_id - first + 1) as u64;
+        let seg = Segment::new(first, len, self.shared.config.prefetch_ratio, now);
+        st.high_water = Some(r.max_id);
+        st.row_step = r.row_step;
+        st.last_size = r.size;
+        st.last_fetch_at = Some(started);
+        st.last_fetch_latency = Some(now.saturating_sub(started));
+        st.last_error = None;
+        st.consecutive_failures = 0;
+        st.terminal = None;
+        drop(st);
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        self.next.store(Some(Arc::new(seg)));
+        self.has_next.store(true, Ordering::Release);
+        self.fetching.store(false, Ordering::Release);
+        self.notify.notify_waiters();
+        true
+    }
+
+    fn fail_terminal(&self, t: Terminal) {
+        let now = self.shared.clock.now();
+        let mut st = self.state.lock().unwrap();
+        st.terminal = Some((t, now));
+        st.last_error = Some(format!("{t:?}"));
+        drop(st);
+        self.fetching.store(false, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Records a failed fetch; returns how long to back off before retrying.
+    fn record_failure(&self, e: &StoreError) -> Duration {
+        self.fetch_errors.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.state.lock().unwrap();
+        st.consecutive_failures = st.consecutive_failures.saturating_add(1);
+        st.last_error = Some(e.to_string());
+        let exp = st.consecutive_failures.min(16) - 1;
+        let backoff = self.shared.config.retry_backoff_min.saturating_mul(1 << exp);
+        backoff.min(self.shared.config.retry_backoff_max)
+    }
+
+    /// A point-in-time view for monitoring.
+    pub fn snapshot(&self) -> BufferSnapshot {
+        let view = |s: &Segment| SegmentView {
+            first: s.first(),
+            last: s.last(),
+            cursor: (s.remaining() > 0).then(|| s.first() + s.used() as i64),
+            remaining: s.remaining(),
+        };
+        let cur = self.current.load();
+        let next = self.next.load();
+        let now = self.shared.clock.now();
+        let st = self.state.lock().unwrap();
+        BufferSnapshot {
+            name: self.name.clone(),
+            current: (!cur.is_empty()).then(|| view(&cur)),
+            next: next.as_deref().map(view),
+            loading: self.fetching.load(Ordering::Relaxed),
+            current_step: st.last_size,
+            row_step: st.row_step,
+            rate_per_sec: st.rate_per_sec,
+            issued: self.retired.load(Ordering::Relaxed) + cur.used(),
+            fetches: self.fetches.load(Ordering::Relaxed),
+            fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
+            waits: self.waits.load(Ordering::Relaxed),
+            last_fetch_ago_ms: st.last_fetch_at.map(|t| now.saturating_sub(t).as_millis() as u64),
+            last_fetch_latency_ms: st.last_fetch_latency.map(|d| d.as_secs_f64() * 1000.0),
+            last_error: st.last_error.clone(),
+        }
+    }
+}
+
+/// The background fetch: reserve a range, install it, retry with backoff on
+/// storage errors. Ends when the range is installed, on a terminal error, or
+/// when the buffer is dropped.
+async fn fetch_loop(weak: Weak<SeqBuffer>) {
+    loop {
+        let Some(buf) = weak.upgrade() else { return };
+        let size = buf.plan_fetch();
+        let started = buf.shared.clock.now();
+        let result = buf.shared.store.reserve(&buf.name, size).await;
+        let backoff = match result {
+            Ok(r) => {
+                if buf.install(r, started) {
+                    return;
+                }
+                buf.record_failure(&StoreError::Unavailable("range below served IDs".into()))
+            }
+            Err(StoreError::NotFound) => return buf.fail_terminal(Terminal::NotFound),
+            Err(StoreError::Exhausted) => return buf.fail_terminal(Terminal::Exhausted),
+            Err(e) => {
+                tracing::warn!(sequence = %buf.name, error = %e, "segment fetch failed; will retry");
+                buf.record_failure(&e)
+            }
+        };
+        drop(buf);
+        tokio::time::sleep(backoff).await;
+    }
+}

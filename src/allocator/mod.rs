@@ -1,0 +1,304 @@
+//! The allocator core: per-sequence double buffers of ID segments.
+//!
+//! It knows no SQL and no HTTP: it talks to any [`Store`] and reads time from
+//! an injected [`Clock`]. Usable on its own, in process:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use seqd::allocator::{Allocator, AllocatorConfig};
+//! use seqd::domain::{Count, SeqName};
+//! use seqd::store::memory::MemoryStore;
+//!
+//! # #[tokio::main] async fn main() -> Result<(), seqd::allocator::AllocError> {
+//! let store = Arc::new(MemoryStore::new());
+//! store.insert("order", 0, 1000); // like `INSERT INTO sequences ... VALUES ('order', 0, 1000)`
+//! let ids = Allocator::new(store, AllocatorConfig::default());
+//! let order = SeqName::parse("order").unwrap();
+//! assert_eq!(ids.next(&order).await?, 1);
+//! let batch = ids.batch(&order, Count::new(3).unwrap()).await?;
+//! assert_eq!(batch.ids().collect::<Vec<_>>(), vec![2, 3, 4]);
+//! # Ok(()) }
+//! ```
+//!
+//! # How it works
+//!
+//! Each sequence has a [`buffer::SeqBuffer`]: the current segment, served by
+//! an atomic cursor, and the next one, fetched in the background once 10% of
+//! the current is used (one fetch in flight per sequence at most). Requests that
+//! find both empty wait on a `Notify` for the fetch, up to the wait timeout.
+//! The name -> buffer map is an `ArcSwap<HashMap>`: lookups take no lock;
+//! inserts (first use of a sequence) copy the map.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::domain::{Count, SeqName};
+use crate::store::Store;
+
+pub mod buffer;
+pub mod clock;
+pub mod segment;
+pub mod step;
+
+pub use buffer::{BufferSnapshot, SegmentView};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use segment::IdRange;
+pub use step::{FixedStep, LeafStep, RateStep, StepInput, StepPolicy};
+
+use buffer::SeqBuffer;
+
+/// Tuning of the allocator. See DESIGN.md, Configuration.
+#[derive(Debug, Clone)]
+pub struct AllocatorConfig {
+    /// How long a segment should last at the measured rate (`--segment-target`).
+    pub segment_target: Duration,
+    /// Largest adapted step (`--max-step`).
+    pub max_step: i64,
+    /// Longest a request waits for a segment (`--wait-timeout`).
+    pub wait_timeout: Duration,
+    /// Fraction of the current segment used before the next is fetched.
+    pub prefetch_ratio: f64,
+    /// How long "not found" / "exhausted" answers from the store are
+    /// remembered before the store is asked again.
+    pub negative_ttl: Duration,
+    /// First retry delay after a failed fetch (doubles per failure).
+    pub retry_backoff_min: Duration,
+    /// Longest retry delay after failed fetches.
+    pub retry_backoff_max: Duration,
+}
+
+impl Default for AllocatorConfig {
+    fn default() -> Self {
+        AllocatorConfig {
+            segment_target: Duration::from_secs(600),
+            max_step: 1_000_000,
+            wait_timeout: Duration::from_secs(3),
+            prefetch_ratio: 0.1,
+            negative_ttl: Duration::from_secs(1),
+            retry_backoff_min: Duration::from_millis(20),
+            retry_backoff_max: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why the allocator could not hand out IDs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    /// No sequence has this name.
+    #[error("sequence not found")]
+    NotFound,
+    /// The sequence reached `i64::MAX`.
+    #[error("sequence exhausted")]
+    Exhausted,
+    /// Both segments are empty and no new one arrived within the wait timeout.
+    #[error("no IDs available in time (storage failing: {storage_failing})")]
+    Unavailable {
+        /// True when the last fetch attempt failed (rather than being slow).
+        storage_failing: bool,
+    },
+}
+
+/// What the buffers share: the store, the clock, the policy, the settings.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) policy: Arc<dyn StepPolicy>,
+    pub(crate) config: AllocatorConfig,
+}
+
+/// IDs of one batch: one or more runs of consecutive IDs, in increasing order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// The runs, each above the previous.
+    pub ranges: Vec<IdRange>,
+}
+
+impl Batch {
+    /// Every ID of the batch in increasing order.
+    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ranges.iter().flat_map(|r| r.iter())
+    }
+
+    /// Number of IDs.
+    pub fn len(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len()).sum()
+    }
+
+    /// True when the batch holds no ID.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// Hands out IDs for any number of sequences. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Allocator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    /// Live sequences (first fetch succeeded). Read without locks.
+    live: ArcSwap<HashMap<SeqName, Arc<SeqBuffer>>>,
+    /// Sequences whose first fetch has not succeeded yet; also the writers'
+    /// lock for `live`.
+    pending: Mutex<HashMap<SeqName, Arc<SeqBuffer>>>,
+    /// Names recently found missing, with when.
+    missing: Mutex<HashMap<SeqName, Duration>>,
+}
+
+/// Most names remembered as missing; beyond it the oldest entries go.
+const MISSING_CAP: usize = 10_000;
+
+impl Allocator {
+    /// An allocator on the real clock with the rate-based step policy.
+    pub fn new(store: Arc<dyn Store>, config: AllocatorConfig) -> Self {
+        let policy = RateStep { target: config.segment_target, max_step: config.max_step };
+        Self::with_parts(store, config, Arc::new(SystemClock::default()), Arc::new(policy))
+    }
+
+    /// An allocator with an explicit clock and step policy (tests, simulations).
+    pub fn with_parts(
+        store: Arc<dyn Store>,
+        config: AllocatorConfig,
+        clock: Arc<dyn Clock>,
+        policy: Arc<dyn StepPolicy>,
+    ) -> Self {
+        let shared = Arc::new(Shared { store, clock, policy, config });
+        Allocator {
+            inner: Arc::new(Inner {
+                shared,
+                live: ArcSwap::from_pointee(HashMap::new()),
+                pending: Mutex::new(HashMap::new()),
+                missing: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The store behind this allocator.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.shared.store
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &AllocatorConfig {
+        &self.inner.shared.config
+    }
+
+    /// The next ID of `name`.
+    pub async fn next(&self, name: &SeqName) -> Result<i64, AllocError> {
+        {
+            let live = self.inner.live.load();
+            if let Some(buf) = live.get(name) {
+                if let Some(r) = buf.take_fast(1) {
+                    return Ok(r.first);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(1);
+        self.take_into(name, 1, &mut out).await?;
+        Ok(out[0].first)
+    }
+
+    /// `count` consecutive-in-order IDs of `name`, strictly increasing.
+    pub async fn batch(&self, name: &SeqName, count: Count) -> Result<Batch, AllocError> {
+        let mut ranges = Vec::with_capacity(1);
+        self.take_into(name, u64::from(count.get()), &mut ranges).await?;
+        Ok(Batch { ranges })
+    }
+
+    /// Claims `n` IDs of `name` and appends their runs to `out`.
+    async fn take_into(&self, name: &SeqName, n: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+        let live = self.inner.live.load().get(name).cloned();
+        if let Some(buf) = live {
+            return buf.take(n, out).await;
+        }
+        self.take_cold(name, n, out).await
+    }
+
+    /// First use of a name in this instance: load it (one fetch shared by all
+    /// concurrent callers), then make it live, or remember that it is missing.
+    async fn take_cold(&self, name: &SeqName, n: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+        if self.recently_missing(name) {
+            return Err(AllocError::NotFound);
+        }
+        let buf = {
+            let mut pending = self.inner.pending.lock().unwrap();
+            if let Some(buf) = self.inner.live.load().get(name) {
+                buf.clone()
+            } else {
+                pending
+                    .entry(name.clone())
+                    .or_insert_with(|| Arc::new(SeqBuffer::new(name.clone(), self.inner.shared.clone())))
+                    .clone()
+            }
+        };
+        let result = buf.take(n, out).await;
+        match result {
+            Ok(()) => self.promote(&buf),
+            Err(AllocError::NotFound) => self.forget_pending(&buf),
+            Err(_) => {}
+        }
+        result
+    }
+
+    fn promote(&self, buf: &Arc<SeqBuffer>) {
+        let mut pending = self.inner.pending.lock().unwrap();
+        let is_pending = pending.get(buf.name()).is_some_and(|b| Arc::ptr_eq(b, buf));
+        if !is_pending {
+            return;
+        }
+        pending.remove(buf.name());
+        let mut live = HashMap::clone(&self.inner.live.load());
+        live.insert(buf.name().clone(), buf.clone());
+        self.inner.live.store(Arc::new(live));
+    }
+
+    fn forget_pending(&self, buf: &Arc<SeqBuffer>) {
+        let now = self.inner.shared.clock.now();
+        {
+            let mut pending = self.inner.pending.lock().unwrap();
+            if pending.get(buf.name()).is_some_and(|b| Arc::ptr_eq(b, buf)) {
+                pending.remove(buf.name());
+            }
+        }
+        let mut missing = self.inner.missing.lock().unwrap();
+        if missing.len() >= MISSING_CAP {
+            let ttl = self.inner.shared.config.negative_ttl;
+            missing.retain(|_, at| now.saturating_sub(*at) < ttl);
+            if missing.len() >= MISSING_CAP {
+                missing.clear();
+            }
+        }
+        missing.insert(buf.name().clone(), now);
+    }
+
+    fn recently_missing(&self, name: &SeqName) -> bool {
+        let missing = self.inner.missing.lock().unwrap();
+        let ttl = self.inner.shared.config.negative_ttl;
+        missing
+            .get(name)
+            .is_some_and(|at| self.inner.shared.clock.now().saturating_sub(*at) < ttl)
+    }
+
+    /// Forgets that `name` was missing (after it was created through this
+    /// instance), so the next request looks it up at once.
+    pub fn clear_missing(&self, name: &SeqName) {
+        self.inner.missing.lock().unwrap().remove(name);
+    }
+
+    /// The buffer state of one live sequence.
+    pub fn snapshot(&self, name: &SeqName) -> Option<BufferSnapshot> {
+        self.inner.live.load().get(name).map(|b| b.snapshot())
+    }
+
+    /// The buffer state of every live sequence, ordered by name.
+    pub fn snapshots(&self) -> Vec<BufferSnapshot> {
+        let mut all: Vec<_> = self.inner.live.load().values().map(|b| b.snapshot()).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+}

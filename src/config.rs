@@ -1,0 +1,202 @@
+//! Typed settings from flags and environment variables (`clap`).
+//!
+//! Every flag of `seqd serve` has an environment variable (DESIGN.md,
+//! Configuration). Secrets are redacted in `Debug`.
+
+use std::fmt;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The default database: an SQLite file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";
+
+/// seqd: unique 64-bit IDs per named sequence, over HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "seqd", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Flags of `serve` when no subcommand is given.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server (the default).
+    Serve(ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Manage sequences directly in the database (operators).
+    #[command(subcommand)]
+    Sequences(SequencesCommand),
+}
+
+/// Operators' commands on the `sequences` table.
+#[derive(Debug, Subcommand)]
+pub enum SequencesCommand {
+    /// Create a sequence.
+    Create {
+        /// Its name: letters, digits and `._:-`, up to 128 characters.
+        name: String,
+        /// The first ID it will issue.
+        #[arg(long, default_value_t = 1)]
+        start: i64,
+        /// Its base segment size (IDs reserved per database round trip, at least).
+        #[arg(long, default_value_t = 1000)]
+        step: i64,
+        /// Free text.
+        #[arg(long, default_value = "")]
+        description: String,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+    /// List every sequence.
+    List {
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+    /// Change a sequence's base step (takes effect at each instance's next fetch).
+    SetStep {
+        /// The sequence.
+        name: String,
+        /// The new base step.
+        step: i64,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+}
+
+/// Where the database is.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// Database URL: postgres://, mysql:// or sqlite:// [default: sqlite://seqd.db?mode=rwc,
+    /// or $DATABASE_URL when set]
+    #[arg(long, env = "SEQD_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Largest base step accepted.
+    #[arg(long, env = "SEQD_MAX_STEP", default_value_t = 1_000_000)]
+    pub max_step: i64,
+}
+
+impl DatabaseArgs {
+    /// The URL in force: the flag, `SEQD_DATABASE_URL`, `DATABASE_URL`, or the default.
+    pub fn url(&self) -> String {
+        self.database_url
+            .clone()
+            .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string())
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of `seqd serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Address to bind.
+    #[arg(long, env = "SEQD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Bearer token for admin calls (create, patch). Without it, admin calls are
+    /// open on a loopback listener only.
+    #[arg(long, env = "SEQD_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<Secret>,
+    /// How long a segment should last at the measured rate.
+    #[arg(long, env = "SEQD_SEGMENT_TARGET", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub segment_target: Duration,
+    /// Longest a request waits for a segment before answering 503.
+    #[arg(long, env = "SEQD_WAIT_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub wait_timeout: Duration,
+    /// Longest graceful shutdown waits for in-flight requests.
+    #[arg(long, env = "SEQD_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Log format; the level comes from RUST_LOG (default info).
+    #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// A secret string: shown as `***` in `Debug` and `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret itself; keep it out of logs.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            Err("the token must not be empty".into())
+        } else {
+            Ok(Secret(s.to_string()))
+        }
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_is_redacted_in_debug() {
+        let args = Cli::parse_from(["seqd", "--admin-token", "hunter2"]);
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(args.serve.admin_token.unwrap().expose(), "hunter2");
+    }
+
+    #[test]
+    fn defaults_match_the_design() {
+        let args = Cli::parse_from(["seqd"]);
+        assert!(args.command.is_none());
+        assert_eq!(args.serve.listen, "127.0.0.1:8080");
+        assert_eq!(args.serve.segment_target, Duration::from_secs(600));
+        assert_eq!(args.serve.wait_timeout, Duration::from_secs(3));
+        assert_eq!(args.serve.db.max_step, 1_000_000);
+        assert_eq!(args.serve.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn subcommands_parse() {
+        let c = Cli::parse_from(["seqd", "sequences", "create", "order", "--step", "50"]);
+        match c.command {
+            Some(Command::Sequences(SequencesCommand::Create { name, step, start, .. })) => {
+                assert_eq!((name.as_str(), step, start), ("order", 50, 1));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let c = Cli::parse_from(["seqd", "serve", "--segment-target", "90s"]);
+        match c.command {
+            Some(Command::Serve(s)) => assert_eq!(s.segment_target, Duration::from_secs(90)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Validated domain values: a sequence name, a batch count, a new sequence.
+//!
+//! These types can only be built through their `parse` constructors, so any
+//! value of them that reaches the allocator or a store is known to be valid.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Longest accepted sequence name, in bytes (all accepted characters are ASCII).
+pub const MAX_NAME_LEN: usize = 128;
+/// Largest number of IDs one batch request may ask for.
+pub const MAX_BATCH: u32 = 10_000;
+/// Longest accepted description, in characters.
+pub const MAX_DESCRIPTION_LEN: usize = 256;
+
+/// A sequence name matching `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+///
+/// Cheap to clone (shared string).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeqName(Arc<str>);
+
+/// Why a value was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The name does not match the allowed pattern.
+    #[error("invalid sequence name: must match ^[A-Za-z0-9][A-Za-z0-9._:-]{{0,127}}$")]
+    Name,
+    /// The batch count is not an integer in 1..=10000.
+    #[error("invalid count: must be an integer from 1 to {MAX_BATCH}")]
+    Count,
+    /// The step is not an integer in 1..=max_step.
+    #[error("invalid step: must be an integer from 1 to {max}")]
+    Step {
+        /// The largest step allowed by this server.
+        max: i64,
+    },
+    /// The start is not an integer in 1..=i64::MAX.
+    #[error("invalid start: must be an integer from 1 to 9223372036854775807")]
+    Start,
+    /// The description is too long.
+    #[error("invalid description: at most {MAX_DESCRIPTION_LEN} characters")]
+    Description,
+}
+
+impl SeqName {
+    /// Parses a sequence name, accepting only `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bytes = s.as_bytes();
+        let first_ok = bytes.first().is_some_and(|b| b.is_ascii_alphanumeric());
+        let rest_ok = bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        if first_ok && rest_ok && bytes.len() <= MAX_NAME_LEN {
+            Ok(SeqName(Arc::from(s)))
+        } else {
+            Err(ParseError::Name)
+        }
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for SeqName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for SeqName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SeqName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for SeqName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl serde::Serialize for SeqName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+/// Number of IDs in one batch: 1..=10000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count(u32);
+
+impl Count {
+    /// Accepts 1..=[`MAX_BATCH`].
+    pub fn new(n: u32) -> Result<Self, ParseError> {
+        if (1..=MAX_BATCH).contains(&n) {
+            Ok(Count(n))
+        } else {
+            Err(ParseError::Count)
+        }
+    }
+
+    /// Parses a decimal count as it appears in a query string.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let n: u32 = s.parse().map_err(|_| ParseError::Count)?;
+        Self::new(n)
+    }
+
+    /// The count as a number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// A sequence to create: validated name, first ID, base step and description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSequence {
+    /// The sequence's name.
+    pub name: SeqName,
+    /// The first ID it will issue (>= 1). The row stores `max_id = start - 1`.
+    pub start: i64,
+    /// The base segment size (>= 1).
+    pub step: i64,
+    /// Free text for operators.
+    pub description: String,
+}
+
+impl NewSequence {
+    /// Validates a creation request against the limits of DESIGN.md.
+    pub fn new(
+        name: SeqName,
+        start: i64,
+        step: i64,
+        description: String,
+        max_step: i64,
+    ) -> Result<Self, ParseError> {
+        if start < 1 {
+            return Err(ParseError::Start);
+        }
+        validate_step(step, max_step)?;
+        validate_description(&description)?;
+        Ok(NewSequence { name, start, step, description })
+    }
+}
+
+/// Checks `1 <= step <= max_step`.
+pub fn validate_step(step: i64, max_step: i64) -> Result<i64, ParseError> {
+    if (1..=max_step).contains(&step) {
+        Ok(step)
+    } else {
+        Err(ParseError::Step { max: max_step })
+    }
+}
+
+/// Checks that a description fits the column.
+pub fn validate_description(d: &str) -> Result<(), ParseError> {
+    if d.chars().count() <= MAX_DESCRIPTION_LEN {
+        Ok(())
+    } else {
+        Err(ParseError::Description)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_accepts_the_documented_alphabet() {
+        for ok in ["a", "order", "Order-2024", "biz:order.v1_x", &"a".repeat(128)] {
+            assert!(SeqName::parse(ok).is_ok(), "{ok:?} should parse");
+        }
+    }
+
+    #[test]
+    fn name_rejects_everything_else() {
+        let long = "a".repeat(129);
+        for bad in ["", "-a", ".a", "_a", "a b", "a/b", "../x", "é", "a\0", "a;drop", &long] {
+            assert_eq!(SeqName::parse(bad), Err(ParseError::Name), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn count_bounds_are_inclusive() {
+        assert!(Count::parse("1").is_ok());
+        assert!(Count::parse("10000").is_ok());
+        for bad in ["0", "10001", "-1", "1e3", "abc", "", " 5"] {
+            assert_eq!(Count::parse(bad), Err(ParseError::Count), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn new_sequence_validates_start_step_description() {
+        let n = SeqName::parse("x").unwrap();
+        assert!(NewSequence::new(n.clone(), 1, 1, String::new(), 10).is_ok());
+        assert_eq!(NewSequence::new(n.clone(), 0, 1, String::new(), 10), Err(ParseError::Start));
+        assert_eq!(
+            NewSequence::new(n.clone(), 1, 11, String::new(), 10),
+            Err(ParseError::Step { max: 10 })
+        );
+        assert_eq!(
+            NewSequence::new(n, 1, 1, "d".repeat(257), 10),
+            Err(ParseError::Description)
+        );
+    }
+}

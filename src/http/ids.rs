@@ -1,0 +1,107 @@
+//! ID routes: `/v1/sequences/{name}/next`, `/v1/sequences/{name}/batch`, and
+//! Leaf's `/api/segment/get/{key}`.
+//!
+//! Bodies are written by hand with `itoa`: names are validated to a JSON-safe
+//! alphabet, and IDs are integers, so nothing needs escaping.
+
+use axum::extract::{RawQuery, State};
+use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::extract::{count_from_query, Name};
+use super::AppState;
+use crate::allocator::Batch;
+use crate::domain::SeqName;
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const TEXT: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
+const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+
+/// `GET|POST /v1/sequences/{name}/next`: one ID, JSON or (with
+/// `Accept: text/plain`) the bare number.
+pub async fn next(State(st): State<AppState>, Name(name): Name, headers: HeaderMap) -> Result<Response, ApiError> {
+    let id = st.allocator.next(&name).await.map_err(|e| ApiError::from_alloc(&name, e))?;
+    if wants_text(&headers) {
+        Ok(text_id(id))
+    } else {
+        let mut buf = itoa::Buffer::new();
+        let digits = buf.format(id);
+        let mut body = String::with_capacity(name.as_str().len() + digits.len() + 20);
+        body.push_str("{\"name\":\"");
+        body.push_str(name.as_str());
+        body.push_str("\",\"id\":");
+        body.push_str(digits);
+        body.push('}');
+        Ok(respond(JSON, body))
+    }
+}
+
+/// `GET|POST /v1/sequences/{name}/batch?count=N`: N strictly increasing IDs.
+pub async fn batch(State(st): State<AppState>, Name(name): Name, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let count = count_from_query(q.as_deref())?;
+    let batch = st.allocator.batch(&name, count).await.map_err(|e| ApiError::from_alloc(&name, e))?;
+    Ok(respond(JSON, batch_json(&name, &batch)))
+}
+
+/// `GET /api/segment/get/{key}`: Leaf's route, a plain-text ID; errors keep
+/// their real status codes (Leaf answers 500 or a negative number).
+pub async fn leaf_get(State(st): State<AppState>, Name(name): Name) -> Result<Response, ApiError> {
+    let id = st.allocator.next(&name).await.map_err(|e| ApiError::from_alloc(&name, e))?;
+    Ok(text_id(id))
+}
+
+fn wants_text(headers: &HeaderMap) -> bool {
+    headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/plain") && !a.contains("application/json"))
+}
+
+fn text_id(id: i64) -> Response {
+    respond(TEXT, itoa::Buffer::new().format(id).to_owned())
+}
+
+fn respond(content_type: HeaderValue, body: String) -> Response {
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, content_type);
+    h.insert(CACHE_CONTROL, NO_STORE);
+    resp
+}
+
+/// `{"name":"order","ids":[1,2,3]}`.
+fn batch_json(name: &SeqName, batch: &Batch) -> String {
+    let mut body = String::with_capacity(name.as_str().len() + 20 + batch.len() as usize * 20);
+    body.push_str("{\"name\":\"");
+    body.push_str(name.as_str());
+    body.push_str("\",\"ids\":[");
+    let mut buf = itoa::Buffer::new();
+    for (i, id) in batch.ids().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(buf.format(id));
+    }
+    body.push_str("]}");
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::IdRange;
+
+    #[test]
+    fn batch_json_is_valid_json_with_every_id() {
+        let name = SeqName::parse("a.b:c-d_e").unwrap();
+        let batch = Batch {
+            ranges: vec![IdRange { first: 1, last: 3 }, IdRange { first: i64::MAX - 1, last: i64::MAX }],
+        };
+        let v: serde_json::Value = serde_json::from_str(&batch_json(&name, &batch)).unwrap();
+        assert_eq!(v["name"], "a.b:c-d_e");
+        let ids: Vec<i64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
+        assert_eq!(ids, vec![1, 2, 3, i64::MAX - 1, i64::MAX]);
+    }
+}

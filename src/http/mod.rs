@@ -1,0 +1,81 @@
+//! The HTTP API (DESIGN.md, HTTP API v1): `router(state) -> Router`.
+//!
+//! - [`ids`]: the ID routes (hot path).
+//! - [`sequences`]: create, list, read, patch.
+//! - [`health`]: liveness and readiness.
+//! - [`extract`]: parsing of path, query, body and admin token.
+//! - [`error`]: the only place that maps errors to status codes.
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use axum::Router;
+
+use crate::allocator::Allocator;
+use crate::config::Secret;
+
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod ids;
+pub mod sequences;
+
+use error::ApiError;
+
+/// Largest request body accepted (admin bodies are tiny).
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// Who may call the admin routes.
+#[derive(Debug, Clone)]
+pub enum AdminAuth {
+    /// Callers must send `Authorization: Bearer <token>`.
+    Token(Secret),
+    /// No token set and a loopback listener: admin calls are open.
+    OpenOnLoopback,
+    /// No token set and a non-loopback listener: admin calls are refused.
+    Refused,
+}
+
+impl AdminAuth {
+    /// The mode for a token (if any) and whether the listener is loopback.
+    pub fn decide(token: Option<Secret>, loopback: bool) -> Self {
+        match (token, loopback) {
+            (Some(t), _) => AdminAuth::Token(t),
+            (None, true) => AdminAuth::OpenOnLoopback,
+            (None, false) => AdminAuth::Refused,
+        }
+    }
+
+    /// A short description for the start-up log and the monitor.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            AdminAuth::Token(_) => "bearer token required",
+            AdminAuth::OpenOnLoopback => "open (no token set, loopback listener only)",
+            AdminAuth::Refused => "disabled (no token set, non-loopback listener)",
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The allocator (and through it, the store).
+    pub allocator: Allocator,
+    /// Admin authorization mode.
+    pub admin: AdminAuth,
+}
+
+/// Builds the router with every route of the API.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/sequences/{name}/next", get(ids::next).post(ids::next))
+        .route("/v1/sequences/{name}/batch", get(ids::batch).post(ids::batch))
+        .route("/v1/sequences", get(sequences::list).post(sequences::create))
+        .route("/v1/sequences/{name}", get(sequences::get).patch(sequences::patch))
+        .route("/api/segment/get/{name}", get(ids::leaf_get))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .fallback(|| async { ApiError::RouteNotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}

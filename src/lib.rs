@@ -1,0 +1,26 @@
+//! seqd: unique 64-bit IDs per named sequence, served over HTTP from segments
+//! reserved in PostgreSQL, MySQL/MariaDB or SQLite.
+//!
+//! # Layout
+//!
+//! - [`domain`]: validated values (`SeqName`, `Count`, `NewSequence`).
+//! - [`allocator`]: the core. Per-sequence double buffer of segments, lock-free
+//!   hot path, background prefetch, async waiting, step policy. No SQL, no HTTP;
+//!   time comes from an injected [`allocator::Clock`].
+//! - [`store`]: the [`store::Store`] trait and one implementation per backend,
+//!   plus an in-memory store with fault injection for tests and benchmarks.
+//! - [`http`]: `router(state) -> Router`, handlers, and `error.rs`, the only
+//!   place that knows status codes.
+//! - [`config`]: flags and environment variables (`clap`).
+//! - [`telemetry`]: the tracing subscriber.
+//! - [`startup`]: wires store + allocator + router; `run(listener, shutdown)`.
+//! - [`cli`]: the operators' subcommands (`migrate`, `sequences ...`).
+
+pub mod allocator;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod startup;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,27 @@
+//! The `seqd` binary: parse flags, start logging, hand over to the library.
+
+use clap::Parser;
+use seqd::config::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match &cli.command {
+        None => {
+            seqd::telemetry::init(cli.serve.log_format);
+            seqd::startup::serve(&cli.serve).await
+        }
+        Some(Command::Serve(args)) => {
+            seqd::telemetry::init(args.log_format);
+            seqd::startup::serve(args).await
+        }
+        Some(Command::Migrate(db)) => {
+            seqd::telemetry::init(Default::default());
+            seqd::cli::migrate(db).await
+        }
+        Some(Command::Sequences(cmd)) => {
+            seqd::telemetry::init(Default::default());
+            seqd::cli::sequences(cmd).await
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! An in-memory [`Store`] for the allocator's tests, benchmarks and simulations.
+//!
+//! It keeps rows in a mutex-guarded map and offers fault injection: make
+//! reservations fail, slow them down, or hold them at a gate until released.
+//! It also counts reservations and the most that were ever in flight at once
+//! for one name, so tests can assert "at most one fetch per sequence".
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use tokio::sync::watch;
+
+use super::{Reservation, SequencePatch, SequenceRow, Store, StoreError};
+use crate::domain::{NewSequence, SeqName};
+
+/// Per-name fault settings and counters.
+#[derive(Debug, Default, Clone)]
+struct Faults {
+    fail_remaining: u64,
+    fail_always: bool,
+    delay: Duration,
+    in_flight: u64,
+    max_in_flight: u64,
+    reserves: u64,
+}
+
+/// An in-memory store with fault injection. See the module docs.
+#[derive(Debug)]
+pub struct MemoryStore {
+    rows: Mutex<BTreeMap<SeqName, SequenceRow>>,
+    faults: Mutex<HashMap<SeqName, Faults>>,
+    gate: watch::Sender<bool>,
+    total_reserves: AtomicU64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store with the gate open.
+    pub fn new() -> Self {
+        MemoryStore {
+            rows: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(HashMap::new()),
+            gate: watch::Sender::new(true),
+            total_reserves: AtomicU64::new(0),
+        }
+    }
+
+    /// Inserts a row directly (like an operator's SQL `INSERT`), replacing any.
+    pub fn insert(&self, name: &str, max_id: i64, step: i64) {
+        let name = SeqName::parse(name).expect("valid name");
+        let now = Utc::now();
+        let row = SequenceRow {
+            name: name.clone(),
+            max_id,
+            step,
+            description: String::new(),
+            created_at: now,
+            updated_at: now,
+        };
+        self.rows.lock().unwrap().insert(name, row);
+    }
+
+    /// Deletes a row directly (like an operator's SQL `DELETE`).
+    pub fn remove(&self, name: &str) {
+        self.rows.lock().unwrap().remove(name);
+    }
+
+    /// Makes the next `n` reservations of `name` fail as if the database were down.
+    pub fn fail_next(&self, name: &str, n: u64) {
+        self.with_faults(name, |f| f.fail_remaining = n);
+    }
+
+    /// Makes every reservation of `name` fail (or stops doing so).
+    pub fn set_failing(&self, name: &str, failing: bool) {
+        self.with_faults(name, |f| f.fail_always = failing);
+    }
+
+    /// Delays every reservation of `name` by `delay` (tokio time, so a paused
+    /// clock in tests skips it).
+    pub fn set_delay(&self, name: &str, delay: Duration) {
+        self.with_faults(name, |f| f.delay = delay);
+    }
+
+    /// Closes the gate: every reservation waits until [`MemoryStore::open_gate`].
+    pub fn close_gate(&self) {
+        self.gate.send_replace(false);
+    }
+
+    /// Opens the gate, letting held reservations proceed.
+    pub fn open_gate(&self) {
+        self.gate.send_replace(true);
+    }
+
+    /// Reservations of `name` attempted so far (failed ones included).
+    pub fn reserves(&self, name: &str) -> u64 {
+        self.faults_of(name).reserves
+    }
+
+    /// Reservations attempted so far over all names.
+    pub fn total_reserves(&self) -> u64 {
+        self.total_reserves.load(Ordering::Relaxed)
+    }
+
+    /// The most reservations of `name` that were ever in flight at once.
+    pub fn max_in_flight(&self, name: &str) -> u64 {
+        self.faults_of(name).max_in_flight
+    }
+
+    /// The row's current `max_id`, if it exists.
+    pub fn max_id(&self, name: &str) -> Option<i64> {
+        self.rows.lock().unwrap().get(name).map(|r| r.max_id)
+    }
+
+    fn faults_of(&self, name: &str) -> Faults {
+        let key = SeqName::parse(name).expect("valid name");
+        self.faults.lock().unwrap().get(&key).cloned().unwrap_or_default()
+    }
+
+    fn with_faults<R>(&self, name: &str, f: impl FnOnce(&mut Faults) -> R) -> R {
+        let key = SeqName::parse(name).expect("valid name");
+        f(self.faults.lock().unwrap().entry(key).or_default())
+    }
+
+    /// Enters a reservation: counts it and returns (should_fail, delay).
+    fn enter(&self, name: &str) -> (bool, Duration) {
+        self.total_reserves.fetch_add(1, Ordering::Relaxed);
+        self.with_faults(name, |f| {
+            f.reserves += 1;
+            f.in_flight += 1;
+            f.max_in_flight = f.max_in_flight.max(f.in_flight);
+            let fail = f.fail_always || f.fail_remaining > 0;
+            f.fail_remaining = f.fail_remaining.saturating_sub(1);
+            (fail, f.delay)
+        })
+    }
+
+    fn reserve_now(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
+        let mut rows = self.rows.lock().unwrap();
+        let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
+        let wanted = row.step.max(min_size);
+        let size = if row.max_id <= i64::MAX - wanted {
+            wanted
+        } else if row.max_id <= i64::MAX - row.step {
+            row.step
+        } else {
+            return Err(StoreError::Exhausted);
+        };
+        row.max_id += size;
+        row.updated_at = Utc::now();
+        Ok(Reservation { max_id: row.max_id, size, row_step: row.step })
+    }
+}
+
+/// Decrements the in-flight count when a reservation ends, even if cancelled.
+struct InFlight<'a>(&'a MemoryStore, &'a str);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.with_faults(self.1, |f| f.in_flight -= 1);
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
+        let (fail, delay) = self.enter(name.as_str());
+        let _guard = InFlight(self, name.as_str());
+        let mut gate = self.gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if fail {
+            return Err(StoreError::Unavailable("injected failure".into()));
+        }
+        self.reserve_now(name, min_size)
+    }
+
+    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+        let mut rows = self.rows.lock().unwrap();
+        if rows.contains_key(&seq.name) {
+            return Err(StoreError::AlreadyExists);
+        }
+        let now = Utc::now();
+        let row = SequenceRow {
+            name: seq.name.clone(),
+            max_id: seq.start - 1,
+            step: seq.step,
+            description: seq.description.clone(),
+            created_at: now,
+            updated_at: now,
+        };
+        rows.insert(seq.name.clone(), row.clone());
+        Ok(row)
+    }
+
+    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
+        Ok(self.rows.lock().unwrap().get(name).cloned())
+    }
+
+    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
+        Ok(self.rows.lock().unwrap().values().cloned().collect())
+    }
+
+    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError> {
+        let mut rows = self.rows.lock().unwrap();
+        let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
+        if let Some(step) = patch.step {
+            row.step = step;
+        }
+        if let Some(d) = &patch.description {
+            row.description = d.clone();
+        }
+        row.updated_at = Utc::now();
+        Ok(row.clone())
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}

@@ -1,0 +1,368 @@
+//! Test harness shared by the integration tests: a fresh database per test on
+//! each of the three backends of DESIGN.md ("Tests and CI").
+//!
+//! # Usage
+//!
+//! ```ignore
+//! #[macro_use]
+//! mod common;
+//!
+//! use common::TestDb;
+//!
+//! async fn reserve_is_atomic(db: TestDb) {
+//!     let store = common::store(&db).await; // connected and migrated
+//!     // ... assertions ...
+//! }
+//! per_backend!(reserve_is_atomic); // several names may be listed: per_backend!(a, b, c);
+//! ```
+//!
+//! `per_backend!(f)` generates `mod f { async fn sqlite(), postgres(), mysql() }`,
+//! each a `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]` that
+//! gets a fresh [`TestDb`] for its backend and calls `super::f(db).await`
+//! (so run one backend with e.g. `cargo test f::postgres`).
+//!
+//! - SQLite: a new file in a temporary directory.
+//! - PostgreSQL: a new schema `seqd_t_<unixsecs>_<random>` in the database of
+//!   `SEQD_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
+//!   selected by `?options=-csearch_path%3D<schema>` in [`TestDb::url`].
+//! - MariaDB/MySQL: a new database `seqd_t_<unixsecs>_<random>` on the server of
+//!   `SEQD_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`).
+//!
+//! If a server is unreachable the test prints `skipped: ...` and passes,
+//! unless `SEQD_TEST_REQUIRE_ALL=1`, under which it panics. A test's schema or
+//! database is dropped when its [`TestDb`] is dropped (kept if the test
+//! panicked, for inspection); leftovers older than two hours are dropped by
+//! later runs.
+
+#![allow(dead_code)]
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use seqd::domain::{NewSequence, SeqName};
+use seqd::store::Store;
+use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
+
+/// Default base URL of the PostgreSQL test server.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// Default base URL of the MariaDB test server.
+pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+/// Prefix of the schemas/databases the harness creates.
+const PREFIX: &str = "seqd_t_";
+/// Leftover schemas/databases older than this are dropped.
+const MAX_AGE: Duration = Duration::from_secs(2 * 60 * 60);
+/// How long to wait for a server before calling it unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A storage backend under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An SQLite file.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+    /// MariaDB / MySQL.
+    Mysql,
+}
+
+impl Backend {
+    /// All backends.
+    pub const ALL: [Backend; 3] = [Backend::Sqlite, Backend::Postgres, Backend::Mysql];
+
+    /// The name [`Store::backend`] reports for this backend.
+    pub fn store_name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
+        }
+    }
+}
+
+/// What to drop when a [`TestDb`] goes away.
+#[derive(Debug, Clone)]
+enum Owned {
+    /// A PostgreSQL schema in the database of `base_url`.
+    PgSchema { base_url: String, name: String },
+    /// A MySQL database on the server of `base_url`.
+    MySqlDatabase { base_url: String, name: String },
+}
+
+/// A fresh, empty database for one test. The URL is ready for
+/// `seqd::store::connect` (and for raw sqlx connections).
+#[derive(Debug)]
+pub struct TestDb {
+    /// Which backend this is.
+    pub backend: Backend,
+    /// The URL of the fresh database (no migrations applied yet).
+    pub url: String,
+    owned: Option<Owned>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    /// For SQLite, the directory holding the database file.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_ref().map(|d| d.path())
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(owned) = self.owned.take() else { return };
+        if std::thread::panicking() {
+            // Keep the data of a failed test; the age-based cleanup removes it later.
+            return;
+        }
+        // Drop runs on a thread of the test's runtime, where no other runtime
+        // may be started: clean up on a thread of its own with a small runtime.
+        let cleanup = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(15), drop_owned(&owned)).await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Drops a schema or database, best effort.
+async fn drop_owned(owned: &Owned) {
+    match owned {
+        Owned::PgSchema { base_url, name } => {
+            if let Ok(mut conn) = PgConnection::connect(base_url).await {
+                pg_drop_schema(&mut conn, name).await;
+                let _ = conn.close().await;
+            }
+        }
+        Owned::MySqlDatabase { base_url, name } => {
+            if let Ok(mut conn) = MySqlConnection::connect(base_url).await {
+                mysql_drop_database(&mut conn, name).await;
+                let _ = conn.close().await;
+            }
+        }
+    }
+}
+
+async fn pg_drop_schema(conn: &mut PgConnection, name: &str) {
+    let _ = sqlx::query("SET lock_timeout = '5s'").execute(&mut *conn).await;
+    let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).execute(&mut *conn).await;
+}
+
+async fn mysql_drop_database(conn: &mut MySqlConnection, name: &str) {
+    let _ = sqlx::query("SET SESSION lock_wait_timeout = 5").execute(&mut *conn).await;
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`")).execute(&mut *conn).await;
+}
+
+/// Whether unreachable backends must fail the tests (`SEQD_TEST_REQUIRE_ALL=1`).
+pub fn require_all() -> bool {
+    std::env::var("SEQD_TEST_REQUIRE_ALL").is_ok_and(|v| v == "1")
+}
+
+/// A fresh database for `backend`, or `None` (after printing `skipped: ...`)
+/// if its server is unreachable and `SEQD_TEST_REQUIRE_ALL` is not `1`.
+pub async fn test_db(backend: Backend) -> Option<TestDb> {
+    let result = match backend {
+        Backend::Sqlite => sqlite_db(),
+        Backend::Postgres => postgres_db().await,
+        Backend::Mysql => mysql_db().await,
+    };
+    match result {
+        Ok(db) => Some(db),
+        Err(e) if require_all() => {
+            panic!("{backend:?} test database unavailable and SEQD_TEST_REQUIRE_ALL=1: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {backend:?} test database unavailable: {e}");
+            None
+        }
+    }
+}
+
+/// Connects to `db` through `seqd::store::connect` and applies the migrations.
+pub async fn store(db: &TestDb) -> Arc<dyn Store> {
+    let store = connect(db).await;
+    store.migrate().await.unwrap_or_else(|e| panic!("migrating the {:?} test database: {e}", db.backend));
+    store
+}
+
+/// Connects to `db` through `seqd::store::connect` without migrating.
+pub async fn connect(db: &TestDb) -> Arc<dyn Store> {
+    seqd::store::connect(&db.url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the {:?} test database: {e}", db.backend))
+}
+
+/// Runs one SQL statement on `db` over a raw sqlx connection (as an operator
+/// would with a SQL client) and returns the number of affected rows, or the
+/// driver's error text.
+pub async fn try_execute(db: &TestDb, sql: &str) -> Result<u64, String> {
+    let err = |e: sqlx::Error| e.to_string();
+    match db.backend {
+        Backend::Sqlite => {
+            let mut c = SqliteConnection::connect(&db.url).await.map_err(err)?;
+            let n = sqlx::query(sql).execute(&mut c).await.map_err(err)?.rows_affected();
+            c.close().await.map_err(err)?;
+            Ok(n)
+        }
+        Backend::Postgres => {
+            let mut c = PgConnection::connect(&db.url).await.map_err(err)?;
+            let n = sqlx::query(sql).execute(&mut c).await.map_err(err)?.rows_affected();
+            c.close().await.map_err(err)?;
+            Ok(n)
+        }
+        Backend::Mysql => {
+            let mut c = MySqlConnection::connect(&db.url).await.map_err(err)?;
+            let n = sqlx::query(sql).execute(&mut c).await.map_err(err)?.rows_affected();
+            c.close().await.map_err(err)?;
+            Ok(n)
+        }
+    }
+}
+
+/// Like [`try_execute`], panicking on error.
+pub async fn execute(db: &TestDb, sql: &str) -> u64 {
+    try_execute(db, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// A valid sequence name (panics on an invalid one).
+pub fn name(s: &str) -> SeqName {
+    SeqName::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
+}
+
+/// A sequence to create, with an empty description.
+pub fn new_seq(name_: &str, start: i64, step: i64) -> NewSequence {
+    NewSequence::new(name(name_), start, step, String::new(), i64::MAX)
+        .unwrap_or_else(|e| panic!("new sequence {name_:?}: {e}"))
+}
+
+/// A fresh `seqd_t_<unixsecs>_<random>` name.
+fn fresh_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.write_u128(now.as_nanos());
+    format!("{PREFIX}{}_{:016x}", now.as_secs(), h.finish())
+}
+
+/// Whether a harness-made name is older than [`MAX_AGE`].
+fn is_stale(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(PREFIX) else { return false };
+    let Some(secs) = rest.split('_').next().and_then(|s| s.parse::<u64>().ok()) else { return false };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    now.saturating_sub(secs) > MAX_AGE.as_secs()
+}
+
+fn sqlite_db() -> Result<TestDb, String> {
+    let dir = tempfile::Builder::new().prefix("seqd-test-").tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("seqd.db");
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    Ok(TestDb { backend: Backend::Sqlite, url, owned: None, dir: Some(dir) })
+}
+
+async fn postgres_db() -> Result<TestDb, String> {
+    let base_url = std::env::var("SEQD_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
+    let shown = seqd::store::redact_url(&base_url);
+    let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&base_url))
+        .await
+        .map_err(|_| format!("{shown}: connect timed out"))?
+        .map_err(|e| format!("{shown}: {e}"))?;
+
+    // Best-effort cleanup of leftovers of earlier runs (never of young ones:
+    // other tests run in parallel).
+    let pattern = format!("{}%", PREFIX.replace('_', "\\_"));
+    let old: Vec<(String,)> = sqlx::query_as("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1")
+        .bind(&pattern)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+    for (schema,) in old.into_iter().filter(|(s,)| is_stale(s)) {
+        pg_drop_schema(&mut conn, &schema).await;
+    }
+
+    let name = fresh_name();
+    sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
+        .execute(&mut conn)
+        .await
+        .map_err(|e| format!("{shown}: creating schema {name}: {e}"))?;
+    let _ = conn.close().await;
+
+    let sep = if base_url.contains('?') { '&' } else { '?' };
+    let url = format!("{base_url}{sep}options=-csearch_path%3D{name}");
+    Ok(TestDb { backend: Backend::Postgres, url, owned: Some(Owned::PgSchema { base_url, name }), dir: None })
+}
+
+async fn mysql_db() -> Result<TestDb, String> {
+    let base_url = std::env::var("SEQD_TEST_MYSQL_URL").unwrap_or_else(|_| DEFAULT_MYSQL_URL.to_string());
+    let shown = seqd::store::redact_url(&base_url);
+    let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&base_url))
+        .await
+        .map_err(|_| format!("{shown}: connect timed out"))?
+        .map_err(|e| format!("{shown}: {e}"))?;
+
+    // Best-effort cleanup of leftovers of earlier runs (never of young ones).
+    let pattern = format!("{}%", PREFIX.replace('_', "\\_"));
+    let old: Vec<(String,)> =
+        sqlx::query_as("SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?")
+            .bind(&pattern)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+    for (database,) in old.into_iter().filter(|(d,)| is_stale(d)) {
+        mysql_drop_database(&mut conn, &database).await;
+    }
+
+    let name = fresh_name();
+    sqlx::query(&format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
+        .execute(&mut conn)
+        .await
+        .map_err(|e| format!("{shown}: creating database {name}: {e}"))?;
+    let _ = conn.close().await;
+
+    let mut url = url::Url::parse(&base_url).map_err(|e| format!("{shown}: {e}"))?;
+    url.set_path(&format!("/{name}"));
+    Ok(TestDb {
+        backend: Backend::Mysql,
+        url: url.to_string(),
+        owned: Some(Owned::MySqlDatabase { base_url, name }),
+        dir: None,
+    })
+}
+
+/// Instantiates `async fn NAME(db: TestDb)` once per backend; see the module
+/// docs. Accepts several names: `per_backend!(a, b, c);`.
+#[macro_export]
+macro_rules! per_backend {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn sqlite() {
+                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Sqlite).await {
+                        super::$test(db).await;
+                    }
+                }
+
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn postgres() {
+                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Postgres).await {
+                        super::$test(db).await;
+                    }
+                }
+
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn mysql() {
+                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Mysql).await {
+                        super::$test(db).await;
+                    }
+                }
+            }
+        )+
+    };
+}

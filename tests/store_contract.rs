@@ -1,0 +1,505 @@
+//! The storage contract: every `Store` backend (SQLite, PostgreSQL, MariaDB)
+//! must pass this one suite. Each test runs once per backend on a fresh
+//! database (see `common`); run one backend with e.g.
+//! `cargo test --test store_contract postgres`.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chrono::Utc;
+use common::{execute, name, new_seq, try_execute, Backend, TestDb};
+use seqd::domain::NewSequence;
+use seqd::store::{Reservation, SequencePatch, SequenceRow, Store, StoreError};
+
+/// Asserts that a timestamp read from the database is "now" in UTC (so the
+/// column was written and decoded as UTC, not as some local time).
+fn assert_recent(what: &str, t: chrono::DateTime<Utc>) {
+    let delta = (Utc::now() - t).num_seconds().abs();
+    assert!(delta <= 60, "{what} = {t} is {delta}s away from now (UTC)");
+}
+
+/// Asserts that `reservations` tile `(start - 1, end]` exactly: no overlap,
+/// no hole, and that each one's size is consistent.
+fn assert_tiles(mut reservations: Vec<Reservation>, start: i64, end: i64) {
+    reservations.sort_by_key(|r| r.first());
+    let mut next = start;
+    for r in &reservations {
+        assert!(r.size >= 1 && r.size >= r.row_step, "bad size in {r:?}");
+        assert_eq!(r.first(), next, "overlap or hole at {r:?} (expected first {next})");
+        next = r.max_id + 1;
+    }
+    assert_eq!(next - 1, end, "ranges end at {} but the row's max_id is {end}", next - 1);
+}
+
+async fn get_row(store: &Arc<dyn Store>, n: &str) -> SequenceRow {
+    store.get(&name(n)).await.unwrap().unwrap_or_else(|| panic!("row {n:?} missing"))
+}
+
+// ---------------------------------------------------------------------------
+// create / get / list / update
+
+async fn create_then_get_returns_the_row_with_max_id_start_minus_one(db: TestDb) {
+    let store = common::store(&db).await;
+    let created = store.create(&new_seq("order", 1001, 100)).await.unwrap();
+    assert_eq!(created.name.as_str(), "order");
+    assert_eq!(created.max_id, 1000);
+    assert_eq!(created.step, 100);
+    assert_eq!(created.description, "");
+    assert_recent("created_at", created.created_at);
+    assert_recent("updated_at", created.updated_at);
+
+    let got = get_row(&store, "order").await;
+    assert_eq!(got, created);
+}
+
+async fn create_keeps_the_description(db: TestDb) {
+    let store = common::store(&db).await;
+    let seq = NewSequence::new(name("payment"), 1, 10, "payments, v2".into(), 1_000_000).unwrap();
+    assert_eq!(store.create(&seq).await.unwrap().description, "payments, v2");
+    assert_eq!(get_row(&store, "payment").await.description, "payments, v2");
+}
+
+async fn create_with_start_one_has_max_id_zero(db: TestDb) {
+    let store = common::store(&db).await;
+    assert_eq!(store.create(&new_seq("s", 1, 5)).await.unwrap().max_id, 0);
+}
+
+async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
+    let store = common::store(&db).await;
+    let description = "é😀".repeat(128);
+    assert_eq!(description.chars().count(), 256);
+    let seq = NewSequence::new(name("wide"), 1, 10, description.clone(), 1_000_000).unwrap();
+    store.create(&seq).await.unwrap();
+    assert_eq!(get_row(&store, "wide").await.description, description);
+    let patch = SequencePatch { step: None, description: Some(description.chars().rev().collect()) };
+    let updated = store.update(&name("wide"), &patch).await.unwrap();
+    assert_eq!(updated.description, description.chars().rev().collect::<String>());
+}
+
+async fn create_of_an_existing_name_fails_with_already_exists(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    match store.create(&new_seq("order", 500, 20)).await {
+        Err(StoreError::AlreadyExists) => {}
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    // The first row is untouched.
+    let row = get_row(&store, "order").await;
+    assert_eq!((row.max_id, row.step), (0, 10));
+}
+
+async fn get_of_a_missing_name_returns_none(db: TestDb) {
+    let store = common::store(&db).await;
+    assert_eq!(store.get(&name("nope")).await.unwrap(), None);
+}
+
+async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
+    let store = common::store(&db).await;
+    assert!(store.list().await.unwrap().is_empty());
+    let names = ["b", "a", "C", "a.b", "a-b", "a0", "B", "a_b", "a:b"];
+    for n in names {
+        store.create(&new_seq(n, 1, 10)).await.unwrap();
+    }
+    let listed: Vec<String> = store.list().await.unwrap().into_iter().map(|r| r.name.to_string()).collect();
+    let mut expected: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    expected.sort(); // byte order, as `SeqName`'s `Ord`
+    assert_eq!(listed, expected);
+}
+
+async fn list_ignores_rows_whose_name_is_not_a_valid_sequence_name(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("good", 1, 10)).await.unwrap();
+    execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('bad name', 0, 10)").await;
+    let listed: Vec<String> = store.list().await.unwrap().into_iter().map(|r| r.name.to_string()).collect();
+    assert_eq!(listed, ["good"]);
+}
+
+async fn update_changes_step_and_description(db: TestDb) {
+    let store = common::store(&db).await;
+    let created = store.create(&new_seq("order", 1, 10)).await.unwrap();
+
+    let patch = SequencePatch { step: Some(25), description: None };
+    let row = store.update(&name("order"), &patch).await.unwrap();
+    assert_eq!((row.step, row.description.as_str(), row.max_id), (25, "", 0));
+
+    let patch = SequencePatch { step: None, description: Some("orders".into()) };
+    let row = store.update(&name("order"), &patch).await.unwrap();
+    assert_eq!((row.step, row.description.as_str()), (25, "orders"));
+
+    let patch = SequencePatch { step: Some(7), description: Some("both".into()) };
+    let row = store.update(&name("order"), &patch).await.unwrap();
+    assert_eq!((row.step, row.description.as_str()), (7, "both"));
+    assert_eq!(row.created_at, created.created_at);
+    assert!(row.updated_at >= created.updated_at);
+    assert_recent("updated_at", row.updated_at);
+    assert_eq!(get_row(&store, "order").await, row);
+}
+
+async fn update_with_an_empty_patch_returns_the_unchanged_row(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    // Twice in a row, so that on MySQL nothing at all changes the second time
+    // (same updated_at second): must still be found, not NotFound.
+    for _ in 0..2 {
+        let row = store.update(&name("order"), &SequencePatch::default()).await.unwrap();
+        assert_eq!((row.step, row.max_id, row.description.as_str()), (10, 0, ""));
+    }
+}
+
+async fn update_of_a_missing_name_fails_with_not_found(db: TestDb) {
+    let store = common::store(&db).await;
+    let patch = SequencePatch { step: Some(5), description: None };
+    match store.update(&name("nope"), &patch).await {
+        Err(StoreError::NotFound) => {}
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+}
+
+async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
+    let store = common::store(&db).await;
+    let sql = "INSERT INTO sequences (name, max_id, step) VALUES ('zero', 0, 0)";
+    assert!(try_execute(&db, sql).await.is_err(), "CHECK (step >= 1) must reject step 0");
+    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    let patch = SequencePatch { step: Some(0), description: None };
+    match store.update(&name("order"), &patch).await {
+        Err(StoreError::Unavailable(_)) => {}
+        other => panic!("expected the database to refuse step 0, got {other:?}"),
+    }
+    assert_eq!(get_row(&store, "order").await.step, 10);
+}
+
+async fn names_are_case_sensitive(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("Order", 1, 10)).await.unwrap();
+    store.create(&new_seq("order", 1001, 100)).await.unwrap();
+    assert_eq!(get_row(&store, "Order").await.max_id, 0);
+    assert_eq!(get_row(&store, "order").await.max_id, 1000);
+    assert_eq!(store.get(&name("ORDER")).await.unwrap(), None);
+
+    let r = store.reserve(&name("Order"), 1).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (1, 10));
+    assert_eq!(get_row(&store, "order").await.max_id, 1000, "'order' must not move");
+    let r = store.reserve(&name("order"), 1).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (1001, 1100));
+    assert!(matches!(store.reserve(&name("ORDER"), 1).await, Err(StoreError::NotFound)));
+    assert_eq!(store.list().await.unwrap().len(), 2);
+}
+
+// ---------------------------------------------------------------------------
+// reserve
+
+async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("order", 1001, 100)).await.unwrap();
+    let before = get_row(&store, "order").await;
+    let mut expected_first = 1001;
+    for _ in 0..5 {
+        let r = store.reserve(&name("order"), 1).await.unwrap();
+        assert_eq!(r, Reservation { max_id: expected_first + 99, size: 100, row_step: 100 });
+        assert_eq!(r.first(), expected_first);
+        expected_first += 100;
+    }
+    let after = get_row(&store, "order").await;
+    assert_eq!(after.max_id, 1500);
+    assert!(after.updated_at >= before.updated_at);
+}
+
+async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    let r = store.reserve(&name("order"), 250).await.unwrap();
+    assert_eq!(r, Reservation { max_id: 250, size: 250, row_step: 10 });
+    let r = store.reserve(&name("order"), 1).await.unwrap();
+    assert_eq!(r, Reservation { max_id: 260, size: 10, row_step: 10 });
+    assert_eq!(get_row(&store, "order").await.step, 10, "reserve must not change the row's step");
+}
+
+async fn reserve_with_min_size_below_the_step_reserves_the_step(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("order", 1, 100)).await.unwrap();
+    for min_size in [0, 1, 99, 100] {
+        let r = store.reserve(&name("order"), min_size).await.unwrap();
+        assert_eq!((r.size, r.row_step), (100, 100), "min_size {min_size}");
+    }
+    assert_eq!(get_row(&store, "order").await.max_id, 400);
+}
+
+async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    assert_eq!(store.reserve(&name("order"), 1).await.unwrap().max_id, 10);
+    let patch = SequencePatch { step: Some(1000), description: None };
+    store.update(&name("order"), &patch).await.unwrap();
+    let r = store.reserve(&name("order"), 1).await.unwrap();
+    assert_eq!(r, Reservation { max_id: 1010, size: 1000, row_step: 1000 });
+    assert_eq!(r.first(), 11);
+}
+
+async fn reserve_of_a_missing_name_fails_with_not_found(db: TestDb) {
+    let store = common::store(&db).await;
+    for min_size in [1, 1000] {
+        match store.reserve(&name("nope"), min_size).await {
+            Err(StoreError::NotFound) => {}
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+    }
+}
+
+async fn reserve_that_would_pass_i64_max_fails_with_exhausted(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("full", i64::MAX - 5, 10)).await.unwrap();
+    for min_size in [1, 10, 1000, i64::MAX] {
+        match store.reserve(&name("full"), min_size).await {
+            Err(StoreError::Exhausted) => {}
+            other => panic!("expected Exhausted (min_size {min_size}), got {other:?}"),
+        }
+    }
+    assert_eq!(get_row(&store, "full").await.max_id, i64::MAX - 6, "an exhausted row must not move");
+}
+
+async fn reserve_ending_exactly_at_i64_max_succeeds_then_exhausted(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("edge", i64::MAX - 9, 10)).await.unwrap();
+    let r = store.reserve(&name("edge"), 1).await.unwrap();
+    assert_eq!(r, Reservation { max_id: i64::MAX, size: 10, row_step: 10 });
+    assert_eq!(r.first(), i64::MAX - 9);
+    assert!(matches!(store.reserve(&name("edge"), 1).await, Err(StoreError::Exhausted)));
+
+    // The very last ID on its own.
+    store.create(&new_seq("last", i64::MAX, 1)).await.unwrap();
+    let r = store.reserve(&name("last"), 1).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (i64::MAX, i64::MAX));
+    assert!(matches!(store.reserve(&name("last"), 1).await, Err(StoreError::Exhausted)));
+    assert_eq!(get_row(&store, "last").await.max_id, i64::MAX);
+}
+
+async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(db: TestDb) {
+    let store = common::store(&db).await;
+    // max_id = i64::MAX - 100, step 10.
+    store.create(&new_seq("near", i64::MAX - 99, 10)).await.unwrap();
+    // A min_size that still fits is honoured.
+    let r = store.reserve(&name("near"), 60).await.unwrap();
+    assert_eq!(r, Reservation { max_id: i64::MAX - 40, size: 60, row_step: 10 });
+    // One that does not fit falls back to the row's step, until the end.
+    for expected_max in [i64::MAX - 30, i64::MAX - 20, i64::MAX - 10, i64::MAX] {
+        let r = store.reserve(&name("near"), 1000).await.unwrap();
+        assert_eq!(r, Reservation { max_id: expected_max, size: 10, row_step: 10 });
+    }
+    assert!(matches!(store.reserve(&name("near"), 1000).await, Err(StoreError::Exhausted)));
+    assert_eq!(get_row(&store, "near").await.max_id, i64::MAX);
+}
+
+async fn row_inserted_with_plain_sql_gets_defaults_and_is_reservable(db: TestDb) {
+    let store = common::store(&db).await;
+    let n = execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('plain', 0, 1000)").await;
+    assert_eq!(n, 1);
+    let row = get_row(&store, "plain").await;
+    assert_eq!((row.max_id, row.step, row.description.as_str()), (0, 1000, ""));
+    assert_recent("created_at", row.created_at);
+    assert_recent("updated_at", row.updated_at);
+    let r = store.reserve(&name("plain"), 1).await.unwrap();
+    assert_eq!((r.first(), r.max_id, r.size), (1, 1000, 1000));
+    assert_eq!(store.list().await.unwrap().len(), 1);
+}
+
+/// 32 tasks × 50 reservations on one sequence (step 7; half the tasks ask for
+/// min_size 11): the ranges never overlap and tile (start - 1, max_id] exactly.
+async fn concurrent_reservations_never_overlap_and_leave_no_holes(db: TestDb) {
+    let store = common::store(&db).await;
+    let start = 1_000_001;
+    store.create(&new_seq("hot", start, 7)).await.unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..32 {
+        let store = store.clone();
+        let min_size = if t % 2 == 0 { 1 } else { 11 };
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::with_capacity(50);
+            for _ in 0..50 {
+                let r = store.reserve(&name("hot"), min_size).await.unwrap();
+                assert_eq!(r.row_step, 7);
+                assert_eq!(r.size, min_size.max(7), "size must be what this reservation added");
+                got.push(r);
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    assert_eq!(all.len(), 32 * 50);
+    let end = get_row(&store, "hot").await.max_id;
+    assert_eq!(end, start - 1 + 16 * 50 * 7 + 16 * 50 * 11);
+    assert_tiles(all, start, end);
+}
+
+/// Reservations racing with step changes: each reservation's size is the
+/// step its own statement saw, so the ranges still tile exactly.
+async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("moving", 1, 5)).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..40 {
+                got.push(store.reserve(&name("moving"), 1).await.unwrap());
+            }
+            got
+        }));
+    }
+    let updater = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for i in 0..40 {
+                let step = if i % 2 == 0 { 3 } else { 50 };
+                store.update(&name("moving"), &SequencePatch { step: Some(step), description: None }).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    updater.await.unwrap();
+    let steps: BTreeSet<i64> = all.iter().map(|r| r.row_step).collect();
+    assert!(steps.is_subset(&BTreeSet::from([3, 5, 50])), "{steps:?}");
+    for r in &all {
+        assert_eq!(r.size, r.row_step, "{r:?}");
+    }
+    let end = get_row(&store, "moving").await.max_id;
+    assert_tiles(all, 1, end);
+}
+
+/// Two instances (two independent pools on one database) reserving at once.
+async fn two_instances_on_one_database_never_overlap(db: TestDb) {
+    let a = common::store(&db).await;
+    let b = common::connect(&db).await;
+    a.create(&new_seq("shared", 1, 13)).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..25 {
+                got.push(store.reserve(&name("shared"), 1).await.unwrap());
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let end = get_row(&b, "shared").await.max_id;
+    assert_eq!(end, 16 * 25 * 13);
+    assert_tiles(all, 1, end);
+}
+
+// ---------------------------------------------------------------------------
+// migrate / ping / connect
+
+async fn migrate_is_idempotent_and_keeps_data(db: TestDb) {
+    let store = common::store(&db).await; // migrated once
+    store.create(&new_seq("kept", 1, 10)).await.unwrap();
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+    // A second instance migrating the same database is a no-op too.
+    common::store(&db).await;
+    assert_eq!(get_row(&store, "kept").await.max_id, 0);
+}
+
+async fn ping_fails_without_the_schema_and_succeeds_after_migrate(db: TestDb) {
+    let store = common::connect(&db).await;
+    match store.ping().await {
+        Err(StoreError::Unavailable(_)) => {}
+        other => panic!("ping must fail before the migrations, got {other:?}"),
+    }
+    store.migrate().await.unwrap();
+    store.ping().await.unwrap();
+    store.create(&new_seq("x", 1, 1)).await.unwrap();
+    store.ping().await.unwrap();
+}
+
+async fn backend_name_matches_and_url_aliases_connect(db: TestDb) {
+    let store = common::store(&db).await;
+    assert_eq!(store.backend(), db.backend.store_name());
+    let alias = match db.backend {
+        Backend::Postgres => db.url.replacen("postgres://", "postgresql://", 1),
+        Backend::Mysql => db.url.replacen("mysql://", "mariadb://", 1),
+        Backend::Sqlite => db.url.clone(),
+    };
+    let again = seqd::store::connect(&alias).await.unwrap();
+    assert_eq!(again.backend(), db.backend.store_name());
+    again.ping().await.unwrap();
+}
+
+/// Each test gets its own database (on PostgreSQL: a schema chosen through
+/// the URL's `options=-csearch_path=...`, so this also proves it is honoured).
+async fn each_test_database_is_isolated(db: TestDb) {
+    let other = common::test_db(db.backend).await.expect("a second test database");
+    let a = common::store(&db).await;
+    let b = common::store(&other).await;
+    a.create(&new_seq("mine", 1, 10)).await.unwrap();
+    assert_eq!(b.get(&name("mine")).await.unwrap(), None);
+    assert!(b.list().await.unwrap().is_empty());
+    b.create(&new_seq("mine", 500, 1)).await.unwrap();
+    assert_eq!(get_row(&a, "mine").await.max_id, 0);
+    assert_eq!(get_row(&b, "mine").await.max_id, 499);
+}
+
+/// Unreachable databases fail with `Unavailable`, not a panic or a hang.
+async fn connect_to_an_unreachable_server_fails_with_unavailable(db: TestDb) {
+    let url = match db.backend {
+        Backend::Postgres => "postgres://postgres@127.0.0.1:1/test".to_string(),
+        Backend::Mysql => "mysql://root@127.0.0.1:1/test".to_string(),
+        // Without mode=rwc a missing file is not created.
+        Backend::Sqlite => format!("sqlite://{}/missing.db", db.dir().unwrap().display()),
+    };
+    match seqd::store::connect(&url).await {
+        Err(StoreError::Unavailable(_)) => {}
+        Err(other) => panic!("expected Unavailable, got {other:?}"),
+        Ok(_) => panic!("expected Unavailable, got a store"),
+    }
+    if db.backend == Backend::Sqlite {
+        assert!(!db.dir().unwrap().join("missing.db").exists(), "the file must not be created");
+    }
+}
+
+per_backend!(
+    create_then_get_returns_the_row_with_max_id_start_minus_one,
+    create_keeps_the_description,
+    create_with_start_one_has_max_id_zero,
+    description_of_256_multibyte_characters_round_trips,
+    create_of_an_existing_name_fails_with_already_exists,
+    get_of_a_missing_name_returns_none,
+    list_returns_every_row_in_byte_order_of_name,
+    list_ignores_rows_whose_name_is_not_a_valid_sequence_name,
+    update_changes_step_and_description,
+    update_with_an_empty_patch_returns_the_unchanged_row,
+    update_of_a_missing_name_fails_with_not_found,
+    step_below_one_is_rejected_by_the_table,
+    names_are_case_sensitive,
+    reserve_returns_consecutive_ranges_of_the_row_step,
+    reserve_with_min_size_above_the_step_reserves_min_size,
+    reserve_with_min_size_below_the_step_reserves_the_step,
+    step_changed_by_update_is_used_by_the_next_reserve,
+    reserve_of_a_missing_name_fails_with_not_found,
+    reserve_that_would_pass_i64_max_fails_with_exhausted,
+    reserve_ending_exactly_at_i64_max_succeeds_then_exhausted,
+    reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step,
+    row_inserted_with_plain_sql_gets_defaults_and_is_reservable,
+    concurrent_reservations_never_overlap_and_leave_no_holes,
+    reservations_racing_step_updates_still_tile_exactly,
+    two_instances_on_one_database_never_overlap,
+    migrate_is_idempotent_and_keeps_data,
+    ping_fails_without_the_schema_and_succeeds_after_migrate,
+    backend_name_matches_and_url_aliases_connect,
+    each_test_database_is_isolated,
+    connect_to_an_unreachable_server_fails_with_unavailable,
+);
