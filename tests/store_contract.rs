@@ -28,14 +28,27 @@ fn assert_tiles(mut reservations: Vec<Reservation>, start: i64, end: i64) {
     let mut next = start;
     for r in &reservations {
         assert!(r.size >= 1 && r.size >= r.row_step, "bad size in {r:?}");
-        assert_eq!(r.first(), next, "overlap or hole at {r:?} (expected first {next})");
+        assert_eq!(
+            r.first(),
+            next,
+            "overlap or hole at {r:?} (expected first {next})"
+        );
         next = r.max_id + 1;
     }
-    assert_eq!(next - 1, end, "ranges end at {} but the row's max_id is {end}", next - 1);
+    assert_eq!(
+        next - 1,
+        end,
+        "ranges end at {} but the row's max_id is {end}",
+        next - 1
+    );
 }
 
 async fn get_row(store: &Arc<dyn Store>, n: &str) -> SequenceRow {
-    store.get(&name(n)).await.unwrap().unwrap_or_else(|| panic!("row {n:?} missing"))
+    store
+        .get(&name(n))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("row {n:?} missing"))
 }
 
 // ---------------------------------------------------------------------------
@@ -58,7 +71,10 @@ async fn create_then_get_returns_the_row_with_max_id_start_minus_one(db: TestDb)
 async fn create_keeps_the_description(db: TestDb) {
     let store = common::store(&db).await;
     let seq = NewSequence::new(name("payment"), 1, 10, "payments, v2".into(), 1_000_000).unwrap();
-    assert_eq!(store.create(&seq).await.unwrap().description, "payments, v2");
+    assert_eq!(
+        store.create(&seq).await.unwrap().description,
+        "payments, v2"
+    );
     assert_eq!(get_row(&store, "payment").await.description, "payments, v2");
 }
 
@@ -74,9 +90,15 @@ async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
     let seq = NewSequence::new(name("wide"), 1, 10, description.clone(), 1_000_000).unwrap();
     store.create(&seq).await.unwrap();
     assert_eq!(get_row(&store, "wide").await.description, description);
-    let patch = SequencePatch { step: None, description: Some(description.chars().rev().collect()) };
+    let patch = SequencePatch {
+        step: None,
+        description: Some(description.chars().rev().collect()),
+    };
     let updated = store.update(&name("wide"), &patch).await.unwrap();
-    assert_eq!(updated.description, description.chars().rev().collect::<String>());
+    assert_eq!(
+        updated.description,
+        description.chars().rev().collect::<String>()
+    );
 }
 
 async fn create_of_an_existing_name_fails_with_already_exists(db: TestDb) {
@@ -103,7 +125,13 @@ async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
     for n in names {
         store.create(&new_seq(n, 1, 10)).await.unwrap();
     }
-    let listed: Vec<String> = store.list().await.unwrap().into_iter().map(|r| r.name.to_string()).collect();
+    let listed: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name.to_string())
+        .collect();
     let mut expected: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     expected.sort(); // byte order, as `SeqName`'s `Ord`
     assert_eq!(listed, expected);
@@ -112,8 +140,18 @@ async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
 async fn list_ignores_rows_whose_name_is_not_a_valid_sequence_name(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("good", 1, 10)).await.unwrap();
-    execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('bad name', 0, 10)").await;
-    let listed: Vec<String> = store.list().await.unwrap().into_iter().map(|r| r.name.to_string()).collect();
+    execute(
+        &db,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('bad name', 0, 10)",
+    )
+    .await;
+    let listed: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name.to_string())
+        .collect();
     assert_eq!(listed, ["good"]);
 }
 
@@ -121,15 +159,27 @@ async fn update_changes_step_and_description(db: TestDb) {
     let store = common::store(&db).await;
     let created = store.create(&new_seq("order", 1, 10)).await.unwrap();
 
-    let patch = SequencePatch { step: Some(25), description: None };
+    let patch = SequencePatch {
+        step: Some(25),
+        description: None,
+    };
     let row = store.update(&name("order"), &patch).await.unwrap();
-    assert_eq!((row.step, row.description.as_str(), row.max_id), (25, "", 0));
+    assert_eq!(
+        (row.step, row.description.as_str(), row.max_id),
+        (25, "", 0)
+    );
 
-    let patch = SequencePatch { step: None, description: Some("orders".into()) };
+    let patch = SequencePatch {
+        step: None,
+        description: Some("orders".into()),
+    };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (25, "orders"));
 
-    let patch = SequencePatch { step: Some(7), description: Some("both".into()) };
+    let patch = SequencePatch {
+        step: Some(7),
+        description: Some("both".into()),
+    };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (7, "both"));
     assert_eq!(row.created_at, created.created_at);
@@ -144,14 +194,23 @@ async fn update_with_an_empty_patch_returns_the_unchanged_row(db: TestDb) {
     // Twice in a row, so that on MySQL nothing at all changes the second time
     // (same updated_at second): must still be found, not NotFound.
     for _ in 0..2 {
-        let row = store.update(&name("order"), &SequencePatch::default()).await.unwrap();
-        assert_eq!((row.step, row.max_id, row.description.as_str()), (10, 0, ""));
+        let row = store
+            .update(&name("order"), &SequencePatch::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            (row.step, row.max_id, row.description.as_str()),
+            (10, 0, "")
+        );
     }
 }
 
 async fn update_of_a_missing_name_fails_with_not_found(db: TestDb) {
     let store = common::store(&db).await;
-    let patch = SequencePatch { step: Some(5), description: None };
+    let patch = SequencePatch {
+        step: Some(5),
+        description: None,
+    };
     match store.update(&name("nope"), &patch).await {
         Err(StoreError::NotFound) => {}
         other => panic!("expected NotFound, got {other:?}"),
@@ -161,9 +220,15 @@ async fn update_of_a_missing_name_fails_with_not_found(db: TestDb) {
 async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
     let store = common::store(&db).await;
     let sql = "INSERT INTO sequences (name, max_id, step) VALUES ('zero', 0, 0)";
-    assert!(try_execute(&db, sql).await.is_err(), "CHECK (step >= 1) must reject step 0");
+    assert!(
+        try_execute(&db, sql).await.is_err(),
+        "CHECK (step >= 1) must reject step 0"
+    );
     store.create(&new_seq("order", 1, 10)).await.unwrap();
-    let patch = SequencePatch { step: Some(0), description: None };
+    let patch = SequencePatch {
+        step: Some(0),
+        description: None,
+    };
     match store.update(&name("order"), &patch).await {
         Err(StoreError::Unavailable(_)) => {}
         other => panic!("expected the database to refuse step 0, got {other:?}"),
@@ -181,10 +246,17 @@ async fn names_are_case_sensitive(db: TestDb) {
 
     let r = store.reserve(&name("Order"), 1).await.unwrap();
     assert_eq!((r.first(), r.max_id), (1, 10));
-    assert_eq!(get_row(&store, "order").await.max_id, 1000, "'order' must not move");
+    assert_eq!(
+        get_row(&store, "order").await.max_id,
+        1000,
+        "'order' must not move"
+    );
     let r = store.reserve(&name("order"), 1).await.unwrap();
     assert_eq!((r.first(), r.max_id), (1001, 1100));
-    assert!(matches!(store.reserve(&name("ORDER"), 1).await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        store.reserve(&name("ORDER"), 1).await,
+        Err(StoreError::NotFound)
+    ));
     assert_eq!(store.list().await.unwrap().len(), 2);
 }
 
@@ -198,7 +270,14 @@ async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
     let mut expected_first = 1001;
     for _ in 0..5 {
         let r = store.reserve(&name("order"), 1).await.unwrap();
-        assert_eq!(r, Reservation { max_id: expected_first + 99, size: 100, row_step: 100 });
+        assert_eq!(
+            r,
+            Reservation {
+                max_id: expected_first + 99,
+                size: 100,
+                row_step: 100
+            }
+        );
         assert_eq!(r.first(), expected_first);
         expected_first += 100;
     }
@@ -211,10 +290,28 @@ async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("order", 1, 10)).await.unwrap();
     let r = store.reserve(&name("order"), 250).await.unwrap();
-    assert_eq!(r, Reservation { max_id: 250, size: 250, row_step: 10 });
+    assert_eq!(
+        r,
+        Reservation {
+            max_id: 250,
+            size: 250,
+            row_step: 10
+        }
+    );
     let r = store.reserve(&name("order"), 1).await.unwrap();
-    assert_eq!(r, Reservation { max_id: 260, size: 10, row_step: 10 });
-    assert_eq!(get_row(&store, "order").await.step, 10, "reserve must not change the row's step");
+    assert_eq!(
+        r,
+        Reservation {
+            max_id: 260,
+            size: 10,
+            row_step: 10
+        }
+    );
+    assert_eq!(
+        get_row(&store, "order").await.step,
+        10,
+        "reserve must not change the row's step"
+    );
 }
 
 async fn reserve_with_min_size_below_the_step_reserves_the_step(db: TestDb) {
@@ -231,10 +328,20 @@ async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("order", 1, 10)).await.unwrap();
     assert_eq!(store.reserve(&name("order"), 1).await.unwrap().max_id, 10);
-    let patch = SequencePatch { step: Some(1000), description: None };
+    let patch = SequencePatch {
+        step: Some(1000),
+        description: None,
+    };
     store.update(&name("order"), &patch).await.unwrap();
     let r = store.reserve(&name("order"), 1).await.unwrap();
-    assert_eq!(r, Reservation { max_id: 1010, size: 1000, row_step: 1000 });
+    assert_eq!(
+        r,
+        Reservation {
+            max_id: 1010,
+            size: 1000,
+            row_step: 1000
+        }
+    );
     assert_eq!(r.first(), 11);
 }
 
@@ -250,54 +357,104 @@ async fn reserve_of_a_missing_name_fails_with_not_found(db: TestDb) {
 
 async fn reserve_that_would_pass_i64_max_fails_with_exhausted(db: TestDb) {
     let store = common::store(&db).await;
-    store.create(&new_seq("full", i64::MAX - 5, 10)).await.unwrap();
+    store
+        .create(&new_seq("full", i64::MAX - 5, 10))
+        .await
+        .unwrap();
     for min_size in [1, 10, 1000, i64::MAX] {
         match store.reserve(&name("full"), min_size).await {
             Err(StoreError::Exhausted) => {}
             other => panic!("expected Exhausted (min_size {min_size}), got {other:?}"),
         }
     }
-    assert_eq!(get_row(&store, "full").await.max_id, i64::MAX - 6, "an exhausted row must not move");
+    assert_eq!(
+        get_row(&store, "full").await.max_id,
+        i64::MAX - 6,
+        "an exhausted row must not move"
+    );
 }
 
 async fn reserve_ending_exactly_at_i64_max_succeeds_then_exhausted(db: TestDb) {
     let store = common::store(&db).await;
-    store.create(&new_seq("edge", i64::MAX - 9, 10)).await.unwrap();
+    store
+        .create(&new_seq("edge", i64::MAX - 9, 10))
+        .await
+        .unwrap();
     let r = store.reserve(&name("edge"), 1).await.unwrap();
-    assert_eq!(r, Reservation { max_id: i64::MAX, size: 10, row_step: 10 });
+    assert_eq!(
+        r,
+        Reservation {
+            max_id: i64::MAX,
+            size: 10,
+            row_step: 10
+        }
+    );
     assert_eq!(r.first(), i64::MAX - 9);
-    assert!(matches!(store.reserve(&name("edge"), 1).await, Err(StoreError::Exhausted)));
+    assert!(matches!(
+        store.reserve(&name("edge"), 1).await,
+        Err(StoreError::Exhausted)
+    ));
 
     // The very last ID on its own.
     store.create(&new_seq("last", i64::MAX, 1)).await.unwrap();
     let r = store.reserve(&name("last"), 1).await.unwrap();
     assert_eq!((r.first(), r.max_id), (i64::MAX, i64::MAX));
-    assert!(matches!(store.reserve(&name("last"), 1).await, Err(StoreError::Exhausted)));
+    assert!(matches!(
+        store.reserve(&name("last"), 1).await,
+        Err(StoreError::Exhausted)
+    ));
     assert_eq!(get_row(&store, "last").await.max_id, i64::MAX);
 }
 
 async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(db: TestDb) {
     let store = common::store(&db).await;
     // max_id = i64::MAX - 100, step 10.
-    store.create(&new_seq("near", i64::MAX - 99, 10)).await.unwrap();
+    store
+        .create(&new_seq("near", i64::MAX - 99, 10))
+        .await
+        .unwrap();
     // A min_size that still fits is honoured.
     let r = store.reserve(&name("near"), 60).await.unwrap();
-    assert_eq!(r, Reservation { max_id: i64::MAX - 40, size: 60, row_step: 10 });
+    assert_eq!(
+        r,
+        Reservation {
+            max_id: i64::MAX - 40,
+            size: 60,
+            row_step: 10
+        }
+    );
     // One that does not fit falls back to the row's step, until the end.
     for expected_max in [i64::MAX - 30, i64::MAX - 20, i64::MAX - 10, i64::MAX] {
         let r = store.reserve(&name("near"), 1000).await.unwrap();
-        assert_eq!(r, Reservation { max_id: expected_max, size: 10, row_step: 10 });
+        assert_eq!(
+            r,
+            Reservation {
+                max_id: expected_max,
+                size: 10,
+                row_step: 10
+            }
+        );
     }
-    assert!(matches!(store.reserve(&name("near"), 1000).await, Err(StoreError::Exhausted)));
+    assert!(matches!(
+        store.reserve(&name("near"), 1000).await,
+        Err(StoreError::Exhausted)
+    ));
     assert_eq!(get_row(&store, "near").await.max_id, i64::MAX);
 }
 
 async fn row_inserted_with_plain_sql_gets_defaults_and_is_reservable(db: TestDb) {
     let store = common::store(&db).await;
-    let n = execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('plain', 0, 1000)").await;
+    let n = execute(
+        &db,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('plain', 0, 1000)",
+    )
+    .await;
     assert_eq!(n, 1);
     let row = get_row(&store, "plain").await;
-    assert_eq!((row.max_id, row.step, row.description.as_str()), (0, 1000, ""));
+    assert_eq!(
+        (row.max_id, row.step, row.description.as_str()),
+        (0, 1000, "")
+    );
     assert_recent("created_at", row.created_at);
     assert_recent("updated_at", row.updated_at);
     let r = store.reserve(&name("plain"), 1).await.unwrap();
@@ -320,7 +477,11 @@ async fn concurrent_reservations_never_overlap_and_leave_no_holes(db: TestDb) {
             for _ in 0..50 {
                 let r = store.reserve(&name("hot"), min_size).await.unwrap();
                 assert_eq!(r.row_step, 7);
-                assert_eq!(r.size, min_size.max(7), "size must be what this reservation added");
+                assert_eq!(
+                    r.size,
+                    min_size.max(7),
+                    "size must be what this reservation added"
+                );
                 got.push(r);
             }
             got
@@ -357,7 +518,16 @@ async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
         tokio::spawn(async move {
             for i in 0..40 {
                 let step = if i % 2 == 0 { 3 } else { 50 };
-                store.update(&name("moving"), &SequencePatch { step: Some(step), description: None }).await.unwrap();
+                store
+                    .update(
+                        &name("moving"),
+                        &SequencePatch {
+                            step: Some(step),
+                            description: None,
+                        },
+                    )
+                    .await
+                    .unwrap();
                 tokio::task::yield_now().await;
             }
         })
@@ -442,7 +612,9 @@ async fn backend_name_matches_and_url_aliases_connect(db: TestDb) {
 /// Each test gets its own database (on PostgreSQL: a schema chosen through
 /// the URL's `options=-csearch_path=...`, so this also proves it is honoured).
 async fn each_test_database_is_isolated(db: TestDb) {
-    let other = common::test_db(db.backend).await.expect("a second test database");
+    let other = common::test_db(db.backend)
+        .await
+        .expect("a second test database");
     let a = common::store(&db).await;
     let b = common::store(&other).await;
     a.create(&new_seq("mine", 1, 10)).await.unwrap();
@@ -467,7 +639,10 @@ async fn connect_to_an_unreachable_server_fails_with_unavailable(db: TestDb) {
         Ok(_) => panic!("expected Unavailable, got a store"),
     }
     if db.backend == Backend::Sqlite {
-        assert!(!db.dir().unwrap().join("missing.db").exists(), "the file must not be created");
+        assert!(
+            !db.dir().unwrap().join("missing.db").exists(),
+            "the file must not be created"
+        );
     }
 }
 
@@ -503,3 +678,86 @@ per_backend!(
     each_test_database_is_isolated,
     connect_to_an_unreachable_server_fails_with_unavailable,
 );
+
+// ---------------------------------------------------------------------------
+// backend-specific settings
+
+/// `sqlite::memory:` is one database shared by all of the pool's connections
+/// (and kept alive by the pool), so concurrent reservations still tile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_in_memory_url_is_one_database_across_the_pool() {
+    let store = seqd::store::connect("sqlite::memory:").await.unwrap();
+    store.migrate().await.unwrap();
+    store.create(&new_seq("mem", 1, 3)).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..20 {
+                got.push(store.reserve(&name("mem"), 1).await.unwrap());
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    assert_eq!(get_row(&store, "mem").await.max_id, 8 * 20 * 3);
+    assert_tiles(all, 1, 8 * 20 * 3);
+}
+
+/// The SQLite connections use WAL, `synchronous = NORMAL` and a 5 s busy timeout.
+#[tokio::test]
+async fn sqlite_connections_use_wal_normal_sync_and_a_busy_timeout() {
+    let db = common::test_db(Backend::Sqlite).await.unwrap();
+    let store = seqd::store::sqlite::SqliteStore::connect(&db.url)
+        .await
+        .unwrap();
+    let pool = store.pool();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(sync, 1, "NORMAL");
+    let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(busy, 5000);
+}
+
+/// On MariaDB the table is InnoDB (row locks and transactions, which the
+/// reservation relies on) and `name` compares bytes (utf8mb4_bin).
+#[tokio::test]
+async fn mysql_table_is_innodb_with_a_binary_name_collation() {
+    let Some(db) = common::test_db(Backend::Mysql).await else {
+        return;
+    };
+    let store = seqd::store::mysql::MySqlStore::connect(&db.url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let (engine,): (String,) = sqlx::query_as(
+        "SELECT CAST(ENGINE AS CHAR) FROM information_schema.TABLES \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sequences'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(engine, "InnoDB");
+    let (collation,): (String,) = sqlx::query_as(
+        "SELECT CAST(COLLATION_NAME AS CHAR) FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sequences' AND COLUMN_NAME = 'name'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(collation, "utf8mb4_bin");
+}

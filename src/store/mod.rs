@@ -125,21 +125,29 @@ pub trait Store: Send + Sync + 'static {
 /// It connects (so an unreachable database fails here) but does not run the
 /// migrations: call [`Store::migrate`] for that.
 pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
-    match scheme.as_str() {
-        "postgres" | "postgresql" => Ok(std::sync::Arc::new(postgres::PostgresStore::connect(url).await?)),
-        "mysql" => Ok(std::sync::Arc::new(mysql::MySqlStore::connect(url).await?)),
+    use std::sync::Arc;
+
+    let scheme = url
+        .split_once(':')
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    let store: Arc<dyn Store> = match scheme.as_str() {
+        "postgres" | "postgresql" => Arc::new(postgres::PostgresStore::connect(url).await?),
+        "mysql" => Arc::new(mysql::MySqlStore::connect(url).await?),
+        // Same wire protocol; sqlx only knows the `mysql://` scheme.
         "mariadb" => {
-            // `mariadb://...` is the same wire protocol; sqlx only knows `mysql://`.
-            let rest = &url[scheme.len()..];
-            let url = format!("mysql{rest}");
-            Ok(std::sync::Arc::new(mysql::MySqlStore::connect(&url).await?))
+            let url = format!("mysql{}", &url[scheme.len()..]);
+            Arc::new(mysql::MySqlStore::connect(&url).await?)
         }
-        "sqlite" => Ok(std::sync::Arc::new(sqlite::SqliteStore::connect(url).await?)),
-        _ => Err(StoreError::Config(format!(
-            "unsupported database URL scheme {scheme:?}: expected postgres://, mysql://, mariadb:// or sqlite:"
-        ))),
-    }
+        "sqlite" => Arc::new(sqlite::SqliteStore::connect(url).await?),
+        _ => {
+            return Err(StoreError::Config(format!(
+                "unsupported database URL scheme {scheme:?}: \
+                 expected postgres://, mysql://, mariadb:// or sqlite:"
+            )))
+        }
+    };
+    Ok(store)
 }
 
 /// Returns `url` with any password replaced by `***`, for logs: the password of
@@ -252,7 +260,14 @@ fn row_from_columns(
     updated_at: DateTime<Utc>,
 ) -> Option<SequenceRow> {
     match SeqName::parse(&name) {
-        Ok(name) => Some(SequenceRow { name, max_id, step, description, created_at, updated_at }),
+        Ok(name) => Some(SequenceRow {
+            name,
+            max_id,
+            step,
+            description,
+            created_at,
+            updated_at,
+        }),
         Err(_) => {
             tracing::warn!(name = %name, "ignoring a row of `sequences` whose name is not a valid sequence name");
             None
@@ -264,7 +279,11 @@ fn row_from_columns(
 /// checking it is consistent (a positive size within the row's range).
 fn reservation(max_id: i64, size: i64, row_step: i64) -> Result<Reservation, StoreError> {
     if size >= 1 && row_step >= 1 && max_id.checked_sub(size).is_some() {
-        Ok(Reservation { max_id, size, row_step })
+        Ok(Reservation {
+            max_id,
+            size,
+            row_step,
+        })
     } else {
         Err(StoreError::Unavailable(format!(
             "inconsistent reservation from the database: max_id={max_id} size={size} step={row_step}"
@@ -282,12 +301,18 @@ mod tests {
             redact_url("postgres://seqd:s3cret@db.example:5432/seqd"),
             "postgres://seqd:***@db.example:5432/seqd"
         );
-        assert_eq!(redact_url("mysql://root:pw@127.0.0.1/test?ssl-mode=disabled"), "mysql://root:***@127.0.0.1/test?ssl-mode=disabled");
+        assert_eq!(
+            redact_url("mysql://root:pw@127.0.0.1/test?ssl-mode=disabled"),
+            "mysql://root:***@127.0.0.1/test?ssl-mode=disabled"
+        );
     }
 
     #[test]
     fn redact_url_handles_at_and_colon_inside_the_password() {
-        assert_eq!(redact_url("postgres://u:p@ss:w@rd@host/db"), "postgres://u:***@host/db");
+        assert_eq!(
+            redact_url("postgres://u:p@ss:w@rd@host/db"),
+            "postgres://u:***@host/db"
+        );
     }
 
     #[test]
@@ -317,8 +342,14 @@ mod tests {
 
     #[test]
     fn redact_url_does_not_take_an_at_in_the_path_or_query_for_user_info() {
-        assert_eq!(redact_url("sqlite:///tmp/a:b@c.db?mode=rwc"), "sqlite:///tmp/a:b@c.db?mode=rwc");
-        assert_eq!(redact_url("postgres://host/db?application_name=a:b@c"), "postgres://host/db?application_name=a:b@c");
+        assert_eq!(
+            redact_url("sqlite:///tmp/a:b@c.db?mode=rwc"),
+            "sqlite:///tmp/a:b@c.db?mode=rwc"
+        );
+        assert_eq!(
+            redact_url("postgres://host/db?application_name=a:b@c"),
+            "postgres://host/db?application_name=a:b@c"
+        );
     }
 
     #[tokio::test]

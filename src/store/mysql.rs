@@ -39,11 +39,16 @@ pub const RESERVE_SELECT: &str =
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
 
-/// One row as MySQL returns it.
-type Row = (String, i64, i64, String, DateTime<Utc>, DateTime<Utc>);
+/// One row as MySQL returns it. `name` comes as bytes: sqlx reports a column
+/// with a binary collation (`utf8mb4_bin`) as `VARBINARY` and refuses to
+/// decode it as a `String`.
+type Row = (Vec<u8>, i64, i64, String, DateTime<Utc>, DateTime<Utc>);
 
 /// Converts a fetched row (`None` for an invalid stored name).
 fn to_row((name, max_id, step, description, created_at, updated_at): Row) -> Option<SequenceRow> {
+    // Invalid UTF-8 gets replacement characters, which no valid name contains.
+    let name = String::from_utf8(name)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     row_from_columns(name, max_id, step, description, created_at, updated_at)
 }
 
@@ -85,7 +90,11 @@ impl MySqlStore {
 
     /// Runs one reservation transaction; `None` if no row was updated
     /// (missing or full).
-    async fn try_reserve(&self, name: &SeqName, min_size: i64) -> Result<Option<Reservation>, StoreError> {
+    async fn try_reserve(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let updated = sqlx::query(RESERVE_UPDATE)
             .bind(min_size)
@@ -125,7 +134,11 @@ impl MySqlStore {
         E: sqlx::Executor<'c, Database = sqlx::MySql>,
     {
         let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name = ?");
-        sqlx::query_as(&sql).bind(name.as_str()).fetch_optional(conn).await.map_err(unavailable)
+        sqlx::query_as(&sql)
+            .bind(name.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(unavailable)
     }
 }
 
@@ -167,17 +180,27 @@ impl Store for MySqlStore {
     }
 
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        Self::fetch_row(&self.pool, name).await?.map(to_found_row).transpose()
+        Self::fetch_row(&self.pool, name)
+            .await?
+            .map(to_found_row)
+            .transpose()
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // `name` is utf8mb4_bin: byte order, as on SQLite and PostgreSQL (COLLATE "C").
         let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name");
-        let rows: Vec<Row> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(unavailable)?;
+        let rows: Vec<Row> = sqlx::query_as(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
-    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError> {
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         sqlx::query(
             "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, description), \
@@ -193,11 +216,16 @@ impl Store for MySqlStore {
         // which depends on the server's "found rows" vs "changed rows" flag.
         let row = Self::fetch_row(&mut *tx, name).await?;
         tx.commit().await.map_err(unavailable)?;
-        row.map(to_found_row).transpose()?.ok_or(StoreError::NotFound)
+        row.map(to_found_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/mysql").run(&self.pool).await.map_err(migrate_failed)
+        sqlx::migrate!("./migrations/mysql")
+            .run(&self.pool)
+            .await
+            .map_err(migrate_failed)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

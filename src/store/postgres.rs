@@ -42,7 +42,14 @@ type Row = (String, i64, i64, String, NaiveDateTime, NaiveDateTime);
 
 /// Converts a fetched row (`None` for an invalid stored name).
 fn to_row((name, max_id, step, description, created_at, updated_at): Row) -> Option<SequenceRow> {
-    row_from_columns(name, max_id, step, description, created_at.and_utc(), updated_at.and_utc())
+    row_from_columns(
+        name,
+        max_id,
+        step,
+        description,
+        created_at.and_utc(),
+        updated_at.and_utc(),
+    )
 }
 
 /// Like [`to_row`] for a row looked up by a valid name, which must convert.
@@ -82,14 +89,19 @@ impl PostgresStore {
     }
 
     /// Runs [`RESERVE`] once; `None` if no row was updated (missing or full).
-    async fn try_reserve(&self, name: &SeqName, min_size: i64) -> Result<Option<Reservation>, StoreError> {
+    async fn try_reserve(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
         let row: Option<(i64, i64, i64)> = sqlx::query_as(RESERVE)
             .bind(name.as_str())
             .bind(min_size)
             .fetch_optional(&self.pool)
             .await
             .map_err(unavailable)?;
-        row.map(|(max_id, size, step)| reservation(max_id, size, step)).transpose()
+        row.map(|(max_id, size, step)| reservation(max_id, size, step))
+            .transpose()
     }
 
     /// Whether a row named `name` exists.
@@ -151,11 +163,18 @@ impl Store for PostgresStore {
         // COLLATE "C": byte order, as on SQLite and MySQL (utf8mb4_bin), whatever
         // the database's collation.
         let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name COLLATE \"C\"");
-        let rows: Vec<Row> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(unavailable)?;
+        let rows: Vec<Row> = sqlx::query_as(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
-    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError> {
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "UPDATE sequences SET step = COALESCE($2, step), description = COALESCE($3, description), \
              updated_at = CURRENT_TIMESTAMP WHERE name = $1 RETURNING {COLUMNS}"
@@ -167,11 +186,16 @@ impl Store for PostgresStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(unavailable)?;
-        row.map(to_found_row).transpose()?.ok_or(StoreError::NotFound)
+        row.map(to_found_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/postgres").run(&self.pool).await.map_err(migrate_failed)
+        sqlx::migrate!("./migrations/postgres")
+            .run(&self.pool)
+            .await
+            .map_err(migrate_failed)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

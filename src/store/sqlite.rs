@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use super::{
     initial_max_id, insert_failed, migrate_failed, reservation, row_from_columns, unavailable,
@@ -40,7 +42,14 @@ type Row = (String, i64, i64, String, NaiveDateTime, NaiveDateTime);
 
 /// Converts a fetched row (`None` for an invalid stored name).
 fn to_row((name, max_id, step, description, created_at, updated_at): Row) -> Option<SequenceRow> {
-    row_from_columns(name, max_id, step, description, created_at.and_utc(), updated_at.and_utc())
+    row_from_columns(
+        name,
+        max_id,
+        step,
+        description,
+        created_at.and_utc(),
+        updated_at.and_utc(),
+    )
 }
 
 /// Like [`to_row`] for a row looked up by a valid name, which must convert.
@@ -70,11 +79,16 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5));
-        let mut pool = SqlitePoolOptions::new().max_connections(4).acquire_timeout(Duration::from_secs(5));
+        let mut pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(5));
         if is_in_memory(url) {
             // An in-memory database lives only as long as one of its
             // connections: keep one open for the life of the pool.
-            pool = pool.min_connections(1).idle_timeout(None).max_lifetime(None);
+            pool = pool
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
         }
         let pool = pool.connect_with(options).await.map_err(unavailable)?;
         Ok(Self::from_pool(pool))
@@ -91,7 +105,11 @@ impl SqliteStore {
     }
 
     /// Runs [`RESERVE`] once; `None` if no row was updated (missing or full).
-    async fn try_reserve(&self, name: &SeqName, min_size: i64) -> Result<Option<Reservation>, StoreError> {
+    async fn try_reserve(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
         // `fetch_all`, not `fetch_optional`: see [`SqliteStore`] on RETURNING.
         let rows: Vec<(i64, i64, i64)> = sqlx::query_as(RESERVE)
             .bind(name.as_str())
@@ -99,7 +117,10 @@ impl SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(unavailable)?;
-        rows.into_iter().next().map(|(max_id, size, step)| reservation(max_id, size, step)).transpose()
+        rows.into_iter()
+            .next()
+            .map(|(max_id, size, step)| reservation(max_id, size, step))
+            .transpose()
     }
 
     /// Whether a row named `name` exists.
@@ -169,11 +190,18 @@ impl Store for SqliteStore {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // SQLite's default BINARY collation: byte order.
         let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name");
-        let rows: Vec<Row> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(unavailable)?;
+        let rows: Vec<Row> = sqlx::query_as(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
-    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError> {
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "UPDATE sequences SET step = COALESCE(?2, step), description = COALESCE(?3, description), \
              updated_at = CURRENT_TIMESTAMP WHERE name = ?1 RETURNING {COLUMNS}"
@@ -185,11 +213,18 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(unavailable)?;
-        rows.into_iter().next().map(to_found_row).transpose()?.ok_or(StoreError::NotFound)
+        rows.into_iter()
+            .next()
+            .map(to_found_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/sqlite").run(&self.pool).await.map_err(migrate_failed)
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&self.pool)
+            .await
+            .map_err(migrate_failed)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -111,7 +111,9 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let Some(owned) = self.owned.take() else { return };
+        let Some(owned) = self.owned.take() else {
+            return;
+        };
         if std::thread::panicking() {
             // Keep the data of a failed test; the age-based cleanup removes it later.
             return;
@@ -119,7 +121,10 @@ impl Drop for TestDb {
         // Drop runs on a thread of the test's runtime, where no other runtime
         // may be started: clean up on a thread of its own with a small runtime.
         let cleanup = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async move {
@@ -149,13 +154,21 @@ async fn drop_owned(owned: &Owned) {
 }
 
 async fn pg_drop_schema(conn: &mut PgConnection, name: &str) {
-    let _ = sqlx::query("SET lock_timeout = '5s'").execute(&mut *conn).await;
-    let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).execute(&mut *conn).await;
+    let _ = sqlx::query("SET lock_timeout = '5s'")
+        .execute(&mut *conn)
+        .await;
+    let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+        .execute(&mut *conn)
+        .await;
 }
 
 async fn mysql_drop_database(conn: &mut MySqlConnection, name: &str) {
-    let _ = sqlx::query("SET SESSION lock_wait_timeout = 5").execute(&mut *conn).await;
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`")).execute(&mut *conn).await;
+    let _ = sqlx::query("SET SESSION lock_wait_timeout = 5")
+        .execute(&mut *conn)
+        .await;
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
+        .execute(&mut *conn)
+        .await;
 }
 
 /// Whether unreachable backends must fail the tests (`SEQD_TEST_REQUIRE_ALL=1`).
@@ -186,7 +199,10 @@ pub async fn test_db(backend: Backend) -> Option<TestDb> {
 /// Connects to `db` through `seqd::store::connect` and applies the migrations.
 pub async fn store(db: &TestDb) -> Arc<dyn Store> {
     let store = connect(db).await;
-    store.migrate().await.unwrap_or_else(|e| panic!("migrating the {:?} test database: {e}", db.backend));
+    store
+        .migrate()
+        .await
+        .unwrap_or_else(|e| panic!("migrating the {:?} test database: {e}", db.backend));
     store
 }
 
@@ -205,19 +221,31 @@ pub async fn try_execute(db: &TestDb, sql: &str) -> Result<u64, String> {
     match db.backend {
         Backend::Sqlite => {
             let mut c = SqliteConnection::connect(&db.url).await.map_err(err)?;
-            let n = sqlx::query(sql).execute(&mut c).await.map_err(err)?.rows_affected();
+            let n = sqlx::query(sql)
+                .execute(&mut c)
+                .await
+                .map_err(err)?
+                .rows_affected();
             c.close().await.map_err(err)?;
             Ok(n)
         }
         Backend::Postgres => {
             let mut c = PgConnection::connect(&db.url).await.map_err(err)?;
-            let n = sqlx::query(sql).execute(&mut c).await.map_err(err)?.rows_affected();
+            let n = sqlx::query(sql)
+                .execute(&mut c)
+                .await
+                .map_err(err)?
+                .rows_affected();
             c.close().await.map_err(err)?;
             Ok(n)
         }
         Backend::Mysql => {
             let mut c = MySqlConnection::connect(&db.url).await.map_err(err)?;
-            let n = sqlx::query(sql).execute(&mut c).await.map_err(err)?.rows_affected();
+            let n = sqlx::query(sql)
+                .execute(&mut c)
+                .await
+                .map_err(err)?
+                .rows_affected();
             c.close().await.map_err(err)?;
             Ok(n)
         }
@@ -226,7 +254,9 @@ pub async fn try_execute(db: &TestDb, sql: &str) -> Result<u64, String> {
 
 /// Like [`try_execute`], panicking on error.
 pub async fn execute(db: &TestDb, sql: &str) -> u64 {
-    try_execute(db, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"))
+    try_execute(db, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// A valid sequence name (panics on an invalid one).
@@ -243,7 +273,9 @@ pub fn new_seq(name_: &str, start: i64, step: i64) -> NewSequence {
 /// A fresh `seqd_t_<unixsecs>_<random>` name.
 fn fresh_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.write_u32(std::process::id());
@@ -253,21 +285,37 @@ fn fresh_name() -> String {
 
 /// Whether a harness-made name is older than [`MAX_AGE`].
 fn is_stale(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix(PREFIX) else { return false };
-    let Some(secs) = rest.split('_').next().and_then(|s| s.parse::<u64>().ok()) else { return false };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let Some(rest) = name.strip_prefix(PREFIX) else {
+        return false;
+    };
+    let Some(secs) = rest.split('_').next().and_then(|s| s.parse::<u64>().ok()) else {
+        return false;
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
     now.saturating_sub(secs) > MAX_AGE.as_secs()
 }
 
 fn sqlite_db() -> Result<TestDb, String> {
-    let dir = tempfile::Builder::new().prefix("seqd-test-").tempdir().map_err(|e| e.to_string())?;
+    let dir = tempfile::Builder::new()
+        .prefix("seqd-test-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
     let path = dir.path().join("seqd.db");
     let url = format!("sqlite://{}?mode=rwc", path.display());
-    Ok(TestDb { backend: Backend::Sqlite, url, owned: None, dir: Some(dir) })
+    Ok(TestDb {
+        backend: Backend::Sqlite,
+        url,
+        owned: None,
+        dir: Some(dir),
+    })
 }
 
 async fn postgres_db() -> Result<TestDb, String> {
-    let base_url = std::env::var("SEQD_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
+    let base_url = std::env::var("SEQD_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
     let shown = seqd::store::redact_url(&base_url);
     let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&base_url))
         .await
@@ -277,11 +325,12 @@ async fn postgres_db() -> Result<TestDb, String> {
     // Best-effort cleanup of leftovers of earlier runs (never of young ones:
     // other tests run in parallel).
     let pattern = format!("{}%", PREFIX.replace('_', "\\_"));
-    let old: Vec<(String,)> = sqlx::query_as("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1")
-        .bind(&pattern)
-        .fetch_all(&mut conn)
-        .await
-        .unwrap_or_default();
+    let old: Vec<(String,)> =
+        sqlx::query_as("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1")
+            .bind(&pattern)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
     for (schema,) in old.into_iter().filter(|(s,)| is_stale(s)) {
         pg_drop_schema(&mut conn, &schema).await;
     }
@@ -295,11 +344,17 @@ async fn postgres_db() -> Result<TestDb, String> {
 
     let sep = if base_url.contains('?') { '&' } else { '?' };
     let url = format!("{base_url}{sep}options=-csearch_path%3D{name}");
-    Ok(TestDb { backend: Backend::Postgres, url, owned: Some(Owned::PgSchema { base_url, name }), dir: None })
+    Ok(TestDb {
+        backend: Backend::Postgres,
+        url,
+        owned: Some(Owned::PgSchema { base_url, name }),
+        dir: None,
+    })
 }
 
 async fn mysql_db() -> Result<TestDb, String> {
-    let base_url = std::env::var("SEQD_TEST_MYSQL_URL").unwrap_or_else(|_| DEFAULT_MYSQL_URL.to_string());
+    let base_url =
+        std::env::var("SEQD_TEST_MYSQL_URL").unwrap_or_else(|_| DEFAULT_MYSQL_URL.to_string());
     let shown = seqd::store::redact_url(&base_url);
     let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&base_url))
         .await
@@ -319,10 +374,12 @@ async fn mysql_db() -> Result<TestDb, String> {
     }
 
     let name = fresh_name();
-    sqlx::query(&format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
-        .execute(&mut conn)
-        .await
-        .map_err(|e| format!("{shown}: creating database {name}: {e}"))?;
+    sqlx::query(&format!(
+        "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+    ))
+    .execute(&mut conn)
+    .await
+    .map_err(|e| format!("{shown}: creating database {name}: {e}"))?;
     let _ = conn.close().await;
 
     let mut url = url::Url::parse(&base_url).map_err(|e| format!("{shown}: {e}"))?;

@@ -1,0 +1,295 @@
+//! The allocator core against the in-memory store with fault injection and a
+//! manual clock: prefetch, switch, waiting, failures, batches, bounds.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, ManualClock};
+use seqd::domain::{Count, SeqName};
+use seqd::store::memory::MemoryStore;
+
+fn name(s: &str) -> SeqName {
+    SeqName::parse(s).unwrap()
+}
+
+fn config() -> AllocatorConfig {
+    AllocatorConfig { wait_timeout: Duration::from_secs(3), ..AllocatorConfig::default() }
+}
+
+/// An allocator that always fetches the row's step, on a manual clock.
+fn fixed(store: &Arc<MemoryStore>, cfg: AllocatorConfig) -> Allocator {
+    Allocator::with_parts(store.clone(), cfg, Arc::new(ManualClock::new()), Arc::new(FixedStep))
+}
+
+/// Lets spawned fetch tasks run until `cond` holds (bounded; no sleeping).
+async fn until(mut cond: impl FnMut() -> bool) {
+    for _ in 0..10_000 {
+        if cond() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("condition not reached");
+}
+
+#[tokio::test]
+async fn first_request_loads_the_first_segment() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 100);
+    let alloc = fixed(&store, config());
+    assert_eq!(alloc.next(&name("a")).await.unwrap(), 1);
+    assert_eq!(store.reserves("a"), 1);
+    let snap = alloc.snapshot(&name("a")).unwrap();
+    let cur = snap.current.unwrap();
+    assert_eq!((cur.first, cur.last, cur.cursor), (1, 100, Some(2)));
+}
+
+#[tokio::test]
+async fn prefetch_starts_at_the_ten_percent_mark() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 100);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    for expected in 1..=10 {
+        assert_eq!(alloc.next(&a).await.unwrap(), expected);
+    }
+    // 10 of 100 used: exactly at the mark, not past it.
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.reserves("a"), 1, "no prefetch before passing 10%");
+    assert_eq!(alloc.next(&a).await.unwrap(), 11);
+    until(|| alloc.snapshot(&a).unwrap().next.is_some()).await;
+    assert_eq!(store.reserves("a"), 2, "one prefetch once past 10%");
+    let next = alloc.snapshot(&a).unwrap().next.unwrap();
+    assert_eq!((next.first, next.last), (101, 200));
+}
+
+#[tokio::test]
+async fn switches_to_the_next_segment_without_a_gap() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 10);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    let mut got = Vec::new();
+    for _ in 0..35 {
+        got.push(alloc.next(&a).await.unwrap());
+    }
+    assert_eq!(got, (1..=35).collect::<Vec<_>>());
+    assert!(store.reserves("a") >= 4);
+    assert_eq!(store.max_in_flight("a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_when_both_segments_are_empty_then_succeeds_when_the_fetch_lands() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 5);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    assert_eq!(alloc.next(&a).await.unwrap(), 1);
+    assert_eq!(alloc.next(&a).await.unwrap(), 2); // past 10% of 5: prefetch 6..=10
+    until(|| alloc.snapshot(&a).unwrap().next.is_some()).await;
+    let waits_before = alloc.snapshot(&a).unwrap().waits; // the first load waited
+    store.close_gate();
+    // drain current (3..=5) and next (6..=10); the refill is held at the gate
+    for expected in 3..=10 {
+        assert_eq!(alloc.next(&a).await.unwrap(), expected);
+    }
+    let waiter = tokio::spawn({
+        let alloc = alloc.clone();
+        let a = a.clone();
+        async move { alloc.next(&a).await }
+    });
+    until(|| alloc.snapshot(&a).unwrap().waits == waits_before + 1).await;
+    assert!(!waiter.is_finished(), "the request waits for the fetch");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(!waiter.is_finished(), "still waiting within the timeout");
+    store.open_gate();
+    assert_eq!(waiter.await.unwrap().unwrap(), 11);
+}
+
+#[tokio::test(start_paused = true)]
+async fn gives_up_after_the_wait_timeout_with_unavailable() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 5);
+    let alloc = fixed(&store, config());
+    store.close_gate();
+    let started = tokio::time::Instant::now();
+    let err = alloc.next(&name("a")).await.unwrap_err();
+    assert!(matches!(err, AllocError::Unavailable { storage_failing: false }), "{err:?}");
+    assert_eq!(started.elapsed(), Duration::from_secs(3), "waited exactly the timeout (paused clock)");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_store_then_recovering_never_leaves_the_sequence_stuck() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 5);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    store.set_failing("a", true);
+    let err = alloc.next(&a).await.unwrap_err();
+    assert_eq!(err, AllocError::Unavailable { storage_failing: true });
+    let attempts = store.reserves("a");
+    assert!(attempts >= 3, "fetch retried with backoff while waiting ({attempts})");
+    store.set_failing("a", false);
+    // The retry loop (not a new request) brings it back.
+    assert_eq!(alloc.next(&a).await.unwrap(), 1);
+    assert_eq!(store.max_in_flight("a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_few_failed_fetches_within_the_timeout_are_invisible_to_clients() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 5);
+    let alloc = fixed(&store, config());
+    store.fail_next("a", 3);
+    assert_eq!(alloc.next(&name("a")).await.unwrap(), 1);
+    assert_eq!(store.reserves("a"), 4);
+    assert_eq!(alloc.snapshot(&name("a")).unwrap().fetch_errors, 3);
+}
+
+#[tokio::test]
+async fn a_batch_spans_a_segment_boundary_in_order() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 10);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    assert_eq!(alloc.next(&a).await.unwrap(), 1);
+    let batch = alloc.batch(&a, Count::new(25).unwrap()).await.unwrap();
+    assert_eq!(batch.ids().collect::<Vec<_>>(), (2..=26).collect::<Vec<_>>());
+    assert!(batch.ranges.len() >= 3, "drawn from several segments: {:?}", batch.ranges);
+    assert_eq!(alloc.next(&a).await.unwrap(), 27, "the next ID follows the batch");
+}
+
+#[tokio::test]
+async fn exhaustion_near_i64_max_stops_without_wrapping() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", i64::MAX - 15, 10);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    let mut last = 0;
+    let mut issued = 0;
+    loop {
+        match alloc.next(&a).await {
+            Ok(id) => {
+                assert!(id > last, "strictly increasing, never wrapping");
+                last = id;
+                issued += 1;
+            }
+            Err(e) => {
+                assert_eq!(e, AllocError::Exhausted);
+                break;
+            }
+        }
+        assert!(issued <= 15, "more IDs than room below i64::MAX");
+    }
+    // Only one full row step fits below i64::MAX: the last 5 IDs are never issued.
+    assert_eq!((issued, last), (10, i64::MAX - 5));
+    let batch_err = alloc.batch(&a, Count::new(3).unwrap()).await.unwrap_err();
+    assert_eq!(batch_err, AllocError::Exhausted);
+}
+
+#[tokio::test]
+async fn a_segment_ending_exactly_at_i64_max_is_served_to_the_last_id() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", i64::MAX - 20, 10);
+    let alloc = fixed(&store, config());
+    let batch = alloc.batch(&name("a"), Count::new(20).unwrap()).await.unwrap();
+    assert_eq!(batch.ids().last(), Some(i64::MAX));
+    assert_eq!(alloc.next(&name("a")).await.unwrap_err(), AllocError::Exhausted);
+}
+
+#[tokio::test]
+async fn unknown_names_are_not_found_and_remembered_briefly() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = ManualClock::new();
+    let alloc = Allocator::with_parts(store.clone(), config(), Arc::new(clock.clone()), Arc::new(FixedStep));
+    let x = name("x");
+    assert_eq!(alloc.next(&x).await.unwrap_err(), AllocError::NotFound);
+    assert_eq!(alloc.next(&x).await.unwrap_err(), AllocError::NotFound);
+    assert_eq!(store.reserves("x"), 1, "the second miss is answered from memory");
+    // Created by SQL meanwhile: served once the negative entry expires.
+    store.insert("x", 0, 10);
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(alloc.next(&x).await.unwrap(), 1);
+    assert!(alloc.snapshot(&x).is_some(), "now live");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_requests_share_one_fetch() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 1000);
+    let alloc = fixed(&store, config());
+    store.close_gate();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let alloc = alloc.clone();
+            tokio::spawn(async move { alloc.next(&name("a")).await.unwrap() })
+        })
+        .collect();
+    until(|| store.reserves("a") >= 1).await;
+    store.open_gate();
+    let mut ids = HashSet::new();
+    for t in tasks {
+        assert!(ids.insert(t.await.unwrap()));
+    }
+    assert_eq!(ids.len(), 64);
+    assert_eq!(store.max_in_flight("a"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_tasks_get_unique_ids_and_each_sees_them_increase() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 7);
+    let alloc = fixed(&store, config());
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let alloc = alloc.clone();
+            tokio::spawn(async move {
+                let a = name("a");
+                let mut mine = Vec::new();
+                for j in 0..500 {
+                    if (i + j) % 3 == 0 {
+                        let b = alloc.batch(&a, Count::new(1 + (j % 17) as u32).unwrap()).await.unwrap();
+                        mine.extend(b.ids());
+                    } else {
+                        mine.push(alloc.next(&a).await.unwrap());
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for t in tasks {
+        let mine = t.await.unwrap();
+        assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-task order");
+        for id in mine {
+            assert!(all.insert(id), "duplicate {id}");
+        }
+    }
+    assert_eq!(store.max_in_flight("a"), 1);
+}
+
+#[tokio::test]
+async fn a_range_below_ids_already_served_is_never_reissued() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 10);
+    let alloc = fixed(&store, config());
+    let a = name("a");
+    for _ in 0..15 {
+        alloc.next(&a).await.unwrap();
+    }
+    until(|| alloc.snapshot(&a).unwrap().next.is_some()).await; // 21..=30 fetched
+    // The operator recreates the row lower than what was served.
+    store.insert("a", 0, 10);
+    let mut seen = HashSet::new();
+    let mut last = 15;
+    for _ in 0..40 {
+        let id = alloc.next(&a).await.unwrap();
+        assert!(id > last, "{id} after {last}");
+        assert!(seen.insert(id));
+        last = id;
+    }
+}

@@ -1,0 +1,167 @@
+//! Several independent instances on one database never hand out the same ID.
+//!
+//! In-process: 3 allocators, each with its own connection pool, 8 clients,
+//! 120,000 IDs, step 10 (segments turn over constantly). Out-of-process: 3
+//! `seqd` processes on one database, clients over HTTP.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::TestDb;
+use seqd::allocator::{Allocator, AllocatorConfig};
+use seqd::domain::{Count, NewSequence, SeqName};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const INSTANCES: usize = 3;
+const CLIENTS: usize = 8;
+const IDS_PER_CLIENT: usize = 15_000;
+const STEP: i64 = 10;
+
+/// Small segments: the adapted step may never exceed the row's step of 10.
+fn small_steps() -> AllocatorConfig {
+    AllocatorConfig { max_step: STEP, wait_timeout: Duration::from_secs(30), ..AllocatorConfig::default() }
+}
+
+/// Checks global uniqueness and per-client strict order; returns the total.
+fn check(per_client: Vec<Vec<i64>>) -> usize {
+    let mut all = HashSet::new();
+    for (c, ids) in per_client.iter().enumerate() {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "client {c}: IDs not strictly increasing");
+        for &id in ids {
+            assert!(all.insert(id), "ID {id} issued twice");
+        }
+    }
+    all.len()
+}
+
+async fn three_allocators_with_separate_pools_never_duplicate(db: TestDb) {
+    let first = common::store(&db).await;
+    let name = SeqName::parse("multi").unwrap();
+    first.create(&NewSequence::new(name.clone(), 1, STEP, String::new(), STEP).unwrap()).await.unwrap();
+    let mut instances = vec![Allocator::new(first, small_steps())];
+    for _ in 1..INSTANCES {
+        instances.push(Allocator::new(common::connect(&db).await, small_steps()));
+    }
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let alloc = instances[c % INSTANCES].clone();
+            let name = name.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::with_capacity(IDS_PER_CLIENT);
+                let mut i = 0;
+                while mine.len() < IDS_PER_CLIENT {
+                    if i % 2 == 0 {
+                        mine.push(alloc.next(&name).await.expect("next"));
+                    } else {
+                        let want = (1 + (i * 7 + c) % 40).min(IDS_PER_CLIENT - mine.len());
+                        let batch = alloc.batch(&name, Count::new(want as u32).unwrap()).await.expect("batch");
+                        mine.extend(batch.ids());
+                    }
+                    i += 1;
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut per_client = Vec::new();
+    for t in tasks {
+        per_client.push(t.await.unwrap());
+    }
+    let total = check(per_client);
+    assert_eq!(total, CLIENTS * IDS_PER_CLIENT);
+    let fetches: u64 = instances.iter().map(|a| a.snapshot(&name).unwrap().fetches).sum();
+    assert!(fetches >= (total as u64) / STEP as u64, "segments of {STEP} were used ({fetches} fetches)");
+    eprintln!("{:?}: {total} IDs, {INSTANCES} instances, {CLIENTS} clients, {fetches} segment fetches", db.backend);
+}
+
+per_backend!(three_allocators_with_separate_pools_never_duplicate);
+
+/// A `seqd serve` child process on 127.0.0.1:0; killed when dropped.
+struct Process {
+    child: tokio::process::Child,
+    base: String,
+}
+
+impl Process {
+    async fn spawn(url: &str) -> Process {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--max-step", "10"])
+            .env("SEQD_DATABASE_URL", url)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn seqd");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let v: serde_json::Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                };
+                if let Some(listen) = v["listen"].as_str() {
+                    return listen.to_string();
+                }
+            }
+            panic!("seqd exited before listening");
+        })
+        .await
+        .expect("seqd did not start in time");
+        // Keep draining stderr so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Process { child, base: format!("http://{addr}") }
+    }
+}
+
+async fn three_seqd_processes_never_duplicate(db: TestDb) {
+    let store = common::store(&db).await;
+    let name = SeqName::parse("procs").unwrap();
+    store.create(&NewSequence::new(name, 1, STEP, String::new(), STEP).unwrap()).await.unwrap();
+    let mut procs = Vec::new();
+    for _ in 0..INSTANCES {
+        procs.push(Process::spawn(&db.url).await);
+    }
+    let http = reqwest::Client::new();
+    let per_client_ids = 2_500;
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let base = procs[c % INSTANCES].base.clone();
+            let http = http.clone();
+            tokio::spawn(async move {
+                let mut mine: Vec<i64> = Vec::new();
+                let mut i = 0;
+                while mine.len() < per_client_ids {
+                    if i % 2 == 0 {
+                        let v: serde_json::Value =
+                            http.get(format!("{base}/v1/sequences/procs/next")).send().await.unwrap().json().await.unwrap();
+                        mine.push(v["id"].as_i64().expect("id"));
+                    } else {
+                        let url = format!("{base}/v1/sequences/procs/batch?count={}", 1 + (i + c) % 30);
+                        let v: serde_json::Value = http.get(url).send().await.unwrap().json().await.unwrap();
+                        mine.extend(v["ids"].as_array().expect("ids").iter().map(|x| x.as_i64().unwrap()));
+                    }
+                    i += 1;
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut per_client = Vec::new();
+    for t in tasks {
+        per_client.push(t.await.unwrap());
+    }
+    let total = check(per_client);
+    assert!(total >= CLIENTS * per_client_ids);
+    eprintln!("{:?}: {total} IDs over HTTP from {INSTANCES} seqd processes", db.backend);
+    for mut p in procs {
+        let _ = p.child.start_kill();
+        let _ = p.child.wait().await;
+    }
+}
+
+per_backend!(three_seqd_processes_never_duplicate);
