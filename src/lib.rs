@@ -16,11 +16,20 @@
 //! - [`startup`]: wires store + allocator + router; `run(listener, shutdown)`.
 //! - [`cli`]: the operators' subcommands (`migrate`, `sequences ...`).
 
+#[cfg(not(seqd_loom))]
 pub mod allocator;
+/// Under `--cfg seqd_loom` only the lock-free core is built, on loom's
+/// primitives, for the model-checking tests (`tests/loom_double.rs`).
+#[cfg(seqd_loom)]
+#[path = "allocator/model.rs"]
+pub mod allocator;
+#[cfg(not(seqd_loom))]
 pub mod cli;
 pub mod config;
 pub mod domain;
+#[cfg(not(seqd_loom))]
 pub mod http;
+#[cfg(not(seqd_loom))]
 pub mod startup;
 pub mod store;
 pub mod telemetry;

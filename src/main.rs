@@ -1,8 +1,15 @@
 //! The `seqd` binary: parse flags, start logging, hand over to the library.
 
+#[cfg(not(seqd_loom))]
 use clap::Parser;
+#[cfg(not(seqd_loom))]
 use seqd::config::{Cli, Command};
 
+/// Under `--cfg seqd_loom` only the model-checked core is built; no server.
+#[cfg(seqd_loom)]
+fn main() {}
+
+#[cfg(not(seqd_loom))]
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::Notify;
 
+use super::double::DoubleBuffer;
 use super::segment::{IdRange, Segment};
 use super::step::StepInput;
 use super::{AllocError, Shared};
@@ -48,15 +48,10 @@ struct FetchState {
 pub struct SeqBuffer {
     name: SeqName,
     shared: Arc<Shared>,
-    current: ArcSwap<Segment>,
-    next: ArcSwapOption<Segment>,
-    has_next: AtomicBool,
+    segments: DoubleBuffer,
     fetching: AtomicBool,
-    switch: Mutex<()>,
     notify: Notify,
     state: Mutex<FetchState>,
-    /// IDs of the segments already switched away from (all claimed).
-    retired: AtomicU64,
     waits: AtomicU64,
     fetches: AtomicU64,
     fetch_errors: AtomicU64,
@@ -114,11 +109,8 @@ impl SeqBuffer {
         SeqBuffer {
             name,
             shared,
-            current: ArcSwap::from_pointee(Segment::empty(now)),
-            next: ArcSwapOption::empty(),
-            has_next: AtomicBool::new(false),
+            segments: DoubleBuffer::new(Segment::empty(now)),
             fetching: AtomicBool::new(false),
-            switch: Mutex::new(()),
             notify: Notify::new(),
             state: Mutex::new(FetchState {
                 high_water: None,
@@ -132,7 +124,6 @@ impl SeqBuffer {
                 consecutive_failures: 0,
                 terminal: None,
             }),
-            retired: AtomicU64::new(0),
             waits: AtomicU64::new(0),
             fetches: AtomicU64::new(0),
             fetch_errors: AtomicU64::new(0),
@@ -148,7 +139,7 @@ impl SeqBuffer {
     /// Returns the run obtained (possibly shorter than `n`, or `None`).
     #[inline]
     pub(super) fn take_fast(self: &Arc<Self>, n: u64) -> Option<IdRange> {
-        let taken = self.current.load().take(n);
+        let taken = self.segments.take_fast(n);
         if taken.past_prefetch_mark {
             self.maybe_prefetch();
         }
@@ -178,20 +169,13 @@ impl SeqBuffer {
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            let cur = self.current.load_full();
-            let taken = cur.take(remaining);
-            if taken.past_prefetch_mark {
+            let progress = self.segments.take(remaining, out);
+            if progress.past_prefetch_mark {
                 self.maybe_prefetch();
             }
-            if let Some(r) = taken.range {
-                out.push(r);
-                remaining -= r.len();
-                if remaining == 0 {
-                    return Ok(());
-                }
-            }
-            if self.try_switch(&cur) {
-                continue;
+            remaining = progress.missing;
+            if remaining == 0 {
+                return Ok(());
             }
             if let Some(t) = self.live_terminal() {
                 return Err(match t {
@@ -211,29 +195,10 @@ impl SeqBuffer {
         }
     }
 
-    /// If `observed` is still the current segment and it is used up, makes the
-    /// next segment current. Returns true when the caller should look again.
-    fn try_switch(&self, observed: &Arc<Segment>) -> bool {
-        let _guard = self.switch.lock().unwrap();
-        let cur = self.current.load();
-        if !Arc::ptr_eq(&cur, observed) || !cur.is_exhausted() {
-            return true;
-        }
-        match self.next.swap(None) {
-            Some(next) => {
-                self.has_next.store(false, Ordering::Release);
-                self.retired.fetch_add(cur.len(), Ordering::Relaxed);
-                self.current.store(next);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Starts a fetch if none is in flight and no next segment is waiting.
     #[inline]
     fn maybe_prefetch(self: &Arc<Self>) {
-        if !self.has_next.load(Ordering::Acquire) && !self.fetching.load(Ordering::Acquire) {
+        if !self.segments.has_next() && !self.fetching.load(Ordering::Acquire) {
             self.start_fetch();
         }
     }
@@ -248,7 +213,7 @@ impl SeqBuffer {
         {
             return;
         }
-        if self.next.load().is_some() || self.live_terminal().is_some() {
+        if self.segments.has_next() || self.live_terminal().is_some() {
             self.fetching.store(false, Ordering::Release);
             return;
         }
@@ -264,14 +229,10 @@ impl SeqBuffer {
         (now.saturating_sub(at) < self.shared.config.negative_ttl).then_some(t)
     }
 
-    fn issued(&self) -> u64 {
-        self.retired.load(Ordering::Relaxed) + self.current.load().used()
-    }
-
     /// Measures the rate and asks the policy for the next size.
     fn plan_fetch(&self) -> i64 {
         let now = self.shared.clock.now();
-        let issued = self.issued();
+        let issued = self.segments.issued();
         let mut st = self.state.lock().unwrap();
         if let Some((t0, n0)) = st.rate_sample {
             let secs = now.saturating_sub(t0).as_secs_f64().max(0.001);
@@ -320,8 +281,9 @@ impl SeqBuffer {
         st.terminal = None;
         drop(st);
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.next.store(Some(Arc::new(seg)));
-        self.has_next.store(true, Ordering::Release);
+        if self.segments.install_next(seg).is_err() {
+            tracing::error!(sequence = %self.name, "a next segment was already waiting; dropping the new one");
+        }
         self.fetching.store(false, Ordering::Release);
         self.notify.notify_waiters();
         true
@@ -356,8 +318,8 @@ impl SeqBuffer {
             cursor: (s.remaining() > 0).then(|| s.first() + s.used() as i64),
             remaining: s.remaining(),
         };
-        let cur = self.current.load();
-        let next = self.next.load();
+        let cur = self.segments.current();
+        let next = self.segments.next();
         let now = self.shared.clock.now();
         let st = self.state.lock().unwrap();
         BufferSnapshot {
@@ -368,7 +330,7 @@ impl SeqBuffer {
             current_step: st.last_size,
             row_step: st.row_step,
             rate_per_sec: st.rate_per_sec,
-            issued: self.retired.load(Ordering::Relaxed) + cur.used(),
+            issued: self.segments.issued(),
             fetches: self.fetches.load(Ordering::Relaxed),
             fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),

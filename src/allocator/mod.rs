@@ -40,8 +40,10 @@ use crate::store::Store;
 
 pub mod buffer;
 pub mod clock;
+pub mod double;
 pub mod segment;
 pub mod step;
+pub mod sync;
 
 pub use buffer::{BufferSnapshot, SegmentView};
 pub use clock::{Clock, ManualClock, SystemClock};

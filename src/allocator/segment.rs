@@ -1,6 +1,6 @@
 //! One reserved range of IDs and its lock-free cursor.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use super::sync::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A contiguous range of IDs `[first, first + len)` handed out by an atomic
