@@ -235,7 +235,9 @@ impl SeqBuffer {
         let issued = self.segments.issued();
         let mut st = self.state.lock().unwrap();
         if let Some((t0, n0)) = st.rate_sample {
-            let secs = now.saturating_sub(t0).as_secs_f64().max(0.001);
+            // Over less than a second, IDs taken in one instant (a batch, a
+            // burst of concurrent requests) would read as an absurd rate.
+            let secs = now.saturating_sub(t0).as_secs_f64().max(1.0);
             let inst = issued.saturating_sub(n0) as f64 / secs;
             st.rate_per_sec = if st.last_size == 0 { inst } else { 0.5 * st.rate_per_sec + 0.5 * inst };
         }
@@ -349,7 +351,11 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
         let Some(buf) = weak.upgrade() else { return };
         let size = buf.plan_fetch();
         let started = buf.shared.clock.now();
-        let result = buf.shared.store.reserve(&buf.name, size).await;
+        let timeout = buf.shared.config.fetch_timeout;
+        let result = match tokio::time::timeout(timeout, buf.shared.store.reserve(&buf.name, size)).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Unavailable(format!("segment fetch timed out after {timeout:?}"))),
+        };
         let backoff = match result {
             Ok(r) => {
                 if buf.install(r, started) {

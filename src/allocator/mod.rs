@@ -66,6 +66,10 @@ pub struct AllocatorConfig {
     /// How long "not found" / "exhausted" answers from the store are
     /// remembered before the store is asked again.
     pub negative_ttl: Duration,
+    /// Longest one fetch may take before it is abandoned and retried, so a
+    /// fetch hanging in the database (a locked row) cannot hold a pooled
+    /// connection for long. An abandoned fetch can only leave a gap.
+    pub fetch_timeout: Duration,
     /// First retry delay after a failed fetch (doubles per failure).
     pub retry_backoff_min: Duration,
     /// Longest retry delay after failed fetches.
@@ -80,6 +84,7 @@ impl Default for AllocatorConfig {
             wait_timeout: Duration::from_secs(3),
             prefetch_ratio: 0.1,
             negative_ttl: Duration::from_secs(1),
+            fetch_timeout: Duration::from_secs(5),
             retry_backoff_min: Duration::from_millis(20),
             retry_backoff_max: Duration::from_secs(2),
         }

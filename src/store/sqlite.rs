@@ -13,7 +13,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::NaiveDateTime;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -37,25 +36,7 @@ pub const RESERVE: &str = "UPDATE sequences \
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
 
-/// One row as SQLite returns it.
-type Row = (String, i64, i64, String, NaiveDateTime, NaiveDateTime);
-
-/// Converts a fetched row (`None` for an invalid stored name).
-fn to_row((name, max_id, step, description, created_at, updated_at): Row) -> Option<SequenceRow> {
-    row_from_columns(
-        name,
-        max_id,
-        step,
-        description,
-        created_at.and_utc(),
-        updated_at.and_utc(),
-    )
-}
-
-/// Like [`to_row`] for a row looked up by a valid name, which must convert.
-fn to_found_row(row: Row) -> Result<SequenceRow, StoreError> {
-    to_row(row).ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
-}
+use super::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
 /// A [`Store`] on a SQLite database file.
 ///
