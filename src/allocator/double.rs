@@ -51,7 +51,7 @@ impl DoubleBuffer {
     /// `out`. Stops when done or when both segments are used up.
     pub fn take(&self, n: u64, out: &mut Vec<IdRange>) -> Progress {
         let mut missing = n;
-        let mut past_prefetch_mark = false;
+        let mut past_prefetch_mark;
         loop {
             let cur = self.current.load_full();
             let taken = cur.take(missing);

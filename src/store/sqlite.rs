@@ -18,7 +18,7 @@ use sqlx::sqlite::{
 };
 
 use super::{
-    initial_max_id, insert_failed, migrate_failed, reservation, row_from_columns, unavailable,
+    initial_max_id, insert_failed, migrate_failed, reservation, unavailable,
     Reservation, SequencePatch, SequenceRow, Store, StoreError,
 };
 use crate::domain::{NewSequence, SeqName};
