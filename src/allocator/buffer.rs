@@ -312,6 +312,11 @@ impl SeqBuffer {
         backoff.min(self.shared.config.retry_backoff_max)
     }
 
+    /// The highest ID this buffer has reserved so far, if any.
+    pub fn high_water(&self) -> Option<i64> {
+        self.state.lock().unwrap().high_water
+    }
+
     /// A point-in-time view for monitoring.
     pub fn snapshot(&self) -> BufferSnapshot {
         let view = |s: &Segment| SegmentView {

@@ -297,6 +297,15 @@ impl Allocator {
         self.inner.missing.lock().unwrap().remove(name);
     }
 
+    /// The highest ID this instance has reserved for `name`, if it served it.
+    /// A sequence re-created under the same name must start above it.
+    pub fn reserved_up_to(&self, name: &SeqName) -> Option<i64> {
+        if let Some(buf) = self.inner.live.load().get(name) {
+            return buf.high_water();
+        }
+        self.inner.pending.lock().unwrap().get(name).and_then(|b| b.high_water())
+    }
+
     /// The buffer state of one live sequence.
     pub fn snapshot(&self, name: &SeqName) -> Option<BufferSnapshot> {
         self.inner.live.load().get(name).map(|b| b.snapshot())

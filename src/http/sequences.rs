@@ -66,6 +66,14 @@ pub async fn create(
         st.allocator.config().max_step,
     )
     .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    if let Some(reserved) = st.allocator.reserved_up_to(&name) {
+        if new.start <= reserved {
+            return Err(ApiError::InvalidRequest(format!(
+                "start must be above {reserved}: this instance already reserved IDs up to it under this \
+                 name, and a re-created sequence must never issue them again"
+            )));
+        }
+    }
     let row = st.allocator.store().create(&new).await.map_err(|e| ApiError::from_store(&name, e))?;
     st.allocator.clear_missing(&name);
     tracing::info!(sequence = %name, start = new.start, step = new.step, "sequence created");
