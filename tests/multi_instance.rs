@@ -6,15 +6,15 @@
 
 #[macro_use]
 mod common;
+mod server;
 
 use std::collections::HashSet;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::TestDb;
+use server::Process;
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::domain::{Count, NewSequence, SeqName};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 const INSTANCES: usize = 3;
 const CLIENTS: usize = 8;
@@ -80,51 +80,13 @@ async fn three_allocators_with_separate_pools_never_duplicate(db: TestDb) {
 
 per_backend!(three_allocators_with_separate_pools_never_duplicate);
 
-/// A `seqd serve` child process on 127.0.0.1:0; killed when dropped.
-struct Process {
-    child: tokio::process::Child,
-    base: String,
-}
-
-impl Process {
-    async fn spawn(url: &str) -> Process {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--max-step", "10"])
-            .env("SEQD_DATABASE_URL", url)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn seqd");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                let v: serde_json::Value = match serde_json::from_str(&line) {
-                    Ok(v) => v,
-                    Err(_) => continue,
-                };
-                if let Some(listen) = v["listen"].as_str() {
-                    return listen.to_string();
-                }
-            }
-            panic!("seqd exited before listening");
-        })
-        .await
-        .expect("seqd did not start in time");
-        // Keep draining stderr so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Process { child, base: format!("http://{addr}") }
-    }
-}
-
 async fn three_seqd_processes_never_duplicate(db: TestDb) {
     let store = common::store(&db).await;
     let name = SeqName::parse("procs").unwrap();
     store.create(&NewSequence::new(name, 1, STEP, String::new(), STEP).unwrap()).await.unwrap();
     let mut procs = Vec::new();
     for _ in 0..INSTANCES {
-        procs.push(Process::spawn(&db.url).await);
+        procs.push(Process::spawn(&db.url, &["--max-step", "10"]).await);
     }
     let http = reqwest::Client::new();
     let per_client_ids = 2_500;
@@ -158,9 +120,8 @@ async fn three_seqd_processes_never_duplicate(db: TestDb) {
     let total = check(per_client);
     assert!(total >= CLIENTS * per_client_ids);
     eprintln!("{:?}: {total} IDs over HTTP from {INSTANCES} seqd processes", db.backend);
-    for mut p in procs {
-        let _ = p.child.start_kill();
-        let _ = p.child.wait().await;
+    for p in procs {
+        p.kill().await;
     }
 }
 

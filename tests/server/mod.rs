@@ -73,3 +73,68 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// A `seqd serve` child process listening on 127.0.0.1:0 (the port is read
+/// from its JSON start-up log line); killed when dropped.
+pub struct Process {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The child's process id.
+    pub pid: u32,
+}
+
+impl Process {
+    /// Starts `seqd serve` on `database_url` with extra flags.
+    pub async fn spawn(database_url: &str, extra: &[&str]) -> Process {
+        use std::process::Stdio;
+        use tokio::io::{AsyncBufReadExt, BufReader};
+
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(extra)
+            .env("SEQD_DATABASE_URL", database_url)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn seqd");
+        let pid = child.id().expect("pid");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                if let Some(listen) = v["listen"].as_str() {
+                    return listen.to_string();
+                }
+            }
+            panic!("seqd exited before listening");
+        })
+        .await
+        .expect("seqd did not start in time");
+        // Keep draining stderr so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Process { child, base: format!("http://{addr}"), pid }
+    }
+
+    /// Sends a signal (`"TERM"`, `"KILL"`) to the process.
+    pub fn signal(&self, sig: &str) {
+        let status = std::process::Command::new("kill")
+            .args([format!("-{sig}"), self.pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{sig} {}", self.pid);
+    }
+
+    /// Waits for the process to exit and returns its status.
+    pub async fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().await.expect("wait for seqd")
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}

@@ -1,0 +1,230 @@
+//! The allocator's hot path against the in-memory store, next to a bare
+//! `AtomicU64::fetch_add`, with the pieces of the path measured apart so the
+//! gap can be attributed. Results and the machine: BENCHMARKS.md,
+//! "Allocator hot path".
+//!
+//! `cargo bench --bench hot_path -- --warm-up-time 1 --measurement-time 3`
+//!
+//! Rows have a step of 1,000,000 so the store is almost never on the path:
+//! the background fetch (one per million IDs) runs on the worker of a tokio
+//! runtime entered by every benchmark thread; after each allocator benchmark
+//! the number of fetches and of requests that had to wait is printed, which
+//! shows the prefetch kept up (waits stay at the one cold load).
+//!
+//! `Allocator::next` is async but completes without awaiting on the fast
+//! path, so each call is polled once with a no-op waker (falling back to
+//! `futures::executor::block_on` if it ever returns `Pending`), which measures
+//! the call itself; the `block_on` variant shows what that wrapper adds.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use tokio::runtime::{Handle, Runtime};
+
+use seqd::allocator::double::DoubleBuffer;
+use seqd::allocator::segment::Segment;
+use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, SystemClock};
+use seqd::domain::{Count, SeqName};
+use seqd::store::memory::MemoryStore;
+
+const STEP: i64 = 1_000_000;
+const NAMES: usize = 10_000;
+/// A segment that never runs out during a benchmark.
+const HUGE: u64 = 1 << 62;
+
+/// Polls `fut` once; if it is not ready (a cold load or a wait for a
+/// fetch), blocks on it.
+#[inline]
+fn run<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(v) => v,
+        Poll::Pending => futures::executor::block_on(fut),
+    }
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn name(s: &str) -> SeqName {
+    SeqName::parse(s).unwrap()
+}
+
+/// An allocator on a fresh store holding `names`, each with step 1,000,000,
+/// every name loaded already (first segment in memory).
+fn allocator(names: &[SeqName]) -> (Allocator, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new());
+    for n in names {
+        store.insert(n.as_str(), 0, STEP);
+    }
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        AllocatorConfig::default(),
+        Arc::new(SystemClock::default()),
+        Arc::new(FixedStep),
+    );
+    for n in names {
+        run(alloc.next(n)).unwrap();
+    }
+    (alloc, store)
+}
+
+/// Prints how many fetches the benchmark caused and how many requests had to
+/// wait for one (1 = the cold load; more would mean the prefetch fell behind).
+fn report(label: &str, alloc: &Allocator, n: &SeqName) {
+    let s = alloc.snapshot(n).unwrap();
+    eprintln!("  [{label}] {} IDs issued, {} fetches, {} waits", s.issued, s.fetches, s.waits);
+}
+
+/// Runs `op` `iters` times split over two threads (each inside the runtime),
+/// and returns the wall time from a common start to the last finish.
+fn two_threads(handle: &Handle, iters: u64, op: impl Fn() + Sync) -> Duration {
+    let per_thread = iters.div_ceil(2);
+    let start = Barrier::new(3);
+    let end = Barrier::new(3);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let _rt = handle.enter();
+                start.wait();
+                for _ in 0..per_thread {
+                    op();
+                }
+                end.wait();
+            });
+        }
+        start.wait();
+        let t0 = Instant::now();
+        end.wait();
+        t0.elapsed()
+    })
+}
+
+fn single_thread(c: &mut Criterion) {
+    let rt = runtime();
+    let _rt = rt.enter();
+    let mut g = c.benchmark_group("single_thread");
+    g.throughput(Throughput::Elements(1));
+
+    let counter = AtomicU64::new(0);
+    g.bench_function("atomic_fetch_add", |b| b.iter(|| black_box(&counter).fetch_add(1, Ordering::Relaxed)));
+
+    let seg = Segment::new(1, HUGE, 0.1, Duration::ZERO);
+    g.bench_function("segment_take", |b| b.iter(|| black_box(&seg).take(1)));
+
+    let double = DoubleBuffer::new(Segment::new(1, HUGE, 0.1, Duration::ZERO));
+    g.bench_function("double_buffer_take_fast", |b| b.iter(|| black_box(&double).take_fast(1)));
+
+    let one = name("order");
+    let map: HashMap<SeqName, Arc<u64>> = [(one.clone(), Arc::new(0))].into_iter().collect();
+    g.bench_function("hashmap_get_siphash", |b| b.iter(|| black_box(&map).get(black_box(&one)).is_some()));
+
+    let swap = ArcSwap::from_pointee(map.clone());
+    g.bench_function("arcswap_load_and_get", |b| {
+        b.iter(|| black_box(&swap).load().get(black_box(&one)).is_some())
+    });
+
+    let (alloc, _store) = allocator(std::slice::from_ref(&one));
+    g.bench_function("next_poll_once", |b| b.iter(|| run(alloc.next(black_box(&one))).unwrap()));
+    report("next_poll_once", &alloc, &one);
+
+    let (alloc, _store) = allocator(std::slice::from_ref(&one));
+    g.bench_function("next_futures_block_on", |b| {
+        b.iter(|| futures::executor::block_on(alloc.next(black_box(&one))).unwrap())
+    });
+    report("next_futures_block_on", &alloc, &one);
+
+    let (alloc, _store) = allocator(std::slice::from_ref(&one));
+    let hundred = Count::new(100).unwrap();
+    g.throughput(Throughput::Elements(100));
+    g.bench_function("batch100_poll_once", |b| b.iter(|| run(alloc.batch(black_box(&one), hundred)).unwrap()));
+    report("batch100_poll_once", &alloc, &one);
+    g.finish();
+}
+
+fn two_threads_contended(c: &mut Criterion) {
+    let rt = runtime();
+    let handle = rt.handle().clone();
+    let mut g = c.benchmark_group("two_threads");
+    g.throughput(Throughput::Elements(1));
+
+    let counter = AtomicU64::new(0);
+    g.bench_function("atomic_fetch_add", |b| {
+        b.iter_custom(|iters| {
+            two_threads(&handle, iters, || {
+                black_box(counter.fetch_add(1, Ordering::Relaxed));
+            })
+        })
+    });
+
+    let one = name("order");
+    let (alloc, _store) = {
+        let _rt = rt.enter();
+        allocator(std::slice::from_ref(&one))
+    };
+    g.bench_function("next", |b| {
+        b.iter_custom(|iters| {
+            two_threads(&handle, iters, || {
+                black_box(run(alloc.next(&one)).unwrap());
+            })
+        })
+    });
+    report("two_threads/next", &alloc, &one);
+
+    let (alloc, _store) = {
+        let _rt = rt.enter();
+        allocator(std::slice::from_ref(&one))
+    };
+    let hundred = Count::new(100).unwrap();
+    g.throughput(Throughput::Elements(100));
+    g.bench_function("batch100", |b| {
+        b.iter_custom(|iters| {
+            two_threads(&handle, iters, || {
+                black_box(run(alloc.batch(&one, hundred)).unwrap());
+            })
+        })
+    });
+    report("two_threads/batch100", &alloc, &one);
+    g.finish();
+}
+
+fn many_names(c: &mut Criterion) {
+    let rt = runtime();
+    let _rt = rt.enter();
+    let mut g = c.benchmark_group("names");
+    g.throughput(Throughput::Elements(1));
+
+    let names: Vec<SeqName> = (0..NAMES).map(|i| name(&format!("seq-{i:05}"))).collect();
+    let (alloc, _store) = allocator(&names);
+
+    let one = names[0].clone();
+    g.bench_with_input(BenchmarkId::new("next", 1), &one, |b, one| {
+        b.iter(|| run(alloc.next(black_box(one))).unwrap())
+    });
+
+    let mut i = 0usize;
+    g.bench_with_input(BenchmarkId::new("next_round_robin", NAMES), &names, |b, names| {
+        b.iter(|| {
+            i = if i + 1 == names.len() { 0 } else { i + 1 };
+            run(alloc.next(black_box(&names[i]))).unwrap()
+        })
+    });
+    report("names/next_round_robin", &alloc, &names[1]);
+    g.finish();
+}
+
+criterion_group!(benches, single_thread, two_threads_contended, many_names);
+criterion_main!(benches);
