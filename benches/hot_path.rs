@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -38,6 +39,55 @@ const STEP: i64 = 1_000_000;
 const NAMES: usize = 10_000;
 /// A segment that never runs out during a benchmark.
 const HUGE: u64 = 1 << 62;
+
+/// FxHash (rustc's hasher), to show what the name lookup costs without
+/// SipHash. Not for production keys an attacker chooses; shown for scale.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// What `Allocator::next` does on its fast path, written synchronously: load
+/// the name map (arc-swap), look the name up, load the current segment
+/// (arc-swap) and claim one ID. The gap to `next_poll_once` is the async
+/// wrapper and the prefetch check.
+fn sync_equivalent<S: std::hash::BuildHasher>(map: &ArcSwap<HashMap<SeqName, Arc<DoubleBuffer>, S>>, n: &SeqName) -> i64 {
+    let live = map.load();
+    let buf = live.get(n).unwrap();
+    buf.take_fast(1).range.unwrap().first
+}
+
+fn sync_map<S: std::hash::BuildHasher + Default>(n: &SeqName) -> ArcSwap<HashMap<SeqName, Arc<DoubleBuffer>, S>> {
+    let mut m = HashMap::default();
+    m.insert(n.clone(), Arc::new(DoubleBuffer::new(Segment::new(1, HUGE, 0.1, Duration::ZERO))));
+    ArcSwap::from_pointee(m)
+}
 
 /// Polls `fut` once; if it is not ready (a cold load or a wait for a
 /// fetch), blocks on it.
@@ -137,7 +187,17 @@ fn single_thread(c: &mut Criterion) {
         b.iter(|| black_box(&swap).load().get(black_box(&one)).is_some())
     });
 
+    let sip = sync_map::<std::collections::hash_map::RandomState>(&one);
+    g.bench_function("sync_equivalent_siphash", |b| b.iter(|| sync_equivalent(black_box(&sip), black_box(&one))));
+    let fx = sync_map::<BuildHasherDefault<FxHasher>>(&one);
+    g.bench_function("sync_equivalent_fxhash", |b| b.iter(|| sync_equivalent(black_box(&fx), black_box(&one))));
+
     let (alloc, _store) = allocator(std::slice::from_ref(&one));
+    eprintln!(
+        "  size of the futures: next {} bytes, batch {} bytes",
+        std::mem::size_of_val(&alloc.next(&one)),
+        std::mem::size_of_val(&alloc.batch(&one, Count::new(1).unwrap()))
+    );
     g.bench_function("next_poll_once", |b| b.iter(|| run(alloc.next(black_box(&one))).unwrap()));
     report("next_poll_once", &alloc, &one);
 

@@ -33,6 +33,52 @@ pub enum Command {
     /// Manage sequences directly in the database (operators).
     #[command(subcommand)]
     Sequences(SequencesCommand),
+    /// Import Leaf's `leaf_alloc` table into seqd's `sequences` (migrating from Leaf).
+    ImportLeaf(ImportLeafArgs),
+}
+
+/// Flags of `seqd import-leaf`.
+#[derive(Clone, Args)]
+#[command(long_about = "Import Leaf's `leaf_alloc` table into seqd's `sequences` (migrating from Leaf).
+
+Each row becomes a seqd sequence that continues where Leaf left off: Leaf's max_id is the next ID \
+Leaf has not issued, so the seqd row gets max_id = leaf.max_id - 1 and serves leaf.max_id first. \
+Stop Leaf's servers before importing: a Leaf fetch after the import would issue IDs seqd issues too.
+
+Rows whose biz_tag is not a valid seqd name (or whose max_id/step are out of range) are reported \
+and skipped; the command then exits non-zero unless --skip-invalid. Names that already exist in \
+seqd are left as they are; one whose max_id is below Leaf's max_id - 1 is reported (non-zero exit) \
+unless --raise lifts it. The same import in plain SQL, when both tables share a database: \
+docs/import-leaf.md.")]
+pub struct ImportLeafArgs {
+    /// URL of Leaf's database, holding `leaf_alloc`: postgres://, mysql:// or mariadb://.
+    #[arg(long, value_name = "URL", env = "SEQD_LEAF_DATABASE_URL", hide_env_values = true)]
+    pub from: String,
+    /// Print the plan and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Exit 0 even if some rows are not valid seqd sequences (they are still skipped).
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Raise the max_id of sequences that already exist in seqd to at least Leaf's max_id - 1
+    /// (IDs in between are never issued).
+    #[arg(long)]
+    pub raise: bool,
+    /// The seqd database to import into.
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+}
+
+impl fmt::Debug for ImportLeafArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImportLeafArgs")
+            .field("from", &crate::store::redact_url(&self.from))
+            .field("dry_run", &self.dry_run)
+            .field("skip_invalid", &self.skip_invalid)
+            .field("raise", &self.raise)
+            .field("db", &self.db)
+            .finish()
+    }
 }
 
 /// Operators' commands on the `sequences` table.
@@ -126,6 +172,9 @@ pub struct ServeArgs {
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Snowflake IDs: `--snowflake`, `--snowflake-epoch`, `--snowflake-bits`, ...
+    #[command(flatten)]
+    pub snowflake: crate::snowflake::SnowflakeArgs,
 }
 
 /// A secret string: shown as `***` in `Debug` and `Display`.
@@ -190,6 +239,14 @@ mod tests {
         match c.command {
             Some(Command::Sequences(SequencesCommand::Create { name, step, start, .. })) => {
                 assert_eq!((name.as_str(), step, start), ("order", 50, 1));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let c = Cli::parse_from(["seqd", "import-leaf", "--from", "mysql://u:pw@h/leaf", "--dry-run"]);
+        match c.command {
+            Some(Command::ImportLeaf(a)) => {
+                assert!(a.dry_run && !a.skip_invalid && !a.raise);
+                assert!(!format!("{a:?}").contains("pw"), "{a:?}");
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -15,6 +15,10 @@
 //! - [`telemetry`]: the tracing subscriber.
 //! - [`startup`]: wires store + allocator + router; `run(listener, shutdown)`.
 //! - [`cli`]: the operators' subcommands (`migrate`, `sequences ...`).
+//! - [`leaf`]: `import-leaf`, the migration from Leaf's `leaf_alloc` table.
+//! - [`snowflake`]: time-ordered snowflake IDs: layout, generator (injected
+//!   wall clock, rollback handling) and the worker-ID lease. No SQL, no HTTP
+//!   but through [`store::workers::WorkerLeases`].
 
 #[cfg(not(seqd_loom))]
 pub mod allocator;
@@ -29,6 +33,9 @@ pub mod config;
 pub mod domain;
 #[cfg(not(seqd_loom))]
 pub mod http;
+#[cfg(not(seqd_loom))]
+pub mod leaf;
+pub mod snowflake;
 #[cfg(not(seqd_loom))]
 pub mod startup;
 pub mod store;

@@ -11,7 +11,20 @@ fn main() {}
 
 #[cfg(not(seqd_loom))]
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One readable line with the causes, never a backtrace (even under
+            // RUST_BACKTRACE=1): these errors are for operators, not a bug report.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(seqd_loom))]
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match &cli.command {
         None => {
@@ -29,6 +42,10 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Sequences(cmd)) => {
             seqd::telemetry::init(Default::default());
             seqd::cli::sequences(cmd).await
+        }
+        Some(Command::ImportLeaf(args)) => {
+            seqd::telemetry::init(Default::default());
+            seqd::leaf::run(args).await
         }
     }
 }

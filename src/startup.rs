@@ -24,6 +24,8 @@ pub struct Settings {
     pub allocator: AllocatorConfig,
     /// Longest graceful shutdown waits for in-flight requests.
     pub shutdown_timeout: Duration,
+    /// Snowflake IDs: enabled, layout, clock tolerance, lease.
+    pub snowflake: crate::snowflake::SnowflakeSettings,
 }
 
 impl Settings {
@@ -34,6 +36,7 @@ impl Settings {
             admin_token: None,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
+            snowflake: crate::snowflake::SnowflakeSettings::default(),
         }
     }
 
@@ -49,6 +52,7 @@ impl Settings {
                 ..AllocatorConfig::default()
             },
             shutdown_timeout: args.shutdown_timeout,
+            snowflake: args.snowflake.settings(),
         }
     }
 }
@@ -70,6 +74,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    // Validates the snowflake layout first: an unusable one is a start-up error.
+    let snowflake = crate::snowflake::start(&settings.snowflake, &settings.database_url)?;
     let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -84,6 +90,10 @@ pub async fn run(
     }
     let allocator = Allocator::new(store, settings.allocator.clone());
     let app = router(AppState { allocator, admin });
+    let app = match &snowflake {
+        Some(sf) => app.layer(axum::Extension(sf.clone())),
+        None => app,
+    };
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -98,6 +108,10 @@ pub async fn run(
             let _ = stop_rx.wait_for(|stopped| *stopped).await;
             tokio::time::sleep(bound).await;
         } => tracing::warn!(?bound, "shutdown bound reached; dropping remaining connections"),
+    }
+    if let Some(sf) = &snowflake {
+        // Stops issuing and releases the worker ID (bounded).
+        sf.shutdown().await;
     }
     tracing::info!("seqd stopped");
     Ok(())

@@ -19,6 +19,11 @@ use super::{AllocError, Shared};
 use crate::domain::SeqName;
 use crate::store::{Reservation, StoreError};
 
+/// Histogram of successful segment fetch latencies, labelled by `sequence`
+/// (recorded only for fetches that returned a range, so only names that exist
+/// in the database get a label). Served on `/metrics`.
+pub const FETCH_DURATION_METRIC: &str = "seqd_segment_fetch_duration_seconds";
+
 /// A fetch error that stops retrying until the negative-cache interval passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Terminal {
@@ -35,6 +40,8 @@ struct FetchState {
     row_step: i64,
     last_size: i64,
     rate_per_sec: f64,
+    /// True once `rate_per_sec` holds a measurement.
+    rate_measured: bool,
     /// (time, IDs issued) when the previous fetch started.
     rate_sample: Option<(Duration, u64)>,
     last_fetch_at: Option<Duration>,
@@ -117,6 +124,7 @@ impl SeqBuffer {
                 row_step: 0,
                 last_size: 0,
                 rate_per_sec: 0.0,
+                rate_measured: false,
                 rate_sample: None,
                 last_fetch_at: None,
                 last_fetch_latency: None,
@@ -239,7 +247,21 @@ impl SeqBuffer {
             // burst of concurrent requests) would read as an absurd rate.
             let secs = now.saturating_sub(t0).as_secs_f64().max(1.0);
             let inst = issued.saturating_sub(n0) as f64 / secs;
-            st.rate_per_sec = if st.last_size == 0 { inst } else { 0.5 * st.rate_per_sec + 0.5 * inst };
+            // Smooth with a weight that grows with the time the measurement
+            // covers (time constant: a quarter of the segment target), so a
+            // measurement over hours replaces the estimate: a fixed per-fetch
+            // weight kept a spike's rate alive for hours of 1,000,000-ID
+            // segments (BENCHMARKS.md, simulation). Rises count at least half,
+            // so a burst still grows the step within a few fetches.
+            let tau = (self.shared.config.segment_target.as_secs_f64() / 4.0).max(1.0);
+            st.rate_per_sec = if st.rate_measured {
+                let by_time = 1.0 - (-secs / tau).exp();
+                let alpha = if inst > st.rate_per_sec { by_time.max(0.5) } else { by_time };
+                st.rate_per_sec + alpha * (inst - st.rate_per_sec)
+            } else {
+                inst
+            };
+            st.rate_measured = true;
         }
         st.rate_sample = Some((now, issued));
         let input = StepInput {
@@ -283,6 +305,8 @@ impl SeqBuffer {
         st.terminal = None;
         drop(st);
         self.fetches.fetch_add(1, Ordering::Relaxed);
+        metrics::histogram!(FETCH_DURATION_METRIC, "sequence" => self.name.as_str().to_owned())
+            .record(now.saturating_sub(started).as_secs_f64());
         if self.segments.install_next(seg).is_err() {
             tracing::error!(sequence = %self.name, "a next segment was already waiting; dropping the new one");
         }

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::allocator::AllocError;
 use crate::domain::{ParseError, SeqName};
+use crate::snowflake::SnowflakeError;
 use crate::store::StoreError;
 
 /// Seconds a client is told to wait after a 503.
@@ -54,6 +55,12 @@ pub enum ApiError {
     /// A bug or a misconfiguration; details only in the log.
     #[error("internal error")]
     Internal,
+    /// No snowflake ID could be issued.
+    #[error("{0}")]
+    Snowflake(SnowflakeError),
+    /// Snowflake IDs are turned off on this instance.
+    #[error("snowflake IDs are disabled on this instance (--snowflake false)")]
+    SnowflakeDisabled,
 }
 
 impl ApiError {
@@ -79,9 +86,24 @@ impl ApiError {
         }
     }
 
+    /// Maps a snowflake generator error, logging what operators need.
+    pub fn from_snowflake(e: SnowflakeError) -> Self {
+        match &e {
+            SnowflakeError::ClockMovedBackwards { behind_ms } => {
+                tracing::warn!(behind_ms, "snowflake: clock behind the last timestamp issued; refusing")
+            }
+            SnowflakeError::ClockStalled { waited_ms } => tracing::warn!(waited_ms, "snowflake: clock did not advance"),
+            SnowflakeError::Exhausted => tracing::error!("snowflake: timestamps ran out"),
+            _ => {}
+        }
+        ApiError::Snowflake(e)
+    }
+
     fn parts(&self) -> (StatusCode, &'static str, String) {
         use ApiError::*;
         match self {
+            Snowflake(e) => snowflake_parts(e),
+            SnowflakeDisabled => (StatusCode::NOT_FOUND, "snowflake_disabled", self.to_string()),
             InvalidName(e) => (StatusCode::BAD_REQUEST, "invalid_name", e.to_string()),
             InvalidCount(m) => (StatusCode::BAD_REQUEST, "invalid_count", m.clone()),
             InvalidRequest(m) => (StatusCode::BAD_REQUEST, "invalid_request", m.clone()),
@@ -107,6 +129,40 @@ impl ApiError {
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", self.to_string()),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", self.to_string()),
         }
+    }
+}
+
+fn snowflake_parts(e: &SnowflakeError) -> (StatusCode, &'static str, String) {
+    const UNAVAILABLE: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
+    match e {
+        SnowflakeError::NoWorker => (
+            UNAVAILABLE,
+            "worker_lease_lost",
+            "no snowflake worker ID is leased (not yet, the database is unreachable, or every worker ID is \
+             held by another instance); retry later"
+                .into(),
+        ),
+        SnowflakeError::LeaseExpiring => (
+            UNAVAILABLE,
+            "worker_lease_lost",
+            "the snowflake worker ID lease could not be renewed in time; IDs resume once it is".into(),
+        ),
+        SnowflakeError::Closed => (UNAVAILABLE, "worker_lease_lost", "shutting down".into()),
+        SnowflakeError::ClockMovedBackwards { behind_ms } => (
+            UNAVAILABLE,
+            "clock_moved_backwards",
+            format!("the clock is {behind_ms} ms behind the last timestamp issued; IDs resume when it catches up"),
+        ),
+        SnowflakeError::ClockStalled { waited_ms } => (
+            UNAVAILABLE,
+            "clock_stalled",
+            format!("the clock did not advance to a free timestamp within {waited_ms} ms; retry later"),
+        ),
+        SnowflakeError::Exhausted => (
+            StatusCode::CONFLICT,
+            "snowflake_exhausted",
+            "the timestamp field of the snowflake layout is full; no more IDs with this epoch and bits".into(),
+        ),
     }
 }
 
@@ -136,6 +192,11 @@ impl IntoResponse for ApiError {
         let mut resp = (status, body).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if let ApiError::Snowflake(SnowflakeError::ClockMovedBackwards { behind_ms }) = &self {
+            // Seconds until the clock is back where it was.
+            let secs = (*behind_ms).max(1).unsigned_abs().div_ceil(1000);
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }

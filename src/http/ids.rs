@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::extract::{count_from_query, Name};
+use super::openapi::{BatchDoc, ErrorBody, NextIdDoc};
 use super::AppState;
 use crate::allocator::Batch;
 use crate::domain::SeqName;
@@ -21,6 +22,22 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 
 /// `GET|POST /v1/sequences/{name}/next`: one ID, JSON or (with
 /// `Accept: text/plain`) the bare number.
+#[utoipa::path(
+    method(get, post),
+    path = "/v1/sequences/{name}/next",
+    operation_id = "next_id",
+    tag = "ids",
+    summary = "One ID",
+    params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
+    responses(
+        (status = 200, description = "The next ID of this instance; with `Accept: text/plain` the bare number", headers(("Cache-Control" = String, description = "`no-store`")),
+            content((NextIdDoc = "application/json"), (String = "text/plain", example = json!("1001")))),
+        (status = 400, description = "`invalid_name`", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`; the message says how to create it", body = ErrorBody),
+        (status = 409, description = "`sequence_exhausted`: the next segment would pass i64::MAX", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn next(State(st): State<AppState>, Name(name): Name, headers: HeaderMap) -> Result<Response, ApiError> {
     let id = st.allocator.next(&name).await.map_err(|e| ApiError::from_alloc(&name, e))?;
     if wants_text(&headers) {
@@ -39,6 +56,24 @@ pub async fn next(State(st): State<AppState>, Name(name): Name, headers: HeaderM
 }
 
 /// `GET|POST /v1/sequences/{name}/batch?count=N`: N strictly increasing IDs.
+#[utoipa::path(
+    method(get, post),
+    path = "/v1/sequences/{name}/batch",
+    operation_id = "batch_ids",
+    tag = "ids",
+    summary = "N IDs, strictly increasing",
+    params(
+        ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
+        ("count" = u32, Query, description = "How many IDs, exactly once", minimum = 1, maximum = 10000, example = 100),
+    ),
+    responses(
+        (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = BatchDoc, headers(("Cache-Control" = String, description = "`no-store`"))),
+        (status = 400, description = "`invalid_name` or `invalid_count`", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`", body = ErrorBody),
+        (status = 409, description = "`sequence_exhausted`", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn batch(State(st): State<AppState>, Name(name): Name, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
     let batch = st.allocator.batch(&name, count).await.map_err(|e| ApiError::from_alloc(&name, e))?;
@@ -47,6 +82,23 @@ pub async fn batch(State(st): State<AppState>, Name(name): Name, RawQuery(q): Ra
 
 /// `GET /api/segment/get/{key}`: Leaf's route, a plain-text ID; errors keep
 /// their real status codes (Leaf answers 500 or a negative number).
+#[utoipa::path(
+    get,
+    path = "/api/segment/get/{key}",
+    tag = "ids",
+    summary = "One ID, Leaf-compatible",
+    description = "Meituan Leaf's segment route: the ID as plain text. Unlike Leaf, errors are not negative IDs \
+                   but the JSON error body with a real status code.",
+    params(("key" = String, Path, description = "The sequence (Leaf's biz_tag)", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
+    responses(
+        (status = 200, description = "The ID", body = String, content_type = "text/plain",
+            headers(("Cache-Control" = String, description = "`no-store`")), example = json!("1001")),
+        (status = 400, description = "`invalid_name`", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`", body = ErrorBody),
+        (status = 409, description = "`sequence_exhausted`", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn leaf_get(State(st): State<AppState>, Name(name): Name) -> Result<Response, ApiError> {
     let id = st.allocator.next(&name).await.map_err(|e| ApiError::from_alloc(&name, e))?;
     Ok(text_id(id))

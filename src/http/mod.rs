@@ -3,6 +3,11 @@
 //! - [`ids`]: the ID routes (hot path).
 //! - [`sequences`]: create, list, read, patch.
 //! - [`health`]: liveness and readiness.
+//! - [`snowflake`]: snowflake ID routes (next, batch, decode, Leaf's).
+//! - [`metrics`]: `/metrics` (Prometheus) and the metric names.
+//! - [`monitor`]: the monitor page at `/` and `/v1/info`.
+//! - [`middleware`]: request ids, request spans, per-route request metrics.
+//! - [`openapi`]: `/openapi.json`, generated from the handlers' annotations.
 //! - [`extract`]: parsing of path, query, body and admin token.
 //! - [`error`]: the only place that maps errors to status codes.
 
@@ -17,7 +22,12 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod ids;
+pub mod metrics;
+pub mod middleware;
+pub mod monitor;
+pub mod openapi;
 pub mod sequences;
+pub mod snowflake;
 
 use error::ApiError;
 
@@ -72,10 +82,21 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sequences", get(sequences::list).post(sequences::create))
         .route("/v1/sequences/{name}", get(sequences::get).patch(sequences::patch))
         .route("/api/segment/get/{name}", get(ids::leaf_get))
+        .route("/v1/snowflake/next", get(snowflake::next).post(snowflake::next))
+        .route("/v1/snowflake/batch", get(snowflake::batch).post(snowflake::batch))
+        .route("/v1/snowflake/decode/{id}", get(snowflake::decode))
+        .route("/api/snowflake/get/{key}", get(snowflake::leaf_get))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
+        .route("/", get(monitor::index))
+        .route("/assets/{file}", get(monitor::asset))
+        .route("/v1/info", get(monitor::info))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .merge(openapi::swagger_ui())
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::layers())
         .with_state(state)
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::extract::{Admin, JsonBody, Name};
+use super::openapi::{ErrorBody, SequenceDoc, SequenceListDoc};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
 use crate::domain::{validate_description, validate_step, NewSequence, SeqName};
@@ -29,20 +30,33 @@ pub struct SequenceView {
 }
 
 /// Body of `POST /v1/sequences`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
+    /// The sequence's name.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")]
     name: String,
+    /// The first ID it will issue (default 1).
+    #[schema(minimum = 1, example = 1)]
     start: Option<i64>,
+    /// Its base segment size, 1..=max-step (default 1000).
+    #[schema(minimum = 1, example = 1000)]
     step: Option<i64>,
+    /// Free text, at most 256 characters (default empty).
+    #[schema(max_length = 256, example = "order IDs")]
     description: Option<String>,
 }
 
-/// Body of `PATCH /v1/sequences/{name}`.
-#[derive(Debug, Deserialize)]
+/// Body of `PATCH /v1/sequences/{name}`: at least one field.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct PatchBody {
+    /// New base step, 1..=max-step; takes effect at each instance's next fetch.
+    #[schema(minimum = 1, example = 5000)]
     step: Option<i64>,
+    /// New description, at most 256 characters.
+    #[schema(max_length = 256)]
     description: Option<String>,
 }
 
@@ -52,6 +66,23 @@ fn view(st: &AppState, row: SequenceRow) -> SequenceView {
 }
 
 /// `POST /v1/sequences` (admin).
+#[utoipa::path(
+    post,
+    path = "/v1/sequences",
+    operation_id = "create_sequence",
+    tag = "sequences",
+    summary = "Create a sequence",
+    request_body = CreateBody,
+    security(("admin_token" = [])),
+    responses(
+        (status = 201, description = "Created", body = SequenceDoc),
+        (status = 400, description = "`invalid_name` or `invalid_request` (step, start, description, unknown field, not JSON)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no or wrong admin token, or admin calls disabled", body = ErrorBody),
+        (status = 409, description = "`sequence_exists`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: body over 64 KiB", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn create(
     State(st): State<AppState>,
     _admin: Admin,
@@ -67,6 +98,11 @@ pub async fn create(
     )
     .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     if let Some(reserved) = st.allocator.reserved_up_to(&name) {
+        // An existing row is a plain duplicate (409); only a name whose row
+        // is gone while this instance remembers its IDs needs the check.
+        if st.allocator.store().get(&name).await.map_err(|e| ApiError::from_store(&name, e))?.is_some() {
+            return Err(ApiError::SequenceExists(name));
+        }
         if new.start <= reserved {
             return Err(ApiError::InvalidRequest(format!(
                 "start must be above {reserved}: this instance already reserved IDs up to it under this \
@@ -81,6 +117,17 @@ pub async fn create(
 }
 
 /// `GET /v1/sequences`.
+#[utoipa::path(
+    get,
+    path = "/v1/sequences",
+    operation_id = "list_sequences",
+    tag = "sequences",
+    summary = "List every sequence, each with this instance's buffer",
+    responses(
+        (status = 200, description = "Every sequence, ordered by name", body = SequenceListDoc),
+        (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn list(State(st): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let rows = st.allocator.store().list().await?;
     let sequences: Vec<_> = rows.into_iter().map(|r| view(&st, r)).collect();
@@ -88,6 +135,20 @@ pub async fn list(State(st): State<AppState>) -> Result<impl IntoResponse, ApiEr
 }
 
 /// `GET /v1/sequences/{name}`.
+#[utoipa::path(
+    get,
+    path = "/v1/sequences/{name}",
+    operation_id = "get_sequence",
+    tag = "sequences",
+    summary = "One sequence: its row and this instance's buffer",
+    params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
+    responses(
+        (status = 200, description = "The sequence", body = SequenceDoc),
+        (status = 400, description = "`invalid_name`", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`; the message says how to create it", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn get(State(st): State<AppState>, Name(name): Name) -> Result<impl IntoResponse, ApiError> {
     let row = st.allocator.store().get(&name).await.map_err(|e| ApiError::from_store(&name, e))?;
     let row = row.ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
@@ -95,6 +156,24 @@ pub async fn get(State(st): State<AppState>, Name(name): Name) -> Result<impl In
 }
 
 /// `PATCH /v1/sequences/{name}` (admin): change `step` and/or `description`.
+#[utoipa::path(
+    patch,
+    path = "/v1/sequences/{name}",
+    operation_id = "update_sequence",
+    tag = "sequences",
+    summary = "Change a sequence's step and/or description",
+    params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
+    request_body = PatchBody,
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "The changed sequence", body = SequenceDoc),
+        (status = 400, description = "`invalid_name` or `invalid_request` (empty patch, step out of range, description too long, unknown field, not JSON)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no or wrong admin token, or admin calls disabled", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: body over 64 KiB", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
 pub async fn patch(
     State(st): State<AppState>,
     _admin: Admin,

@@ -18,6 +18,10 @@ pub mod memory;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
+pub mod workers;
+pub mod workers_mysql;
+pub mod workers_postgres;
+pub mod workers_sqlite;
 
 /// One row of the `sequences` table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,0 +1,92 @@
+//! The monitor page (`GET /`), its assets (`GET /assets/{file}`), and
+//! `GET /v1/info`, the server facts its header shows.
+//!
+//! The page is one HTML file, one stylesheet and one script, embedded in the
+//! binary (`src/http/monitor/`): no CDN, no build step. The script polls
+//! `GET /v1/sequences` every 2 seconds and draws one table row per sequence.
+//! A `Content-Security-Policy` keeps the page to seqd's own origin.
+
+use axum::extract::{Path, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::HeaderName;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::error::ApiError;
+use super::{AdminAuth, AppState};
+
+const INDEX_HTML: &str = include_str!("monitor/index.html");
+const MONITOR_CSS: &str = include_str!("monitor/monitor.css");
+const MONITOR_JS: &str = include_str!("monitor/monitor.js");
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+fn page(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (CONTENT_TYPE, content_type),
+            (CACHE_CONTROL, "no-cache"),
+            (HeaderName::from_static("content-security-policy"), CSP),
+            (HeaderName::from_static("x-content-type-options"), "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /`: the monitor page.
+pub async fn index() -> Response {
+    page("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// `GET /assets/{file}`: the page's stylesheet and script.
+pub async fn asset(Path(file): Path<String>) -> Result<Response, ApiError> {
+    match file.as_str() {
+        "monitor.css" => Ok(page("text/css; charset=utf-8", MONITOR_CSS)),
+        "monitor.js" => Ok(page("text/javascript; charset=utf-8", MONITOR_JS)),
+        _ => Err(ApiError::RouteNotFound),
+    }
+}
+
+/// Body of `GET /v1/info`: what this instance is and how it is set up.
+#[derive(Debug, Serialize)]
+pub struct Info {
+    /// seqd's version.
+    pub version: &'static str,
+    /// The storage backend: `postgres`, `mysql`, `sqlite` (or `memory`).
+    pub backend: &'static str,
+    /// Admin authorization mode: `token`, `open_loopback` or `refused`.
+    pub admin_auth: &'static str,
+    /// The same, in words.
+    pub admin_auth_description: &'static str,
+    /// When this process started serving.
+    pub started_at: DateTime<Utc>,
+    /// `--segment-target`, in seconds.
+    pub segment_target_secs: f64,
+    /// `--max-step`.
+    pub max_step: i64,
+    /// `--wait-timeout`, in seconds.
+    pub wait_timeout_secs: f64,
+}
+
+/// `GET /v1/info`.
+pub async fn info(State(st): State<AppState>) -> Json<Info> {
+    let config = st.allocator.config();
+    Json(Info {
+        version: env!("CARGO_PKG_VERSION"),
+        backend: st.allocator.store().backend(),
+        admin_auth: match st.admin {
+            AdminAuth::Token(_) => "token",
+            AdminAuth::OpenOnLoopback => "open_loopback",
+            AdminAuth::Refused => "refused",
+        },
+        admin_auth_description: st.admin.describe(),
+        started_at: super::metrics::started_at().into(),
+        segment_target_secs: config.segment_target.as_secs_f64(),
+        max_step: config.max_step,
+        wait_timeout_secs: config.wait_timeout.as_secs_f64(),
+    })
+}

@@ -1,0 +1,241 @@
+// seqd monitor: polls GET /v1/sequences every 2 s and draws one row per
+// sequence. Every number cell carries data-k (what it is) and data-v (the raw
+// value from the API), which the browser test reads back. Paths are relative,
+// so the page also works behind a reverse proxy's path prefix.
+'use strict';
+
+(() => {
+  const REFRESH_MS = 2000;
+  const $ = (id) => document.getElementById(id);
+  const nf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
+  const nf1 = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+
+  // IDs are 64-bit: integers beyond 2^53 are kept exact as BigInt, using the
+  // source text JSON.parse hands to revivers.
+  function parseJson(text) {
+    return JSON.parse(text, (key, value, ctx) => {
+      if (typeof value === 'number' && !Number.isSafeInteger(value) && ctx &&
+          typeof ctx.source === 'string' && /^-?\d+$/.test(ctx.source)) {
+        return BigInt(ctx.source);
+      }
+      return value;
+    });
+  }
+
+  async function getJson(path) {
+    const resp = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' } });
+    const body = await resp.text();
+    if (!resp.ok) {
+      let detail = 'HTTP ' + resp.status;
+      try { detail += ' ' + JSON.parse(body).error.code; } catch (_) { /* not our error body */ }
+      throw new Error(path + ': ' + detail);
+    }
+    return parseJson(body);
+  }
+
+  const big = (v) => BigInt(v);
+  const int = (v) => (v === null || v === undefined) ? '—' : nf.format(v);
+  const rate = (v) => (v === null || v === undefined) ? '—' : (v >= 100 ? nf : nf1).format(v);
+
+  function ago(ms) {
+    if (ms === null || ms === undefined) return '—';
+    if (ms < 1000) return nf.format(ms) + ' ms ago';
+    const s = ms / 1000;
+    if (s < 90) return nf.format(s) + ' s ago';
+    if (s < 5400) return nf.format(s / 60) + ' min ago';
+    return nf1.format(s / 3600) + ' h ago';
+  }
+
+  function latency(ms) {
+    if (ms === null || ms === undefined) return '—';
+    return (ms < 10 ? nf1 : nf).format(ms) + ' ms';
+  }
+
+  function seconds(s) {
+    if (s % 3600 === 0) return s / 3600 + ' h';
+    if (s % 60 === 0) return s / 60 + ' min';
+    return s + ' s';
+  }
+
+  const plural = (n, one, many) => (String(n) === '1' ? one : many);
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'title') e.title = v;
+      else e.setAttribute(k, v);
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : String(c));
+    }
+    return e;
+  }
+
+  // A number the test can read: data-k names it, data-v is the raw value.
+  function num(key, value, text, cls) {
+    const raw = (value === null || value === undefined) ? '' : String(value);
+    return el('span', { class: cls ? 'n ' + cls : 'n', 'data-k': key, 'data-v': raw },
+      text === undefined ? int(value) : text);
+  }
+
+  function status(buf) {
+    if (!buf) return ['idle', 'not served'];
+    if (buf.last_error) return ['error', 'error'];
+    if (buf.loading) return ['loading', 'loading'];
+    const cur = buf.current;
+    if ((!cur || cur.remaining === 0) && !buf.next) return ['low', 'low'];
+    return ['ok', 'ok'];
+  }
+
+  function segmentCell(cur) {
+    if (!cur) return el('td', { class: 'c-seg' }, el('span', { class: 'dim' }, 'none loaded'));
+    const len = big(cur.last) - big(cur.first) + 1n;
+    const used = cur.cursor === null ? len : big(cur.cursor) - big(cur.first);
+    const pct = Number((used * 10000n) / len) / 100;
+    const bar = el('div', { class: pct >= 100 ? 'bar full' : 'bar' }, el('span'));
+    bar.firstChild.style.width = Math.min(100, pct) + '%';
+    return el('td', { class: 'c-seg' },
+      el('div', { class: 'range' }, num('cur_first', cur.first), el('span', { class: 'to' }, '–'), num('cur_last', cur.last)),
+      bar,
+      el('span', { class: 'sub' },
+        cur.cursor === null ? 'used up' : ['next ', num('cursor', cur.cursor)],
+        ' · ', num('used_pct', pct, nf1.format(pct) + '%'), ' used'));
+  }
+
+  function nextCell(buf) {
+    if (buf.next) {
+      return el('td', { class: 'c-next' },
+        el('span', { class: 'next-ready', 'data-k': 'next', 'data-v': 'ready' }, 'ready'),
+        el('span', { class: 'sub range' }, num('next_first', buf.next.first), el('span', { class: 'to' }, '–'), num('next_last', buf.next.last)));
+    }
+    if (buf.loading) {
+      return el('td', { class: 'c-next' }, el('span', { class: 'next-loading', 'data-k': 'next', 'data-v': 'loading' }, 'loading…'));
+    }
+    return el('td', { class: 'c-next' },
+      el('span', { class: 'next-none', 'data-k': 'next', 'data-v': 'none', title: 'fetched once 10% of the current segment is used' }, 'not yet'));
+  }
+
+  // Live rate: IDs issued between two refreshes, per second.
+  const previous = new Map();
+
+  function liveRate(name, buf, now) {
+    const prev = previous.get(name);
+    previous.set(name, { issued: buf.issued, at: now });
+    if (!prev || now - prev.at < 500) return null;
+    return Math.max(0, Number(big(buf.issued) - big(prev.issued))) / ((now - prev.at) / 1000);
+  }
+
+  function row(seq, now, totals) {
+    const buf = seq.buffer;
+    const [state, label] = status(buf);
+    const name = el('td', { class: 'c-name' },
+      el('div', { class: 'name-line' },
+        el('span', { class: 'name' }, seq.name),
+        el('span', { class: 'pill s-' + state, 'data-k': 'status', 'data-v': state }, label)),
+      seq.description ? el('span', { class: 'desc', title: seq.description }, seq.description) : null);
+    const maxId = el('td', { class: 'num' }, num('max_id', seq.max_id));
+    const rowStep = el('span', { class: 'sub' }, 'row ', num('row_step', seq.step));
+    const attrs = { 'data-name': seq.name, 'data-live': buf ? '1' : '0', 'data-status': state, class: 's-' + state };
+    if (!buf) {
+      const dash = () => el('td', { class: 'num dim' }, '—');
+      return el('tr', attrs, name, maxId, el('td', { class: 'num' }, el('span', { class: 'dim' }, '—'), rowStep),
+        el('td', { class: 'dim' }, '—'), el('td', { class: 'dim' }, '—'), dash(), dash(), dash(), dash());
+    }
+    const r = liveRate(seq.name, buf, now);
+    totals.live += 1;
+    totals.rate += r || 0;
+    totals.issued += big(buf.issued);
+    totals.errors += big(buf.fetch_errors);
+    return el('tr', attrs,
+      name,
+      maxId,
+      el('td', { class: 'num' }, num('step', buf.current_step), rowStep),
+      segmentCell(buf.current),
+      nextCell(buf),
+      el('td', { class: 'num' }, num('rate', r, rate(r)),
+        el('span', { class: 'sub', title: 'estimate at the last segment fetch' }, 'est. ', num('rate_est', buf.rate_per_sec, rate(buf.rate_per_sec)))),
+      el('td', { class: 'num' }, num('issued', buf.issued),
+        el('span', { class: 'sub' }, num('fetches', buf.fetches), plural(buf.fetches, ' fetch', ' fetches'), ' · ',
+          num('waits', buf.waits), plural(buf.waits, ' wait', ' waits'))),
+      el('td', { class: 'num' }, num('fetch_ago', buf.last_fetch_ago_ms, ago(buf.last_fetch_ago_ms)),
+        el('span', { class: 'sub' }, num('fetch_ms', buf.last_fetch_latency_ms, latency(buf.last_fetch_latency_ms)))),
+      el('td', { class: 'num', title: buf.last_error || '' },
+        num('errors', buf.fetch_errors, undefined, buf.fetch_errors > 0 ? 'err' : 'dim'),
+        buf.last_error ? el('span', { class: 'err-text' }, buf.last_error) : null));
+  }
+
+  function render(sequences) {
+    const now = performance.now();
+    const totals = { live: 0, rate: 0, issued: 0n, errors: 0n };
+    // Live sequences first, then the ones this instance has not served; by name within each.
+    const sorted = [...sequences].sort((a, b) =>
+      (a.buffer ? 0 : 1) - (b.buffer ? 0 : 1) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    $('rows').replaceChildren(...sorted.map((s) => row(s, now, totals)));
+    $('empty').hidden = sequences.length > 0;
+    $('t-live').textContent = nf.format(totals.live);
+    $('t-total').textContent = nf.format(sequences.length);
+    $('t-rate').textContent = rate(totals.rate);
+    $('t-issued').textContent = nf.format(totals.issued);
+    $('t-errors').textContent = nf.format(totals.errors);
+    $('t-errors').classList.toggle('bad', totals.errors > 0n);
+  }
+
+  function renderInfo(info) {
+    $('version').textContent = 'v' + info.version;
+    $('backend').textContent = info.backend;
+    const admin = $('admin');
+    const modes = {
+      token: ['bearer token', 'good'],
+      open_loopback: ['open · loopback only', 'warn'],
+      refused: ['disabled', 'off'],
+    };
+    const [text, cls] = modes[info.admin_auth] || [info.admin_auth, ''];
+    admin.textContent = text;
+    admin.className = 'fact-v ' + cls;
+    admin.title = info.admin_auth_description;
+    $('target').textContent = seconds(info.segment_target_secs);
+    document.title = 'seqd monitor · ' + info.backend;
+  }
+
+  function setConnection(ok, message) {
+    const conn = $('conn');
+    conn.dataset.state = ok ? 'live' : 'down';
+    $('conn-text').textContent = ok
+      ? 'live · updated ' + new Date().toLocaleTimeString()
+      : 'cannot refresh · retrying';
+    $('sequences').classList.toggle('stale', !ok);
+    const banner = $('banner');
+    banner.hidden = ok;
+    if (!ok) {
+      banner.textContent = 'Cannot refresh: ' + message +
+        (message.includes('503') ? ' (the database is unreachable or too slow; /metrics still shows the buffers)' : '') +
+        '. Showing the last data received.';
+    }
+  }
+
+  let info = null;
+  let refreshes = 0; // successful refreshes, in data-refreshes on <body>
+
+  async function tick() {
+    try {
+      if (!info) {
+        info = await getJson('v1/info');
+        renderInfo(info);
+      }
+      const data = await getJson('v1/sequences');
+      render(data.sequences);
+      setConnection(true);
+      refreshes += 1;
+      document.body.dataset.refreshes = String(refreshes);
+    } catch (e) {
+      setConnection(false, String(e.message || e));
+    } finally {
+      setTimeout(tick, REFRESH_MS);
+    }
+  }
+
+  tick();
+})();

@@ -1,0 +1,473 @@
+//! `seqd import-leaf`: a drop-in migration from Meituan's Leaf. It reads Leaf's
+//! segment table `leaf_alloc` (PostgreSQL or MySQL/MariaDB) and creates one
+//! seqd sequence per row, through the [`Store`] trait, so that seqd continues
+//! each Leaf sequence exactly where Leaf left off.
+//!
+//! # The offset
+//!
+//! Leaf reserves a segment with `UPDATE leaf_alloc SET max_id = max_id + step`
+//! and then serves `[max_id - step, max_id)`: Leaf's `max_id` is the next ID it
+//! has *not* issued. seqd's `max_id` is the highest ID *reserved*. The seqd row
+//! that continues a Leaf row therefore has `max_id = leaf.max_id - 1`, i.e. it
+//! is created with `start = leaf.max_id`, and the first ID seqd serves is the
+//! one Leaf would have served next.
+//!
+//! Leaf's servers must be stopped (or no longer reach `leaf_alloc`) before the
+//! import: a Leaf fetch after the read would hand out IDs seqd will issue too.
+//! IDs a Leaf server still held in memory are all below `leaf.max_id`, so they
+//! never collide with seqd's.
+//!
+//! # Rows that are not imported
+//!
+//! - A `biz_tag` that is not a valid seqd name, a `max_id` below 1, or a `step`
+//!   outside `1..=--max-step`: reported as invalid and skipped; the command
+//!   exits non-zero at the end unless `--skip-invalid`.
+//! - A name that already exists in seqd: left as it is, with a message. If its
+//!   `max_id` is below `leaf.max_id - 1` it could re-issue IDs Leaf issued: the
+//!   command says so and exits non-zero, unless `--raise` is given, which
+//!   raises seqd's `max_id` to at least `leaf.max_id - 1` by reserving (and
+//!   discarding) the IDs in between with one atomic [`Store::reserve`].
+//!
+//! `sqlx::Error` stays in this module: reading Leaf's table fails with a
+//! [`LeafError`].
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use sqlx::{Connection, MySqlConnection, PgConnection};
+
+use crate::config::ImportLeafArgs;
+use crate::domain::{NewSequence, SeqName};
+use crate::startup::open_store;
+use crate::store::{self, SequenceRow, Store, StoreError};
+
+/// Longest the connection to Leaf's database may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads `leaf_alloc` on PostgreSQL, casting to the types seqd decodes.
+const PG_SELECT: &str = "SELECT biz_tag::text, max_id::bigint, step::bigint, description::text \
+                         FROM leaf_alloc ORDER BY biz_tag";
+/// Reads `leaf_alloc` on MySQL/MariaDB, casting to the types seqd decodes.
+const MYSQL_SELECT: &str = "SELECT CAST(biz_tag AS CHAR), CAST(max_id AS SIGNED), CAST(step AS SIGNED), \
+                            CAST(description AS CHAR) FROM leaf_alloc ORDER BY biz_tag";
+
+/// One row of Leaf's `leaf_alloc` table, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafRow {
+    /// Leaf's key (`biz_tag`), the name of the seqd sequence to create.
+    pub biz_tag: String,
+    /// Leaf's `max_id`: the next ID Leaf has not issued (`None` if NULL).
+    pub max_id: Option<i64>,
+    /// Leaf's `step` (`None` if NULL).
+    pub step: Option<i64>,
+    /// Leaf's `description` (`None` if NULL).
+    pub description: Option<String>,
+}
+
+/// Reading Leaf's table failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LeafError {
+    /// The `--from` URL is not a PostgreSQL or MySQL/MariaDB URL.
+    #[error("unsupported Leaf database URL scheme {0:?}: expected postgres://, mysql:// or mariadb://")]
+    Scheme(String),
+    /// Leaf's database could not be reached.
+    #[error("connecting to Leaf's database {url}: {detail}")]
+    Connect {
+        /// The URL, password redacted.
+        url: String,
+        /// The driver's message.
+        detail: String,
+    },
+    /// `leaf_alloc` could not be read (missing table, permissions, ...).
+    #[error("reading leaf_alloc from {url}: {detail}")]
+    Read {
+        /// The URL, password redacted.
+        url: String,
+        /// The driver's message.
+        detail: String,
+    },
+}
+
+/// The raw columns of one `leaf_alloc` row.
+type RawRow = (String, Option<i64>, Option<i64>, Option<String>);
+
+/// Reads every row of `leaf_alloc` from a `postgres://`, `postgresql://`,
+/// `mysql://` or `mariadb://` URL, ordered by `biz_tag`.
+pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
+    let shown = store::redact_url(url);
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
+    let connect_err = |detail: String| LeafError::Connect { url: shown.clone(), detail };
+    let read_err = |e: sqlx::Error| LeafError::Read { url: shown.clone(), detail: e.to_string() };
+    let timed_out = || connect_err(format!("no connection within {}s", CONNECT_TIMEOUT.as_secs()));
+    let raw: Vec<RawRow> = match scheme.as_str() {
+        "postgres" | "postgresql" => {
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| connect_err(e.to_string()))?;
+            let rows = sqlx::query_as(PG_SELECT).fetch_all(&mut conn).await.map_err(read_err)?;
+            let _ = conn.close().await;
+            rows
+        }
+        "mysql" | "mariadb" => {
+            // Same wire protocol; sqlx only knows the `mysql://` scheme.
+            let url = format!("mysql{}", &url[scheme.len()..]);
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&url))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| connect_err(e.to_string()))?;
+            let rows = sqlx::query_as(MYSQL_SELECT).fetch_all(&mut conn).await.map_err(read_err)?;
+            let _ = conn.close().await;
+            rows
+        }
+        _ => return Err(LeafError::Scheme(scheme)),
+    };
+    Ok(raw
+        .into_iter()
+        .map(|(biz_tag, max_id, step, description)| LeafRow { biz_tag, max_id, step, description })
+        .collect())
+}
+
+/// The seqd sequence that continues a Leaf row (`start = leaf.max_id`), or why
+/// the row cannot be imported.
+pub fn to_new_sequence(row: &LeafRow, max_step: i64) -> Result<NewSequence, String> {
+    let name = SeqName::parse(&row.biz_tag).map_err(|e| e.to_string())?;
+    let max_id = row.max_id.ok_or("max_id is NULL")?;
+    let step = row.step.ok_or("step is NULL")?;
+    if max_id < 1 {
+        return Err(format!("max_id {max_id} is below 1: seqd sequences start at 1 or above"));
+    }
+    if step > max_step {
+        return Err(format!("step {step} is above --max-step {max_step}: raise --max-step to import it"));
+    }
+    NewSequence::new(name, max_id, step, row.description.clone().unwrap_or_default(), max_step)
+        .map_err(|e| e.to_string())
+}
+
+/// How to run an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Only work out the plan; write nothing.
+    pub dry_run: bool,
+    /// Raise the `max_id` of existing sequences that are behind Leaf.
+    pub raise: bool,
+    /// Largest base step accepted (`--max-step`).
+    pub max_step: i64,
+}
+
+/// What the import did (or, in a dry run, would do) with one Leaf row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Created in seqd with `start = leaf.max_id`.
+    Import(NewSequence),
+    /// Already in seqd and left as it is.
+    Exists {
+        /// seqd's `max_id`.
+        seqd_max_id: i64,
+        /// Leaf's `max_id` (the next ID Leaf would issue).
+        leaf_max_id: i64,
+    },
+    /// Already in seqd and behind Leaf; `max_id` raised (`--raise`).
+    Raised {
+        /// seqd's `max_id` before.
+        from: i64,
+        /// seqd's `max_id` after (in a dry run: the least it will be).
+        to: i64,
+    },
+    /// Not importable: the reason.
+    Invalid(String),
+    /// Importable, but writing it failed: the reason.
+    Failed(String),
+}
+
+impl Action {
+    /// An existing seqd sequence whose `max_id` is below `leaf.max_id - 1`,
+    /// left as it is: it could issue IDs that Leaf already issued.
+    pub fn is_behind(&self) -> bool {
+        matches!(self, Action::Exists { seqd_max_id, leaf_max_id } if *seqd_max_id < leaf_max_id - 1)
+    }
+}
+
+/// One Leaf row and what happened to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Leaf's `biz_tag`, as read.
+    pub biz_tag: String,
+    /// What the import did with it.
+    pub action: Action,
+}
+
+/// The outcome of an import, row by row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Whether nothing was written.
+    pub dry_run: bool,
+    /// One entry per Leaf row, in Leaf's order.
+    pub entries: Vec<Entry>,
+}
+
+impl Report {
+    fn count(&self, f: impl Fn(&Action) -> bool) -> usize {
+        self.entries.iter().filter(|e| f(&e.action)).count()
+    }
+
+    /// Rows created in seqd (or to be created, in a dry run).
+    pub fn imported(&self) -> usize {
+        self.count(|a| matches!(a, Action::Import(_)))
+    }
+
+    /// Rows skipped because the name exists in seqd (raised or not).
+    pub fn skipped(&self) -> usize {
+        self.count(|a| matches!(a, Action::Exists { .. } | Action::Raised { .. }))
+    }
+
+    /// Existing sequences whose `max_id` was (or would be) raised.
+    pub fn raised(&self) -> usize {
+        self.count(|a| matches!(a, Action::Raised { .. }))
+    }
+
+    /// Existing sequences behind Leaf, left as they are.
+    pub fn behind(&self) -> usize {
+        self.count(Action::is_behind)
+    }
+
+    /// Rows that are not valid seqd sequences.
+    pub fn invalid(&self) -> usize {
+        self.count(|a| matches!(a, Action::Invalid(_)))
+    }
+
+    /// Rows whose write failed.
+    pub fn failed(&self) -> usize {
+        self.count(|a| matches!(a, Action::Failed(_)))
+    }
+
+    /// The one-line summary.
+    pub fn summary(&self) -> String {
+        let (verb, raised) = if self.dry_run { ("to import", "to raise") } else { ("imported", "raised") };
+        let mut s = format!(
+            "{}{} {verb}, {} skipped (already in seqd, {} of them {raised}), {} invalid",
+            if self.dry_run { "dry run, nothing written: " } else { "" },
+            self.imported(),
+            self.skipped(),
+            self.raised(),
+            self.invalid(),
+        );
+        if self.failed() > 0 {
+            let _ = write!(s, ", {} failed", self.failed());
+        }
+        s
+    }
+}
+
+/// Imports `rows` into `target`, or with `dry_run` only works out what would
+/// happen. `target` is `None` only for a dry run against a database whose
+/// `sequences` table cannot be read yet (not migrated): then no name exists.
+///
+/// Fails only if reading the target fails; a failed write is recorded as
+/// [`Action::Failed`] and the import goes on with the next row.
+///
+/// # Panics
+///
+/// If `target` is `None` without `dry_run`.
+pub async fn import(rows: &[LeafRow], target: Option<&dyn Store>, opts: ImportOptions) -> Result<Report, StoreError> {
+    assert!(target.is_some() || opts.dry_run, "a real import needs a target store");
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        let action = match to_new_sequence(row, opts.max_step) {
+            Err(reason) => Action::Invalid(reason),
+            Ok(new) => match target {
+                None => Action::Import(new),
+                Some(store) => import_one(store, new, opts).await?,
+            },
+        };
+        entries.push(Entry { biz_tag: row.biz_tag.clone(), action });
+    }
+    Ok(Report { dry_run: opts.dry_run, entries })
+}
+
+async fn import_one(store: &dyn Store, new: NewSequence, opts: ImportOptions) -> Result<Action, StoreError> {
+    if let Some(row) = store.get(&new.name).await? {
+        return existing(store, &row, new.start, opts).await;
+    }
+    if opts.dry_run {
+        return Ok(Action::Import(new));
+    }
+    match store.create(&new).await {
+        Ok(_) => Ok(Action::Import(new)),
+        // Created meanwhile by someone else: treat it as existing.
+        Err(StoreError::AlreadyExists) => match store.get(&new.name).await? {
+            Some(row) => existing(store, &row, new.start, opts).await,
+            None => Ok(Action::Failed("created and deleted by someone else meanwhile".into())),
+        },
+        Err(e) => Ok(Action::Failed(e.to_string())),
+    }
+}
+
+/// An existing seqd row for a Leaf row whose next ID is `leaf_max_id`.
+async fn existing(store: &dyn Store, row: &SequenceRow, leaf_max_id: i64, opts: ImportOptions) -> Result<Action, StoreError> {
+    let wanted = leaf_max_id - 1;
+    if row.max_id >= wanted || !opts.raise {
+        return Ok(Action::Exists { seqd_max_id: row.max_id, leaf_max_id });
+    }
+    if opts.dry_run {
+        return Ok(Action::Raised { from: row.max_id, to: wanted });
+    }
+    // One atomic reservation of at least the gap: max_id only grows, and
+    // concurrent reservations by running instances only add to it.
+    match store.reserve(&row.name, wanted - row.max_id).await {
+        Ok(r) if r.max_id >= wanted => Ok(Action::Raised { from: r.max_id - r.size, to: r.max_id }),
+        Ok(r) => Ok(Action::Failed(format!("raised max_id only to {}, below {wanted}", r.max_id))),
+        Err(e @ (StoreError::Exhausted | StoreError::NotFound)) => Ok(Action::Failed(format!("raising max_id: {e}"))),
+        Err(e) => Err(e),
+    }
+}
+
+/// One line of the plan for an entry.
+pub fn describe(entry: &Entry, dry_run: bool) -> String {
+    let tag = &entry.biz_tag;
+    match &entry.action {
+        Action::Import(new) => format!(
+            "{:<8} {tag:<32} Leaf max_id {} step {} -> seqd max_id {}: next ID {}",
+            if dry_run { "import?" } else { "import" },
+            new.start,
+            new.step,
+            new.start - 1,
+            new.start
+        ),
+        a @ Action::Exists { seqd_max_id, leaf_max_id } if a.is_behind() => format!(
+            "{:<8} {tag:<32} already in seqd and BEHIND Leaf: seqd max_id {seqd_max_id} < Leaf max_id - 1 = {}; \
+             seqd could issue IDs Leaf issued. Rerun with --raise, or: UPDATE sequences SET max_id = {} \
+             WHERE name = '{tag}' AND max_id < {}",
+            "skip",
+            leaf_max_id - 1,
+            leaf_max_id - 1,
+            leaf_max_id - 1
+        ),
+        Action::Exists { seqd_max_id, leaf_max_id } => format!(
+            "{:<8} {tag:<32} already in seqd (max_id {seqd_max_id}, at or above Leaf max_id - 1 = {})",
+            "skip",
+            leaf_max_id - 1
+        ),
+        Action::Raised { from, to } => format!(
+            "{:<8} {tag:<32} already in seqd, behind Leaf: max_id {from} -> {}{to}",
+            if dry_run { "raise?" } else { "raise" },
+            if dry_run { "at least " } else { "" }
+        ),
+        Action::Invalid(reason) => format!("{:<8} {:<32} {reason}", "invalid", format!("{tag:?}")),
+        Action::Failed(reason) => format!("{:<8} {tag:<32} {reason}", "failed"),
+    }
+}
+
+/// `seqd import-leaf`: reads `leaf_alloc` from `--from`, prints the plan,
+/// writes it (unless `--dry-run`) and prints a summary. Exits non-zero when a
+/// row is invalid (unless `--skip-invalid`), a write failed, or an existing
+/// sequence is behind Leaf and `--raise` was not given.
+pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
+    let rows = read_leaf_alloc(&args.from).await?;
+    let target_url = args.db.url();
+    let shown = store::redact_url(&target_url);
+    let opts = ImportOptions { dry_run: args.dry_run, raise: args.raise, max_step: args.db.max_step };
+    println!(
+        "{} {} row(s) of leaf_alloc from {} into {shown}",
+        if opts.dry_run { "plan (dry run) for" } else { "importing" },
+        rows.len(),
+        store::redact_url(&args.from)
+    );
+
+    let target: Option<Arc<dyn Store>> = if opts.dry_run {
+        let s = store::connect(&target_url).await.with_context(|| format!("connecting to {shown}"))?;
+        match s.ping().await {
+            Ok(()) => Some(s),
+            Err(e) => {
+                println!("note: seqd's sequences table cannot be read ({e}); not migrated yet? Every valid row is shown as new");
+                None
+            }
+        }
+    } else {
+        Some(open_store(&target_url).await?)
+    };
+    let report = import(&rows, target.as_deref(), opts)
+        .await
+        .with_context(|| format!("reading seqd's sequences in {shown}"))?;
+
+    for entry in &report.entries {
+        println!("{}", describe(entry, opts.dry_run));
+    }
+    println!("{}", report.summary());
+
+    let mut problems = Vec::new();
+    if report.invalid() > 0 && !args.skip_invalid {
+        problems.push(format!(
+            "{} row(s) of leaf_alloc are not valid seqd sequences and were not imported \
+             (rename or fix them, or pass --skip-invalid to accept this)",
+            report.invalid()
+        ));
+    }
+    if report.behind() > 0 {
+        problems.push(format!(
+            "{} existing sequence(s) are behind Leaf and could issue IDs Leaf already issued \
+             (rerun with --raise)",
+            report.behind()
+        ));
+    }
+    if report.failed() > 0 {
+        problems.push(format!("{} row(s) failed to import", report.failed()));
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    fn leaf(tag: &str, max_id: i64, step: i64) -> LeafRow {
+        LeafRow { biz_tag: tag.into(), max_id: Some(max_id), step: Some(step), description: None }
+    }
+
+    #[test]
+    fn a_leaf_row_continues_at_leaf_max_id() {
+        let new = to_new_sequence(&leaf("order", 2001, 2000), 1_000_000).unwrap();
+        assert_eq!((new.name.as_str(), new.start, new.step), ("order", 2001, 2000));
+    }
+
+    #[test]
+    fn invalid_rows_say_why() {
+        for (row, needle) in [
+            (leaf("bad tag", 1, 10), "invalid sequence name"),
+            (leaf("a", 0, 10), "max_id 0"),
+            (leaf("a", 1, 0), "invalid step"),
+            (leaf("a", 1, 2_000_000), "--max-step"),
+            (LeafRow { max_id: None, ..leaf("a", 1, 1) }, "NULL"),
+        ] {
+            let err = to_new_sequence(&row, 1_000_000).unwrap_err();
+            assert!(err.contains(needle), "{row:?}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn raise_lifts_an_existing_sequence_to_leafs_next_id() {
+        let store = MemoryStore::new();
+        store.insert("order", 10, 5);
+        let opts = ImportOptions { dry_run: false, raise: true, max_step: 1_000_000 };
+        let report = import(&[leaf("order", 501, 100)], Some(&store), opts).await.unwrap();
+        assert_eq!(report.entries[0].action, Action::Raised { from: 10, to: 500 });
+        let row = store.get(&SeqName::parse("order").unwrap()).await.unwrap().unwrap();
+        assert_eq!(row.max_id, 500);
+    }
+
+    #[tokio::test]
+    async fn without_raise_a_sequence_behind_leaf_is_reported() {
+        let store = MemoryStore::new();
+        store.insert("order", 10, 5);
+        let opts = ImportOptions { dry_run: false, raise: false, max_step: 1_000_000 };
+        let report = import(&[leaf("order", 501, 100)], Some(&store), opts).await.unwrap();
+        assert!(report.entries[0].action.is_behind());
+        assert_eq!((report.skipped(), report.behind(), report.imported()), (1, 1, 0));
+    }
+}

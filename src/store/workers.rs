@@ -1,0 +1,121 @@
+//! Storage of snowflake worker-ID leases: the `workers` table
+//! (`migrations/*/0002_create_workers.sql`) behind the [`WorkerLeases`] trait,
+//! one implementation per backend (`workers_postgres.rs`, `workers_mysql.rs`,
+//! `workers_sqlite.rs`).
+//!
+//! A row exists for every worker ID ever leased; it is inserted by the first
+//! claim of that ID. Each change is one atomic statement whose `WHERE` clause
+//! carries its precondition, so two instances racing for one worker ID cannot
+//! both win:
+//!
+//! - claim a new ID: `INSERT` (a duplicate key means someone else got it);
+//! - claim an existing row: a compare-and-set on the whole row as it was read
+//!   (`owner`, `lease_until`, `last_timestamp`), also requiring that the lease
+//!   has expired or is the caller's own;
+//! - renew and release: only `WHERE owner = <me>`.
+//!
+//! Times are milliseconds since the Unix epoch, from the caller's clock.
+//! `last_timestamp` only ever holds an upper bound of the timestamps issued
+//! under the worker ID (see `crate::snowflake::lease` for the scheme).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+pub use super::workers_mysql::MySqlWorkerLeases;
+pub use super::workers_postgres::PgWorkerLeases;
+pub use super::workers_sqlite::SqliteWorkerLeases;
+
+/// Longest owner string stored (the column is `VARCHAR(64)`).
+pub const MAX_OWNER_LEN: usize = 64;
+
+/// One row of the `workers` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRow {
+    /// The worker ID.
+    pub worker_id: u32,
+    /// Who holds (or last held) it: an instance's owner string.
+    pub owner: String,
+    /// The lease is valid until this time (ms since the Unix epoch); `0` once released.
+    pub lease_until: i64,
+    /// Upper bound of every timestamp issued under this worker ID (ms since the Unix epoch).
+    pub last_timestamp: i64,
+}
+
+/// Lease storage for snowflake worker IDs.
+///
+/// Every method is one statement (or one read); a `false` answer means the
+/// precondition did not hold (someone else got there first), never an error.
+#[async_trait]
+pub trait WorkerLeases: Send + Sync + 'static {
+    /// Applies this backend's migrations (idempotent); creates `workers`.
+    async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// Every row with `worker_id < below`, ordered by worker ID.
+    async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError>;
+
+    /// Inserts `row`; `false` if its worker ID already has a row.
+    async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError>;
+
+    /// Takes over `seen` (a row as [`WorkerLeases::list`] returned it) for
+    /// `owner` until `lease_until`, writing `last_timestamp`, if and only if
+    /// the row is still exactly `seen` and its lease has expired at `now`
+    /// (`lease_until < now`) or belongs to `owner`.
+    async fn claim(
+        &self,
+        seen: &WorkerRow,
+        owner: &str,
+        lease_until: i64,
+        last_timestamp: i64,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Extends `owner`'s lease of `worker_id` to `lease_until` and raises
+    /// `last_timestamp` to at least `lease_until`; `false` if `owner` no
+    /// longer holds the row.
+    async fn renew(&self, worker_id: u32, owner: &str, lease_until: i64) -> Result<bool, StoreError>;
+
+    /// Frees `owner`'s lease of `worker_id` (`lease_until = 0`), recording
+    /// `last_timestamp` (the exact bound of what `owner` issued); `false` if
+    /// `owner` no longer holds the row.
+    async fn release(&self, worker_id: u32, owner: &str, last_timestamp: i64) -> Result<bool, StoreError>;
+
+    /// A short name of the backend ("postgres", ...).
+    fn backend(&self) -> &'static str;
+}
+
+/// Opens lease storage on the database of `url` (same schemes as
+/// [`super::connect`]) with a small pool of its own, connected lazily: this
+/// never waits for the database, whose errors surface on the first call.
+pub fn connect_leases(url: &str) -> Result<Arc<dyn WorkerLeases>, StoreError> {
+    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
+    let leases: Arc<dyn WorkerLeases> = match scheme.as_str() {
+        "postgres" | "postgresql" => Arc::new(PgWorkerLeases::connect_lazy(url)?),
+        "mysql" => Arc::new(MySqlWorkerLeases::connect_lazy(url)?),
+        "mariadb" => Arc::new(MySqlWorkerLeases::connect_lazy(&format!("mysql{}", &url[scheme.len()..]))?),
+        "sqlite" => Arc::new(SqliteWorkerLeases::connect_lazy(url)?),
+        _ => {
+            return Err(StoreError::Config(format!(
+                "unsupported database URL scheme {scheme:?}: expected postgres://, mysql://, mariadb:// or sqlite:"
+            )))
+        }
+    };
+    Ok(leases)
+}
+
+/// Converts a fetched `(worker_id, owner, lease_until, last_timestamp)`.
+pub(super) fn worker_row(worker_id: i64, owner: String, lease_until: i64, last_timestamp: i64) -> Result<WorkerRow, StoreError> {
+    let worker_id = u32::try_from(worker_id)
+        .map_err(|_| StoreError::Unavailable(format!("workers row with an invalid worker_id {worker_id}")))?;
+    Ok(WorkerRow { worker_id, owner, lease_until, last_timestamp })
+}
+
+/// Checks an owner string before it is written.
+pub(super) fn check_owner(owner: &str) -> Result<(), StoreError> {
+    if owner.is_empty() || owner.len() > MAX_OWNER_LEN || !owner.is_ascii() {
+        return Err(StoreError::Config(format!("invalid worker owner {owner:?}: 1..={MAX_OWNER_LEN} ASCII characters")));
+    }
+    Ok(())
+}
