@@ -159,7 +159,16 @@ impl Modify for UniqueOperationIds {
 /// The document as JSON, built once.
 pub fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
-    DOC.get_or_init(|| ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serializes"))
+    DOC.get_or_init(|| {
+        let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
+        // utoipa 5 emits `min_properties` as `maxProperties`; a patch must
+        // name at least one field.
+        if let Some(patch) = doc.pointer_mut("/components/schemas/PatchBody").and_then(|v| v.as_object_mut()) {
+            patch.remove("maxProperties");
+            patch.insert("minProperties".into(), 1.into());
+        }
+        serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes")
+    })
 }
 
 /// Swagger UI at `/docs/` (and `/docs`, redirecting), showing `/openapi.json`.

@@ -38,9 +38,11 @@ pub struct CreateBody {
     name: String,
     /// The first ID it will issue (default 1).
     #[schema(minimum = 1, example = 1)]
+    #[serde(default, deserialize_with = "integer")]
     start: Option<i64>,
     /// Its base segment size, 1..=max-step (default 1000).
-    #[schema(minimum = 1, example = 1000)]
+    #[schema(minimum = 1, maximum = 1_000_000, example = 1000)]
+    #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// Free text, at most 256 characters (default empty).
     #[schema(max_length = 256, example = "order IDs")]
@@ -50,14 +52,28 @@ pub struct CreateBody {
 /// Body of `PATCH /v1/sequences/{name}`: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(min_properties = 1)]
 pub struct PatchBody {
     /// New base step, 1..=max-step; takes effect at each instance's next fetch.
-    #[schema(minimum = 1, example = 5000)]
+    #[schema(minimum = 1, maximum = 1_000_000, example = 5000)]
+    #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// New description, at most 256 characters.
     #[schema(max_length = 256)]
     description: Option<String>,
+}
+
+/// An optional 64-bit integer that also accepts JSON numbers written with a
+/// zero fraction (`1000.0`), which JSON Schema counts as integers.
+fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    use serde::de::Error;
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
+    if let Some(i) = n.as_i64() {
+        return Ok(Some(i));
+    }
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => Ok(Some(f as i64)),
+        _ => Err(D::Error::custom(format!("expected a 64-bit integer, got {n}"))),
+    }
 }
 
 fn view(st: &AppState, row: SequenceRow) -> SequenceView {
