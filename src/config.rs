@@ -166,6 +166,15 @@ pub struct ServeArgs {
     /// Longest a request waits for a segment before answering 503.
     #[arg(long, env = "SEQD_WAIT_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     pub wait_timeout: Duration,
+    /// Longest a request may take (body upload included) before a 408.
+    #[arg(long, env = "SEQD_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+    /// Most requests in flight at once; beyond it requests are shed with 503 `overloaded`.
+    #[arg(long, env = "SEQD_MAX_CONCURRENCY", default_value_t = 10_000)]
+    pub max_concurrency: usize,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "SEQD_MAX_BODY", default_value_t = 64 * 1024)]
+    pub max_body: usize,
     /// Longest graceful shutdown waits for in-flight requests.
     #[arg(long, env = "SEQD_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,

@@ -10,7 +10,8 @@ use tokio::net::TcpListener;
 
 use crate::allocator::{Allocator, AllocatorConfig};
 use crate::config::{Secret, ServeArgs};
-use crate::http::{router, AdminAuth, AppState};
+use crate::http::limits::Limits;
+use crate::http::{router_with_limits, AdminAuth, AppState};
 use crate::store::{self, Store};
 
 /// What `serve` needs besides the listener.
@@ -26,6 +27,8 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// Snowflake IDs: enabled, layout, clock tolerance, lease.
     pub snowflake: crate::snowflake::SnowflakeSettings,
+    /// Body size, request time and concurrency limits.
+    pub limits: Limits,
 }
 
 impl Settings {
@@ -36,6 +39,7 @@ impl Settings {
             admin_token: None,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
             snowflake: crate::snowflake::SnowflakeSettings::default(),
         }
     }
@@ -52,6 +56,11 @@ impl Settings {
                 ..AllocatorConfig::default()
             },
             shutdown_timeout: args.shutdown_timeout,
+            limits: Limits {
+                body_bytes: args.max_body,
+                request_timeout: args.request_timeout,
+                max_concurrency: args.max_concurrency.max(1),
+            },
             snowflake: args.snowflake.settings(),
         }
     }
@@ -89,7 +98,7 @@ pub async fn run(
         tracing::warn!("no admin token set: admin calls are open to anyone on this host (loopback listener)");
     }
     let allocator = Allocator::new(store, settings.allocator.clone());
-    let app = router(AppState { allocator, admin });
+    let app = router_with_limits(AppState { allocator, admin }, &settings.limits);
     let app = match &snowflake {
         Some(sf) => app.layer(axum::Extension(sf.clone())),
         None => app,

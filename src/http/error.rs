@@ -46,6 +46,12 @@ pub enum ApiError {
     /// No IDs in memory and the database unreachable or too slow.
     #[error("storage unavailable")]
     StorageUnavailable,
+    /// The request took longer than the request timeout.
+    #[error("request took longer than the server's request timeout")]
+    RequestTimeout,
+    /// Too many requests in flight; this one was shed.
+    #[error("too many requests in flight; retry shortly")]
+    Overloaded,
     /// No route matches the path.
     #[error("no such route")]
     RouteNotFound,
@@ -125,6 +131,8 @@ impl ApiError {
                 "storage_unavailable",
                 "no IDs in memory and the database is unreachable or too slow; retry later".into(),
             ),
+            RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout", self.to_string()),
+            Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", self.to_string()),
             RouteNotFound => (StatusCode::NOT_FOUND, "not_found", self.to_string()),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", self.to_string()),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", self.to_string()),

@@ -11,7 +11,6 @@
 //! - [`extract`]: parsing of path, query, body and admin token.
 //! - [`error`]: the only place that maps errors to status codes.
 
-use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use axum::Router;
 
@@ -22,6 +21,7 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod ids;
+pub mod limits;
 pub mod metrics;
 pub mod middleware;
 pub mod monitor;
@@ -30,9 +30,6 @@ pub mod sequences;
 pub mod snowflake;
 
 use error::ApiError;
-
-/// Largest request body accepted (admin bodies are tiny).
-pub const BODY_LIMIT: usize = 64 * 1024;
 
 /// Who may call the admin routes.
 #[derive(Debug, Clone)]
@@ -74,9 +71,14 @@ pub struct AppState {
     pub admin: AdminAuth,
 }
 
-/// Builds the router with every route of the API.
+/// Builds the router with every route of the API and the default limits.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    router_with_limits(state, &limits::Limits::default())
+}
+
+/// Builds the router with every route of the API and the given limits.
+pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> Router {
+    let routes = Router::new()
         .route("/v1/sequences/{name}/next", get(ids::next).post(ids::next))
         .route("/v1/sequences/{name}/batch", get(ids::batch).post(ids::batch))
         .route("/v1/sequences", get(sequences::list).post(sequences::create))
@@ -95,8 +97,6 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::openapi_json))
         .merge(openapi::swagger_ui())
         .fallback(|| async { ApiError::RouteNotFound })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(middleware::layers())
-        .with_state(state)
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
+    limits::apply(routes, limits).layer(middleware::layers()).with_state(state)
 }

@@ -1,0 +1,110 @@
+//! Request limits over a real socket: a slow client gets 408, requests past
+//! the concurrency limit are shed with 503 `overloaded`, the body limit is
+//! configurable.
+
+mod server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use seqd::http::limits::Limits;
+use seqd::startup::Settings;
+use seqd::store::memory::MemoryStore;
+use server::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn start(limits: Limits, store: Arc<MemoryStore>) -> TestServer {
+    let mut settings = Settings::for_database("memory");
+    settings.limits = limits;
+    settings.allocator.wait_timeout = Duration::from_secs(30);
+    settings.snowflake.enabled = false; // no database behind the in-memory store
+
+    TestServer::start_with_store(settings, store).await
+}
+
+#[tokio::test]
+async fn a_client_that_sends_its_body_too_slowly_gets_408() {
+    let limits = Limits { request_timeout: Duration::from_millis(300), ..Limits::default() };
+    let s = start(limits, Arc::new(MemoryStore::new())).await;
+    let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    conn.write_all(
+        b"POST /v1/sequences HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"na",
+    )
+    .await
+    .unwrap();
+    // ...and nothing more. The server answers on its own.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = conn.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buf[..n]);
+            if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the server answered the slow client");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_past_the_concurrency_limit_are_shed_with_503() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("s", 0, 10);
+    store.close_gate(); // every fetch hangs: requests stay in flight
+    let s = start(Limits { max_concurrency: 2, ..Limits::default() }, store.clone()).await;
+    let url = s.url("/v1/sequences/s/next");
+    let in_flight: Vec<_> = (0..2)
+        .map(|_| {
+            let (http, url) = (s.http.clone(), url.clone());
+            tokio::spawn(async move { http.get(url).send().await.unwrap().status() })
+        })
+        .collect();
+    // Wait (bounded) until both hold a slot: the store sees their fetch.
+    for _ in 0..500 {
+        if store.reserves("s") >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut shed = None;
+    for _ in 0..100 {
+        let resp = s.http.get(&url).send().await.unwrap();
+        if resp.status() == 503 {
+            shed = Some(resp);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let resp = shed.expect("a third request is shed");
+    assert!(resp.headers().contains_key("retry-after"));
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded");
+    store.open_gate();
+    for t in in_flight {
+        assert_eq!(t.await.unwrap(), 200, "the requests in flight complete");
+    }
+}
+
+#[tokio::test]
+async fn the_body_limit_is_configurable() {
+    let s = start(Limits { body_bytes: 1024, ..Limits::default() }, Arc::new(MemoryStore::new())).await;
+    let body = format!("{{\"name\":\"x\",\"description\":\"{}\"}}", "d".repeat(2000));
+    let resp = reqwest::Client::new()
+        .post(s.url("/v1/sequences"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "payload_too_large");
+}
