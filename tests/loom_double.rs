@@ -43,7 +43,9 @@ fn seg(first: i64, len: u64) -> Segment {
 fn buffer(first: i64, len: u64, next: Option<(i64, u64)>) -> Arc<DoubleBuffer> {
     let b = DoubleBuffer::new(seg(first, len));
     if let Some((f, l)) = next {
-        b.install_next(seg(f, l)).map_err(|_| ()).expect("no next yet");
+        b.install_next(seg(f, l))
+            .map_err(|_| ())
+            .expect("no next yet");
     }
     Arc::new(b)
 }
@@ -67,13 +69,20 @@ fn ids(runs: &[IdRange]) -> Vec<i64> {
 }
 
 fn assert_increasing(ids: &[i64], who: &str) {
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{who}: not strictly increasing: {ids:?}");
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "{who}: not strictly increasing: {ids:?}"
+    );
 }
 
 /// Every ID of `all` once, and exactly `expected`.
 fn assert_exactly(mut all: Vec<i64>, expected: std::ops::RangeInclusive<i64>) {
     all.sort_unstable();
-    assert_eq!(all, expected.collect::<Vec<_>>(), "duplicated, skipped or foreign IDs");
+    assert_eq!(
+        all,
+        expected.collect::<Vec<_>>(),
+        "duplicated, skipped or foreign IDs"
+    );
 }
 
 /// (a) Two threads race across a switch: current 1..=2, next 3..=4 already
@@ -207,7 +216,9 @@ fn install_next_racing_takers_on_an_empty_current_loses_nothing() {
         let installer = {
             let b = b.clone();
             thread::spawn(move || {
-                b.install_next(seg(1, 2)).map_err(|_| ()).expect("nothing waiting");
+                b.install_next(seg(1, 2))
+                    .map_err(|_| ())
+                    .expect("nothing waiting");
             })
         };
         let taker = {
@@ -246,7 +257,9 @@ fn install_next_racing_a_drained_current_hands_out_each_id_once() {
         let installer = {
             let b = b.clone();
             thread::spawn(move || {
-                b.install_next(seg(2, 2)).map_err(|_| ()).expect("nothing waiting");
+                b.install_next(seg(2, 2))
+                    .map_err(|_| ())
+                    .expect("nothing waiting");
             })
         };
         let taker = {
@@ -263,7 +276,10 @@ fn install_next_racing_a_drained_current_hands_out_each_id_once() {
         installer.join().unwrap();
         let (theirs, their_missing) = taker.join().unwrap();
         assert_increasing(&theirs, "taker");
-        assert_eq!(missing + their_missing + (all.len() + theirs.len()) as u64, 3);
+        assert_eq!(
+            missing + their_missing + (all.len() + theirs.len()) as u64,
+            3
+        );
         all.extend(theirs);
         let mut rest = Vec::new();
         while b.take(1, &mut rest).missing == 0 {}

@@ -51,19 +51,40 @@ struct Setup {
 #[derive(Debug, Clone)]
 enum Op {
     /// A request (count 1: `next`, else `batch`) awaited at once.
-    Request { inst: usize, seq: usize, count: u32 },
+    Request {
+        inst: usize,
+        seq: usize,
+        count: u32,
+    },
     /// A request spawned and left running until the next `Join`.
-    Spawn { inst: usize, seq: usize, count: u32 },
+    Spawn {
+        inst: usize,
+        seq: usize,
+        count: u32,
+    },
     /// Awaits every spawned request.
     Join,
     /// Lets (paused) time pass: spawned requests and fetches progress.
-    Sleep { ms: u64 },
-    FailNext { seq: usize, k: u64 },
-    SetFailing { seq: usize, on: bool },
-    SetDelay { seq: usize, ms: u64 },
+    Sleep {
+        ms: u64,
+    },
+    FailNext {
+        seq: usize,
+        k: u64,
+    },
+    SetFailing {
+        seq: usize,
+        on: bool,
+    },
+    SetDelay {
+        seq: usize,
+        ms: u64,
+    },
     CloseGate,
     OpenGate,
-    AdvanceClock { ms: u64 },
+    AdvanceClock {
+        ms: u64,
+    },
 }
 
 fn setup() -> impl Strategy<Value = Setup> {
@@ -74,13 +95,15 @@ fn setup() -> impl Strategy<Value = Setup> {
         (0i64..1_000, 1i64..=20),
         (0i64..=300, 1i64..=40),
     )
-        .prop_map(|(instances, rate_policy, prefetch_ratio, low, high)| Setup {
-            instances,
-            rate_policy,
-            prefetch_ratio,
-            low,
-            high,
-        })
+        .prop_map(
+            |(instances, rate_policy, prefetch_ratio, low, high)| Setup {
+                instances,
+                rate_policy,
+                prefetch_ratio,
+                low,
+                high,
+            },
+        )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -137,24 +160,35 @@ impl World {
             max_step: 64,
             segment_target: Duration::from_secs(10),
             prefetch_ratio: s.prefetch_ratio,
-            negative_ttl: Duration::from_secs(1),
             retry_backoff_min: Duration::from_millis(5),
             retry_backoff_max: Duration::from_millis(40),
             // Under the gate a fetch can hang: abandon it after 1 s.
             fetch_timeout: Duration::from_secs(1),
+            // negative_ttl: the default 1 s, against the manual clock.
             ..AllocatorConfig::default()
         };
         let allocs = (0..s.instances)
             .map(|_| {
                 let policy: Arc<dyn StepPolicy> = if s.rate_policy {
-                    Arc::new(RateStep { target: config.segment_target, max_step: config.max_step })
+                    Arc::new(RateStep {
+                        target: config.segment_target,
+                        max_step: config.max_step,
+                    })
                 } else {
                     Arc::new(FixedStep)
                 };
-                Allocator::with_parts(store.clone(), config.clone(), Arc::new(clock.clone()), policy)
+                Allocator::with_parts(
+                    store.clone(),
+                    config.clone(),
+                    Arc::new(clock.clone()),
+                    policy,
+                )
             })
             .collect();
-        let model = Model { done_up_to: vec![[i64::MIN; 2]; s.instances], ..Model::default() };
+        let model = Model {
+            done_up_to: vec![[i64::MIN; 2]; s.instances],
+            ..Model::default()
+        };
         World {
             store,
             allocs,
@@ -165,7 +199,12 @@ impl World {
     }
 
     /// Issues a request now; the returned future checks its outcome.
-    fn request(&self, inst: usize, seq: usize, count: u32) -> impl std::future::Future<Output = ()> + Send + 'static {
+    fn request(
+        &self,
+        inst: usize,
+        seq: usize,
+        count: u32,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let inst = inst % self.allocs.len();
         let alloc = self.allocs[inst].clone();
         let name = self.names[seq].clone();
@@ -181,7 +220,11 @@ impl World {
                 let batch = alloc.batch(&name, Count::new(count).unwrap()).await;
                 batch.map(|b| {
                     for w in b.ranges.windows(2) {
-                        assert!(w[0].last < w[1].first, "batch runs out of order: {:?}", b.ranges);
+                        assert!(
+                            w[0].last < w[1].first,
+                            "batch runs out of order: {:?}",
+                            b.ranges
+                        );
                     }
                     b.ids().collect::<Vec<_>>()
                 })
@@ -189,12 +232,26 @@ impl World {
             let mut m = model.lock().unwrap();
             match result {
                 Ok(ids) => {
-                    assert_eq!(ids.len(), count as usize, "{name}: asked {count}, got {ids:?}");
-                    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{name}: not increasing: {ids:?}");
-                    assert!(ids[0] > floor, "{name} instance {inst}: {} issued after {floor}", ids[0]);
+                    assert_eq!(
+                        ids.len(),
+                        count as usize,
+                        "{name}: asked {count}, got {ids:?}"
+                    );
+                    assert!(
+                        ids.windows(2).all(|w| w[0] < w[1]),
+                        "{name}: not increasing: {ids:?}"
+                    );
+                    assert!(
+                        ids[0] > floor,
+                        "{name} instance {inst}: {} issued after {floor}",
+                        ids[0]
+                    );
                     let reserved = store.max_id(name.as_str()).unwrap();
                     for &id in &ids {
-                        assert!(id > start_max && id <= reserved, "{name}: {id} outside ({start_max}, {reserved}]");
+                        assert!(
+                            id > start_max && id <= reserved,
+                            "{name}: {id} outside ({start_max}, {reserved}]"
+                        );
                         assert!(m.issued[seq].insert(id), "{name}: ID {id} issued twice");
                     }
                     let done = &mut m.done_up_to[inst][seq];
@@ -203,12 +260,18 @@ impl World {
                 }
                 Err(AllocError::Unavailable { storage_failing }) => {
                     assert!(m.faulted[seq], "{name}: Unavailable without any fault");
-                    assert!(!storage_failing || m.failed[seq], "{name}: storage_failing without a failed fetch");
+                    assert!(
+                        !storage_failing || m.failed[seq],
+                        "{name}: storage_failing without a failed fetch"
+                    );
                     m.unavailable += 1;
                 }
                 Err(AllocError::Exhausted) => {
                     let max_id = store.max_id(name.as_str()).unwrap();
-                    assert!(max_id > i64::MAX - step, "{name}: Exhausted with room for a step (max_id {max_id}, step {step})");
+                    assert!(
+                        max_id > i64::MAX - step,
+                        "{name}: Exhausted with room for a step (max_id {max_id}, step {step})"
+                    );
                     m.exhausted += 1;
                 }
                 Err(e) => panic!("{name}: unexpected error {e:?}"),
@@ -266,7 +329,9 @@ fn run_case(s: Setup, ops: Vec<Op>) -> Outcomes {
         for op in ops {
             match op {
                 Op::Request { inst, seq, count } => world.request(inst, seq, count).await,
-                Op::Spawn { inst, seq, count } => pending.push(tokio::spawn(world.request(inst, seq, count))),
+                Op::Spawn { inst, seq, count } => {
+                    pending.push(tokio::spawn(world.request(inst, seq, count)))
+                }
                 Op::Join => join_all(&mut pending).await,
                 Op::Sleep { ms } => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Op::FailNext { seq, k } => {
@@ -317,7 +382,10 @@ fn run_case(s: Setup, ops: Vec<Op>) -> Outcomes {
                     break;
                 }
             }
-            assert!(world.model.lock().unwrap().exhausted > before, "instance {inst}: high never exhausted");
+            assert!(
+                world.model.lock().unwrap().exhausted > before,
+                "instance {inst}: high never exhausted"
+            );
         }
         let m = world.model.lock().unwrap();
         let unique: usize = m.issued.iter().map(HashSet::len).sum();
@@ -330,7 +398,11 @@ fn run_case(s: Setup, ops: Vec<Op>) -> Outcomes {
                 world.allocs.len()
             );
         }
-        Outcomes { ok: m.ok, unavailable: m.unavailable, exhausted: m.exhausted }
+        Outcomes {
+            ok: m.ok,
+            unavailable: m.unavailable,
+            exhausted: m.exhausted,
+        }
     })
 }
 
@@ -360,16 +432,29 @@ fn ids_are_unique_increasing_bounded_and_errors_are_expected() {
     }
     // The generator must reach every outcome, or the property proves little.
     let t = total.get();
-    assert!(t.ok > 1_000 && t.unavailable > 50 && t.exhausted > 100, "weak coverage: {t:?}");
+    assert!(
+        t.ok > 1_000 && t.unavailable > 50 && t.exhausted > 100,
+        "weak coverage: {t:?}"
+    );
 }
 
 /// A fixed, hand-written case of the property: many instances draining a
 /// row that ends exactly at `i64::MAX` with batches, no faults.
 #[test]
 fn a_row_ending_at_i64_max_is_drained_by_three_instances_without_wrapping() {
-    let s = Setup { instances: 3, rate_policy: false, prefetch_ratio: 0.1, low: (0, 5), high: (90, 10) };
+    let s = Setup {
+        instances: 3,
+        rate_policy: false,
+        prefetch_ratio: 0.1,
+        low: (0, 5),
+        high: (90, 10),
+    };
     let ops = (0..40)
-        .map(|i| Op::Request { inst: i % 3, seq: 1, count: 1 + (i as u32 % 4) })
+        .map(|i| Op::Request {
+            inst: i % 3,
+            seq: 1,
+            count: 1 + (i as u32 % 4),
+        })
         .collect();
     let o = run_case(s, ops);
     assert!(o.ok >= 10 && o.exhausted >= 3, "{o:?}");

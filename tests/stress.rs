@@ -19,7 +19,11 @@ const PER_THREAD: usize = 1_000_000;
 const STEP: i64 = 100;
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// Asserts every ID of `ids` lies in 1..=max_id and appears once, with a
@@ -28,7 +32,10 @@ fn assert_unique<'a>(ids: impl Iterator<Item = &'a i64>, max_id: i64) -> usize {
     let mut seen = vec![0u64; (max_id as usize >> 6) + 1];
     let mut n = 0;
     for &id in ids {
-        assert!(id >= 1 && id <= max_id, "{id} outside the reserved 1..={max_id}");
+        assert!(
+            id >= 1 && id <= max_id,
+            "{id} outside the reserved 1..={max_id}"
+        );
         let (word, bit) = ((id as usize) >> 6, 1u64 << (id & 63));
         assert!(seen[word] & bit == 0, "ID {id} issued twice");
         seen[word] |= bit;
@@ -42,8 +49,16 @@ fn eight_threads_take_a_million_ids_each_all_unique_increasing_one_fetch_at_a_ti
     let rt = runtime();
     let store = Arc::new(MemoryStore::new());
     store.insert("stress", 0, STEP);
-    let config = AllocatorConfig { wait_timeout: Duration::from_secs(10), ..AllocatorConfig::default() };
-    let alloc = Allocator::with_parts(store.clone(), config, Arc::new(SystemClock::default()), Arc::new(FixedStep));
+    let config = AllocatorConfig {
+        wait_timeout: Duration::from_secs(10),
+        ..AllocatorConfig::default()
+    };
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        config,
+        Arc::new(SystemClock::default()),
+        Arc::new(FixedStep),
+    );
     let name = SeqName::parse("stress").unwrap();
 
     let started = Instant::now();
@@ -54,7 +69,12 @@ fn eight_threads_take_a_million_ids_each_all_unique_increasing_one_fetch_at_a_ti
                 handle.block_on(async move {
                     let mut ids = Vec::with_capacity(PER_THREAD);
                     for _ in 0..PER_THREAD {
-                        ids.push(alloc.next(&name).await.expect("an ID within the wait timeout"));
+                        ids.push(
+                            alloc
+                                .next(&name)
+                                .await
+                                .expect("an ID within the wait timeout"),
+                        );
                     }
                     ids
                 })
@@ -78,7 +98,10 @@ fn eight_threads_take_a_million_ids_each_all_unique_increasing_one_fetch_at_a_ti
     // issued, but for what still sits in the current and next segments.
     let total = (THREADS * PER_THREAD) as i64;
     let unused = max_id - total;
-    assert!((0..=2 * STEP).contains(&unused), "{unused} reserved IDs never issued (max_id {max_id})");
+    assert!(
+        (0..=2 * STEP).contains(&unused),
+        "{unused} reserved IDs never issued (max_id {max_id})"
+    );
     assert!(store.reserves("stress") as i64 >= total / STEP);
     assert_eq!(store.max_in_flight("stress"), 1, "one fetch at a time");
 
@@ -97,8 +120,16 @@ fn eight_threads_mixing_batches_and_single_ids_never_overlap_and_stay_in_order()
     let rt = runtime();
     let store = Arc::new(MemoryStore::new());
     store.insert("mixed", 0, STEP);
-    let config = AllocatorConfig { wait_timeout: Duration::from_secs(10), ..AllocatorConfig::default() };
-    let alloc = Allocator::with_parts(store.clone(), config, Arc::new(SystemClock::default()), Arc::new(FixedStep));
+    let config = AllocatorConfig {
+        wait_timeout: Duration::from_secs(10),
+        ..AllocatorConfig::default()
+    };
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        config,
+        Arc::new(SystemClock::default()),
+        Arc::new(FixedStep),
+    );
     let name = SeqName::parse("mixed").unwrap();
 
     let threads: Vec<_> = (0..THREADS)
@@ -113,7 +144,10 @@ fn eight_threads_mixing_batches_and_single_ids_never_overlap_and_stay_in_order()
                         if k < 2 {
                             ids.push(alloc.next(&name).await.unwrap());
                         } else {
-                            let b = alloc.batch(&name, Count::new(k as u32).unwrap()).await.unwrap();
+                            let b = alloc
+                                .batch(&name, Count::new(k as u32).unwrap())
+                                .await
+                                .unwrap();
                             assert_eq!(b.len(), k as u64);
                             ids.extend(b.ids());
                         }
@@ -133,6 +167,9 @@ fn eight_threads_mixing_batches_and_single_ids_never_overlap_and_stay_in_order()
     let max_id = store.max_id("mixed").unwrap();
     let total = assert_unique(per_thread.iter().flatten(), max_id) as i64;
     let unused = max_id - total;
-    assert!((0..=2 * STEP).contains(&unused), "{unused} reserved IDs never issued (max_id {max_id})");
+    assert!(
+        (0..=2 * STEP).contains(&unused),
+        "{unused} reserved IDs never issued (max_id {max_id})"
+    );
     assert_eq!(store.max_in_flight("mixed"), 1, "one fetch at a time");
 }

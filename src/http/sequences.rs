@@ -37,15 +37,16 @@ pub struct CreateBody {
     #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")]
     name: String,
     /// The first ID it will issue (default 1).
-    #[schema(minimum = 1, example = 1)]
+    #[schema(minimum = 1, example = 1, nullable = false)]
     #[serde(default, deserialize_with = "integer")]
     start: Option<i64>,
     /// Its base segment size, 1..=max-step (default 1000).
-    #[schema(minimum = 1, maximum = 1_000_000, example = 1000)]
+    #[schema(minimum = 1, maximum = 1_000_000, example = 1000, nullable = false)]
     #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// Free text, at most 256 characters (default empty).
-    #[schema(max_length = 256, example = "order IDs")]
+    #[schema(max_length = 256, example = "order IDs", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
     description: Option<String>,
 }
 
@@ -54,19 +55,21 @@ pub struct CreateBody {
 #[serde(deny_unknown_fields)]
 pub struct PatchBody {
     /// New base step, 1..=max-step; takes effect at each instance's next fetch.
-    #[schema(minimum = 1, maximum = 1_000_000, example = 5000)]
+    #[schema(minimum = 1, maximum = 1_000_000, example = 5000, nullable = false)]
     #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// New description, at most 256 characters.
-    #[schema(max_length = 256)]
+    #[schema(max_length = 256, nullable = false)]
+    #[serde(default, deserialize_with = "text")]
     description: Option<String>,
 }
 
-/// An optional 64-bit integer that also accepts JSON numbers written with a
-/// zero fraction (`1000.0`), which JSON Schema counts as integers.
+/// A 64-bit integer field that may be left out but not set to `null`, and
+/// that also accepts JSON numbers written with a zero fraction (`1000.0`),
+/// which JSON Schema counts as integers.
 fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     use serde::de::Error;
-    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
+    let n = serde_json::Number::deserialize(d)?;
     if let Some(i) = n.as_i64() {
         return Ok(Some(i));
     }
@@ -74,6 +77,11 @@ fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Err
         Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => Ok(Some(f as i64)),
         _ => Err(D::Error::custom(format!("expected a 64-bit integer, got {n}"))),
     }
+}
+
+/// A string field that may be left out but not set to `null`.
+fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 fn view(st: &AppState, row: SequenceRow) -> SequenceView {

@@ -96,7 +96,7 @@ pub async fn batch(sf: Service, RawQuery(q): RawQuery) -> Result<Response, ApiEr
     operation_id = "snowflake_decode",
     tag = "snowflake",
     summary = "The parts of a snowflake ID",
-    params(("id" = String, Path, description = "The ID, in decimal", example = "2199023255552001")),
+    params(("id" = String, Path, description = "The ID, in decimal", example = "2199023255552001", pattern = "^[0-9]{1,19}$")),
     responses(
         (status = 200, description = "Timestamp, worker ID and sequence, read with this instance's layout", body = SnowflakeDecodedDoc),
         (status = 400, description = "`invalid_request`: not a non-negative 64-bit decimal integer", body = ErrorBody),

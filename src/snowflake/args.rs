@@ -100,14 +100,12 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
-        let mut s = SnowflakeSettings::default();
-        s.time_unit = Duration::from_micros(1500);
-        assert!(s.validate(1_750_000_000_000).is_err());
-        let mut s = SnowflakeSettings::default();
-        s.epoch_ms = 1_750_000_000_001;
-        assert!(s.validate(1_750_000_000_000).unwrap_err().contains("past"));
-        let mut s = SnowflakeSettings::default();
-        s.lease = Duration::from_millis(500);
-        assert!(s.validate(1_750_000_000_000).is_err());
+        let now = 1_750_000_000_000;
+        let s = SnowflakeSettings { time_unit: Duration::from_micros(1500), ..Default::default() };
+        assert!(s.validate(now).is_err());
+        let s = SnowflakeSettings { epoch_ms: now + 1, ..Default::default() };
+        assert!(s.validate(now).unwrap_err().contains("past"));
+        let s = SnowflakeSettings { lease: Duration::from_millis(500), ..Default::default() };
+        assert!(s.validate(now).is_err());
     }
 }

@@ -14,6 +14,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub trait WallClock: Send + Sync + 'static {
     /// The current time, in milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
+
+    /// The current time in microseconds since the Unix epoch, for waits that
+    /// should end right at a millisecond boundary. Defaults to `now_ms` x 1000.
+    fn now_micros(&self) -> i64 {
+        self.now_ms().saturating_mul(1000)
+    }
 }
 
 /// The system's real-time clock (`SystemTime::now`).
@@ -22,10 +28,14 @@ pub struct SystemWallClock;
 
 impl WallClock for SystemWallClock {
     fn now_ms(&self) -> i64 {
+        self.now_micros().div_euclid(1000)
+    }
+
+    fn now_micros(&self) -> i64 {
         match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(d) => d.as_millis() as i64,
-            // A clock set before 1970: negative milliseconds.
-            Err(e) => -(e.duration().as_millis() as i64),
+            Ok(d) => d.as_micros() as i64,
+            // A clock set before 1970: negative microseconds.
+            Err(e) => -(e.duration().as_micros() as i64),
         }
     }
 }

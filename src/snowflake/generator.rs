@@ -9,13 +9,13 @@
 //!    tolerance, wait (async sleep) until it catches up; otherwise refuse with
 //!    [`SnowflakeError::ClockMovedBackwards`] and count it. Nothing is kept
 //!    from a refusal: the next call that finds the clock caught up succeeds.
-//! 3. The sequence of the current time unit is used up: wait (async sleep)
-//!    for the next unit.
+//! 3. The sequence of the current time unit is used up: wait (async sleep,
+//!    asked to end at the microsecond the next unit starts; tokio's timer
+//!    then fires at its next 1 ms tick) for the next unit. No spinning.
 //! 4. Never use a time unit that ends after the grant's `bound_ms`, the upper
 //!    bound persisted with the lease before any ID under it was issued.
 //!
-//! So (timestamp, sequence) strictly increases for every ID this generator
-//! issues, across worker-ID changes too (a new worker ID starts after the
+//! So the IDs this generator issues strictly increase, across worker-ID changes too (a new worker ID starts after the
 //! last timestamp used). Every wait of one call together is bounded (see
 //! [`Generator::wait_budget`]); past it the call fails instead of hanging.
 
@@ -106,8 +106,34 @@ struct State {
 /// What one locked step decided.
 enum Step {
     Done,
-    /// Sleep this long, then try again; `behind` if the clock is behind.
-    Wait { ms: i64, behind_ms: Option<i64> },
+    /// Sleep this long (µs), then try again; `behind_ms` if the clock is behind.
+    Wait { us: i64, behind_ms: Option<i64> },
+}
+
+/// Where issued IDs go: a `Vec` for batches, one slot for `next` (no allocation).
+trait Sink: Send {
+    fn len(&self) -> usize;
+    fn push(&mut self, id: i64);
+}
+
+impl Sink for Vec<i64> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn push(&mut self, id: i64) {
+        Vec::push(self, id)
+    }
+}
+
+struct One(Option<i64>);
+
+impl Sink for One {
+    fn len(&self) -> usize {
+        self.0.is_some() as usize
+    }
+    fn push(&mut self, id: i64) {
+        self.0 = Some(id);
+    }
 }
 
 /// Issues snowflake IDs for one instance. Knows no SQL and no HTTP.
@@ -234,9 +260,9 @@ impl Generator {
 
     /// One ID.
     pub async fn next(&self) -> Result<i64, SnowflakeError> {
-        let mut out = Vec::with_capacity(1);
-        self.fill(1, &mut out).await?;
-        Ok(out[0])
+        let mut one = One(None);
+        self.fill(1, &mut one).await?;
+        one.0.ok_or(SnowflakeError::Closed)
     }
 
     /// `n` IDs, strictly increasing, after every ID this generator issued
@@ -259,14 +285,17 @@ impl Generator {
         Duration::from_millis(ms)
     }
 
-    async fn fill(&self, n: usize, out: &mut Vec<i64>) -> Result<(), SnowflakeError> {
+    async fn fill(&self, n: usize, out: &mut impl Sink) -> Result<(), SnowflakeError> {
         let budget = self.wait_budget(n);
-        let mut waited = Duration::ZERO;
+        let started = tokio::time::Instant::now();
         loop {
             match self.step(n, out)? {
                 Step::Done => return Ok(()),
-                Step::Wait { ms, behind_ms } => {
-                    let d = Duration::from_millis(ms.max(1) as u64);
+                Step::Wait { us, behind_ms } => {
+                    let d = Duration::from_micros(us.max(1) as u64);
+                    // Real time waited, not the sum of the requests: a timer
+                    // tick is 1 ms, however little was asked for.
+                    let waited = started.elapsed();
                     if waited + d > budget {
                         return Err(match behind_ms {
                             Some(behind_ms) => SnowflakeError::ClockMovedBackwards { behind_ms },
@@ -274,16 +303,18 @@ impl Generator {
                         });
                     }
                     tokio::time::sleep(d).await;
-                    waited += d;
                 }
             }
         }
     }
 
     /// Issues what it can under the lock, or says how long to wait.
-    fn step(&self, n: usize, out: &mut Vec<i64>) -> Result<Step, SnowflakeError> {
+    fn step(&self, n: usize, out: &mut impl Sink) -> Result<Step, SnowflakeError> {
         let mut st = self.lock();
-        let now = self.clock.now_ms();
+        let now_us = self.clock.now_micros();
+        let now = now_us.div_euclid(1000);
+        // Microseconds from now until the first millisecond of unit `t`.
+        let until = |t: i64| self.layout.unit_start_ms(t).saturating_mul(1000) - now_us;
         if st.closed {
             return Err(SnowflakeError::Closed);
         }
@@ -304,7 +335,7 @@ impl Generator {
             st.status.clock_waits += 1;
             metrics::counter!(CLOCK_WAITS_METRIC).increment(1);
             let target = if st.seq <= max_seq { st.last_t } else { st.last_t + 1 };
-            return Ok(Step::Wait { ms: l.unit_start_ms(target) - now, behind_ms: Some(behind_ms) });
+            return Ok(Step::Wait { us: until(target), behind_ms: Some(behind_ms) });
         }
         if t > l.max_timestamp() {
             return Err(SnowflakeError::Exhausted);
@@ -316,7 +347,7 @@ impl Generator {
         }
         if st.seq > max_seq {
             st.status.sequence_waits += 1;
-            return Ok(Step::Wait { ms: l.unit_start_ms(t + 1) - now, behind_ms: None });
+            return Ok(Step::Wait { us: until(t + 1), behind_ms: None });
         }
         if l.unit_end_ms(t) > grant.bound_ms {
             return Err(SnowflakeError::LeaseExpiring);
@@ -331,7 +362,7 @@ impl Generator {
             Ok(Step::Done)
         } else {
             st.status.sequence_waits += 1;
-            Ok(Step::Wait { ms: l.unit_start_ms(t + 1) - now, behind_ms: None })
+            Ok(Step::Wait { us: until(t + 1), behind_ms: None })
         }
     }
 }
