@@ -174,7 +174,14 @@ fn single_thread(c: &mut Criterion) {
         b.iter(|| black_box(&map).get(black_box(&one)).is_some())
     });
 
+    let foldmap: HashMap<SeqName, Arc<u64>, foldhash::fast::RandomState> =
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    g.bench_function("hashmap_get_foldhash", |b| {
+        b.iter(|| black_box(&foldmap).get(black_box(&one)).is_some())
+    });
+
     let swap = ArcSwap::from_pointee(map.clone());
+    g.bench_function("arcswap_load", |b| b.iter(|| black_box(&swap).load().len()));
     g.bench_function("arcswap_load_and_get", |b| {
         b.iter(|| black_box(&swap).load().get(black_box(&one)).is_some())
     });
@@ -198,6 +205,19 @@ fn single_thread(c: &mut Criterion) {
         b.iter(|| run(alloc.next(black_box(&one))).unwrap())
     });
     report("next_poll_once", &alloc, &one);
+
+    let (alloc, _store) = allocator(std::slice::from_ref(&one));
+    g.bench_function("next_polled_in_place", |b| {
+        b.iter(|| {
+            let mut fut = std::pin::pin!(alloc.next(black_box(&one)));
+            let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(id) => id.unwrap(),
+                Poll::Pending => futures::executor::block_on(fut).unwrap(),
+            }
+        })
+    });
+    report("next_polled_in_place", &alloc, &one);
 
     let (alloc, _store) = allocator(std::slice::from_ref(&one));
     g.bench_function("next_futures_block_on", |b| {
@@ -336,6 +356,7 @@ fn interleaved_summary() {
     let fold = sync_map::<foldhash::fast::RandomState>(&one);
     let (a_next, _s1) = allocator(std::slice::from_ref(&one));
     let (a_block, _s2) = allocator(std::slice::from_ref(&one));
+    let (a_place, _s7) = allocator(std::slice::from_ref(&one));
     let (a_batch, _s3) = allocator(std::slice::from_ref(&one));
     let (a_two, _s4) = allocator(std::slice::from_ref(&one));
     let (a_two_batch, _s5) = allocator(std::slice::from_ref(&one));
@@ -374,6 +395,15 @@ fn interleaved_summary() {
         }),
         case("next_poll_once", 1, || {
             black_box(run(a_next.next(black_box(&one))).unwrap());
+        }),
+        case("next_polled_in_place", 1, || {
+            // Built inside `pin!` and polled there: no move of the future.
+            let mut fut = std::pin::pin!(a_place.next(black_box(&one)));
+            let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(id) => black_box(id.unwrap()),
+                Poll::Pending => black_box(futures::executor::block_on(fut).unwrap()),
+            };
         }),
         case("next_futures_block_on", 1, || {
             black_box(futures::executor::block_on(a_block.next(black_box(&one))).unwrap());
@@ -463,10 +493,12 @@ criterion_group!(benches, single_thread, two_threads_contended, many_names);
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let listing = args.iter().any(|a| a == "--list" || a == "--test");
+    // A criterion filter is a bare word; numbers are option values
+    // (`--measurement-time 3`).
     let filtered = args
         .iter()
         .skip(1)
-        .any(|a| !a.starts_with('-') && a != "summary");
+        .any(|a| !a.starts_with('-') && a != "summary" && a.parse::<f64>().is_err());
     benches();
     Criterion::default().configure_from_args().final_summary();
     // After the criterion groups, unless they were filtered: the interleaved

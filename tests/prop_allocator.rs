@@ -409,7 +409,11 @@ fn run_case(s: Setup, ops: Vec<Op>) -> Outcomes {
 #[test]
 fn ids_are_unique_increasing_bounded_and_errors_are_expected() {
     let config = ProptestConfig {
-        cases: 128,
+        // PROPTEST_CASES=10000 for a longer hunt.
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(128),
         max_shrink_iters: 2_000,
         failure_persistence: None,
         ..ProptestConfig::default()

@@ -30,6 +30,10 @@
 //! inserts (first use of a sequence) copy the map.
 
 use std::collections::HashMap;
+
+/// Name maps hash with foldhash: much faster than SipHash on short names, and
+/// only names that exist in the database (or wait in `pending`) are keys.
+type Map<V> = HashMap<SeqName, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -149,12 +153,12 @@ pub struct Allocator {
 struct Inner {
     shared: Arc<Shared>,
     /// Live sequences (first fetch succeeded). Read without locks.
-    live: ArcSwap<HashMap<SeqName, Arc<SeqBuffer>>>,
+    live: ArcSwap<Map<Arc<SeqBuffer>>>,
     /// Sequences whose first fetch has not succeeded yet; also the writers'
     /// lock for `live`.
-    pending: Mutex<HashMap<SeqName, Arc<SeqBuffer>>>,
+    pending: Mutex<Map<Arc<SeqBuffer>>>,
     /// Names recently found missing, with when.
-    missing: Mutex<HashMap<SeqName, Duration>>,
+    missing: Mutex<Map<Duration>>,
 }
 
 /// Most names remembered as missing; beyond it the oldest entries go.
@@ -178,9 +182,9 @@ impl Allocator {
         Allocator {
             inner: Arc::new(Inner {
                 shared,
-                live: ArcSwap::from_pointee(HashMap::new()),
-                pending: Mutex::new(HashMap::new()),
-                missing: Mutex::new(HashMap::new()),
+                live: ArcSwap::from_pointee(Map::default()),
+                pending: Mutex::new(Map::default()),
+                missing: Mutex::new(Map::default()),
             }),
         }
     }
@@ -205,6 +209,12 @@ impl Allocator {
                 }
             }
         }
+        // Boxed so the slow path's state does not bloat this future: callers
+        // move it on every call, and the fast path above is the common case.
+        Box::pin(self.next_slow(name)).await
+    }
+
+    async fn next_slow(&self, name: &SeqName) -> Result<i64, AllocError> {
         let mut out = Vec::with_capacity(1);
         self.take_into(name, 1, &mut out).await?;
         Ok(out[0].first)
@@ -259,7 +269,7 @@ impl Allocator {
             return;
         }
         pending.remove(buf.name());
-        let mut live = HashMap::clone(&self.inner.live.load());
+        let mut live = Map::clone(&self.inner.live.load());
         live.insert(buf.name().clone(), buf.clone());
         self.inner.live.store(Arc::new(live));
     }
