@@ -192,6 +192,10 @@ sum_field() {
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/${PID[$1]}/status"; }
 
+# CPU time of a server so far (user + system), in clock ticks.
+CLK_TCK=$(getconf CLK_TCK)
+cpu_ticks() { sed 's/^.*) //' "/proc/${PID[$1]}/stat" | awk '{print $12 + $13}'; }
+
 # ---------------------------------------------------------------- wrk
 # Endpoints: name, path, Accept header, IDs per request.
 ENDPOINTS=(next-text next-json batch)
@@ -233,7 +237,7 @@ field() { # field "k=v k=v" KEY
     printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 
-RESULTS="$TMP/results.tsv" # round target endpoint rps p50 p99 p999 errors waits
+RESULTS="$TMP/results.tsv" # round target endpoint rps p50 p99 p999 errors waits cpu_us_per_request
 : >"$RESULTS"
 
 # waits_now TARGET ENDPOINT: the waits counter the endpoint's runs can move
@@ -246,16 +250,19 @@ waits_now() {
 }
 
 measure() { # measure ROUND TARGET ENDPOINT
-    local line rps errs w0 w1 waits=-
+    local line rps errs w0 w1 waits=- c0 c1 cpu
     w0=$(waits_now "$2" "$3")
+    c0=$(cpu_ticks "$2")
     line=$(run_wrk "$2" "$3" "$DURATION")
+    c1=$(cpu_ticks "$2")
     w1=$(waits_now "$2" "$3")
+    cpu=$(awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" -v n="$(field "$line" requests)" 'BEGIN { printf "%.2f", d / hz * 1e6 / n }')
     [[ $w0 == - ]] || waits=$(( w1 - w0 ))
     rps=$(field "$line" rps)
     errs=$(( $(field "$line" non2xx) + $(field "$line" connect) + $(field "$line" read) + $(field "$line" write) + $(field "$line" timeout) ))
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rps" \
-        "$(field "$line" p50_us)" "$(field "$line" p99_us)" "$(field "$line" p999_us)" "$errs" "$waits" >>"$RESULTS"
-    log "round $1 $2 $3: $(printf '%.0f' "$rps") req/s, p50 $(field "$line" p50_us) us, p99 $(field "$line" p99_us) us, p99.9 $(field "$line" p999_us) us, errors $errs, waits $waits"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rps" \
+        "$(field "$line" p50_us)" "$(field "$line" p99_us)" "$(field "$line" p999_us)" "$errs" "$waits" "$cpu" >>"$RESULTS"
+    log "round $1 $2 $3: $(printf '%.0f' "$rps") req/s, p50 $(field "$line" p50_us) us, p99 $(field "$line" p99_us) us, p99.9 $(field "$line" p999_us) us, errors $errs, waits $waits, server CPU $cpu us/request"
 }
 
 warm() { # warm TARGET ENDPOINT
@@ -391,6 +398,7 @@ function median(list,   a, n, i, j, t) {
     rps[k] = rps[k] " " $4; p50[k] = p50[k] " " $5; p99[k] = p99[k] " " $6; p999[k] = p999[k] " " $7
     err[k] += $8
     if ($9 == "-") wt[k] = "-"; else wt[k] += $9
+    cpu[k] = cpu[k] " " $10
     r_rps[$1, $2, $3] = $4; r_p99[$1, $2, $3] = $6; rounds[$1] = 1
 }
 END {
@@ -403,8 +411,8 @@ END {
                 pr = pr " " r_p99[r, t, e] / r_p99[r, "baseline", e]
             }
         }
-        printf "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d\t%s\t%s\n", t, e, median(rps[k]), median(p50[k]), median(p99[k]), median(p999[k]),
-            (rr == "" ? "-" : sprintf("%.3f", median(rr))), (pr == "" ? "-" : sprintf("%.3f", median(pr))), err[k], substr(rps[k], 2), wt[k]
+        printf "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d\t%s\t%s\t%.1f\n", t, e, median(rps[k]), median(p50[k]), median(p99[k]), median(p999[k]),
+            (rr == "" ? "-" : sprintf("%.3f", median(rr))), (pr == "" ? "-" : sprintf("%.3f", median(pr))), err[k], substr(rps[k], 2), wt[k], median(cpu[k])
     }
 }' "$RESULTS" >"$SUMMARY"
 
@@ -423,9 +431,9 @@ table_rows() { # table_rows ENDPOINT... : one row per target and endpoint
             rps=$(get "$t" "$ep" 3)
             ids=$(awk -v r="$rps" -v n="${EP_IDS[$ep]}" 'BEGIN { printf "%.0f", r * n }')
             rounds=$(get "$t" "$ep" 10 | tr ' ' '\n' | while read -r x; do commas "$x"; echo; done | paste -sd/ - | sed 's#/# / #g')
-            printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+            printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
                 "$t" "${EP_LABEL[$ep]}" "$(commas "$rps")" "$(commas "$ids")" \
-                "$(ms "$(get "$t" "$ep" 4)")" "$(ms "$(get "$t" "$ep" 5)")" "$(ms "$(get "$t" "$ep" 6)")" \
+                "$(ms "$(get "$t" "$ep" 4)")" "$(ms "$(get "$t" "$ep" 5)")" "$(ms "$(get "$t" "$ep" 6)")" "$(get "$t" "$ep" 12) µs" \
                 "$(r=$(get "$t" "$ep" 7); [[ $r == - ]] && echo - || printf '%.2fx' "$r")" \
                 "$(r=$(get "$t" "$ep" 8); [[ $r == - ]] && echo - || printf '%.2fx' "$r")" \
                 "$(get "$t" "$ep" 9)" "$(get "$t" "$ep" 11)" "$rounds"
@@ -451,10 +459,12 @@ REPORT="$TMP/report.md"
     echo "Medians over $ROUNDS rounds. Ratios are the median over rounds of seqd / baseline in the same round. Latencies are wrk's"
     echo "(closed loop: each of the $CONNECTIONS connections sends its next request when the previous is answered). \`errors\`: non-2xx"
     echo "answers and socket errors; \`waits\`: requests of the measured runs that found both segments empty (the buffer's"
-    echo "\`waits\` counter, summed over the rounds), i.e. requests that waited for the database."
+    echo "\`waits\` counter, summed over the rounds), i.e. requests that waited for the database. \`server CPU/req\`: CPU time"
+    echo "(user + system, from /proc) the server process used during the run divided by the requests answered: what a request"
+    echo "costs the server, whatever share of the CPUs wrk left it."
     echo
-    echo "| target | endpoint | req/s | IDs/s | p50 | p99 | p99.9 | req/s vs baseline | p99 vs baseline | errors | waits | req/s per round |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    echo "| target | endpoint | req/s | IDs/s | p50 | p99 | p99.9 | server CPU/req | req/s vs baseline | p99 vs baseline | errors | waits | req/s per round |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     table_rows "${ENDPOINTS[@]}"
     echo
     echo "The \`bench\` sequence on each seqd (from \`GET /v1/sequences/bench\` -> \`buffer\`), after the warm-up and after the"
@@ -472,8 +482,8 @@ REPORT="$TMP/report.md"
         echo "\`GET /v1/sequences/live-<i>/next\` round-robin over all of them (\`scripts/bench/rotate.lua\`; the baseline gets the same"
         echo "requests and ignores the name):"
         echo
-        echo "| target | endpoint | req/s | IDs/s | p50 | p99 | p99.9 | req/s vs baseline | p99 vs baseline | errors | waits | req/s per round |"
-        echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        echo "| target | endpoint | req/s | IDs/s | p50 | p99 | p99.9 | server CPU/req | req/s vs baseline | p99 vs baseline | errors | waits | req/s per round |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         TARGETS_SAVE=("${TARGETS[@]}"); TARGETS=("${LIVE_TARGETS[@]}")
         table_rows live
         TARGETS=("${TARGETS_SAVE[@]}")
