@@ -20,7 +20,11 @@
 #    "HTTP load" section, between the bench-http markers (the text around them is kept).
 #
 # Everything listens on 127.0.0.1; every server started here is stopped on exit.
-# When run as root and wrk is missing, it is installed with apt-get.
+# When run as root and wrk is missing, it is installed with apt-get. wrk and the
+# server under test share the machine's CPUs: the "server CPU/req" column (CPU time
+# of the server process per request, from /proc) does not depend on that split.
+# For counts that other load on the machine does not perturb (instructions,
+# allocations, clock reads per request), see scripts/bench/callgrind.sh.
 #
 # Environment (defaults in brackets):
 #   BENCH_DURATION [10s]      wrk duration of each measured run (wrk syntax: 10s, 1m)
@@ -184,10 +188,11 @@ buffer_field() {
         | grep -o "\"$3\":[0-9]*" | head -n1 | cut -d: -f2
 }
 
-# sum_field TARGET FIELD: the sum of FIELD over every buffer of GET /v1/sequences.
-sum_field() {
+# sum_fields TARGET: "waits fetches" summed over every buffer of GET /v1/sequences.
+sum_fields() {
     curl -s --max-time 60 "http://${ADDR[$1]}/v1/sequences" \
-        | grep -o "\"$2\":[0-9]*" | cut -d: -f2 | awk '{s += $1} END {print s + 0}'
+        | grep -o '"\(waits\|fetches\)":[0-9]*' | tr ':"' '  ' \
+        | awk '{s[$1] += $2} END {print s["waits"] + 0, s["fetches"] + 0}'
 }
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/${PID[$1]}/status"; }
@@ -240,11 +245,12 @@ field() { # field "k=v k=v" KEY
 RESULTS="$TMP/results.tsv" # round target endpoint rps p50 p99 p999 errors waits cpu_us_per_request
 : >"$RESULTS"
 
-# waits_now TARGET ENDPOINT: the waits counter the endpoint's runs can move
-# (the `bench` buffer; every buffer for the round-robin runs); "-" for the baseline.
+# waits_now TARGET ENDPOINT: the waits counter of the `bench` buffer; "-" for the
+# baseline and for the round-robin runs (whose waits are summed over every buffer
+# once before and once after all of them: listing 10,000 sequences per run would
+# weigh on the RSS measured).
 waits_now() {
-    if [[ $1 == baseline ]]; then echo -
-    elif [[ $2 == live ]]; then sum_field "$1" waits
+    if [[ $1 == baseline || $2 == live ]]; then echo -
     else buffer_field "$1" bench waits
     fi
 }
@@ -370,15 +376,17 @@ if (( LIVE > 0 )); then
     LIVE_TARGETS=(baseline "$lt")
     warm baseline live
     warm "$lt" live
-    LIVE_WAITS_BEFORE=$(sum_field "$lt" waits)
-    LIVE_FETCHES_BEFORE=$(sum_field "$lt" fetches)
+    RSS_LIVE_WARM=$(rss_kib "$lt")
+    read -r LIVE_WAITS_BEFORE LIVE_FETCHES_BEFORE < <(sum_fields "$lt")
     for round in $(seq 1 "$ROUNDS"); do
         if (( round % 2 == 1 )); then order=(baseline "$lt"); else order=("$lt" baseline); fi
         for t in "${order[@]}"; do measure "$round" "$t" live; done
     done
-    LIVE_WAITS_AFTER=$(sum_field "$lt" waits)
-    LIVE_FETCHES_AFTER=$(sum_field "$lt" fetches)
     RSS_LIVE_AFTER=$(rss_kib "$lt")
+    read -r LIVE_WAITS_AFTER LIVE_FETCHES_AFTER < <(sum_fields "$lt")
+    # What one Prometheus scrape costs with this many sequences.
+    METRICS_BYTES=$(curl -s --max-time 60 -o /dev/null -w '%{size_download}' "http://${ADDR[$lt]}/metrics")
+    RSS_LIVE_SCRAPED=$(rss_kib "$lt")
 fi
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -480,7 +488,7 @@ REPORT="$TMP/report.md"
         echo
         echo "$LIVE live sequences on seqd-sqlite (created through \`POST /v1/sequences\` and touched once, $LIVE_MK), then"
         echo "\`GET /v1/sequences/live-<i>/next\` round-robin over all of them (\`scripts/bench/rotate.lua\`; the baseline gets the same"
-        echo "requests and ignores the name):"
+        echo "requests and ignores the name; the waits of these runs are summed over all sequences below):"
         echo
         echo "| target | endpoint | req/s | IDs/s | p50 | p99 | p99.9 | server CPU/req | req/s vs baseline | p99 vs baseline | errors | waits | req/s per round |"
         echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -488,10 +496,11 @@ REPORT="$TMP/report.md"
         table_rows live
         TARGETS=("${TARGETS_SAVE[@]}")
         echo
-        echo "- waits summed over all sequences: $LIVE_WAITS_BEFORE before the runs, $LIVE_WAITS_AFTER after (the touches are the cold starts);"
-        echo "  fetches: $LIVE_FETCHES_BEFORE before, $LIVE_FETCHES_AFTER after."
-        echo "- seqd-sqlite RSS: $(mib "$RSS_LIVE_BEFORE") with \`bench\` only, $(mib "$RSS_LIVE_TOUCHED") with $LIVE more live sequences,"
-        echo "  $(mib "$RSS_LIVE_AFTER") after the round-robin runs."
+        echo "- waits summed over all sequences (one \`GET /v1/sequences\` before the measured runs, one after): $LIVE_WAITS_BEFORE"
+        echo "  before, $LIVE_WAITS_AFTER after (the $LIVE touches are cold starts); fetches: $LIVE_FETCHES_BEFORE before, $LIVE_FETCHES_AFTER after."
+        echo "- seqd-sqlite RSS: $(mib "$RSS_LIVE_BEFORE") with \`bench\` only; $(mib "$RSS_LIVE_TOUCHED") with $LIVE more live sequences;"
+        echo "  $(mib "$RSS_LIVE_WARM") after the warm-up; $(mib "$RSS_LIVE_AFTER") after the round-robin runs (including one listing of"
+        echo "  every sequence); $(mib "$RSS_LIVE_SCRAPED") after one more listing and one \`GET /metrics\` ($(commas "$METRICS_BYTES") bytes)."
     fi
     echo
     echo "Targets of the issue (same run):"

@@ -84,6 +84,9 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let resp = shed.expect("a third request is shed");
+    // The limit is per process, not per route: another route is shed too.
+    let other = s.http.get(s.url("/v1/sequences/s/batch?count=2")).send().await.unwrap();
+    assert_eq!(other.status(), 503, "the limit counts every route together");
     assert!(resp.headers().contains_key("retry-after"));
     let body: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "overloaded");

@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::{BoxError, ServiceBuilder};
 
 use super::error::ApiError;
@@ -37,7 +38,9 @@ pub fn apply<S: Clone + Send + Sync + 'static>(router: Router<S>, limits: &Limit
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(|e: BoxError| async move { classify(e) }))
             .load_shed()
-            .concurrency_limit(limits.max_concurrency)
+            // Global: `Router::layer` wraps each route on its own, and a plain
+            // concurrency limit would then count per route, not per process.
+            .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
             .timeout(limits.request_timeout),
     )
 }
