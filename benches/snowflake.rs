@@ -25,20 +25,42 @@ use seqd::snowflake::{Generator, Grant, Layout, SystemWallClock, WallClock};
 use tokio::runtime::Runtime;
 
 fn generator(bits: &str) -> Generator {
-    let layout = Layout::new(bits.parse().unwrap(), 1, DEFAULT_EPOCH_MS, SystemWallClock.now_ms()).unwrap();
+    let layout = Layout::new(
+        bits.parse().unwrap(),
+        1,
+        DEFAULT_EPOCH_MS,
+        SystemWallClock.now_ms(),
+    )
+    .unwrap();
     let g = Generator::new(layout, Arc::new(SystemWallClock), Duration::from_millis(5));
-    g.install(Grant { worker_id: 0, issue_until_ms: i64::MAX, bound_ms: i64::MAX }, None);
+    g.install(
+        Grant {
+            worker_id: 0,
+            issue_until_ms: i64::MAX,
+            bound_ms: i64::MAX,
+        },
+        None,
+    );
     g
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut group = c.benchmark_group("snowflake");
     for bits in ["41/10/12", "41/0/22"] {
-        let name = if bits == "41/10/12" { "default_41_10_12" } else { "wide_41_0_22" };
+        let name = if bits == "41/10/12" {
+            "default_41_10_12"
+        } else {
+            "wide_41_0_22"
+        };
         let g = generator(bits);
         group.throughput(Throughput::Elements(1));
-        group.bench_function(format!("{name}/next"), |b| b.iter_custom(|iters| next_loop(&rt, &g, iters)));
+        group.bench_function(format!("{name}/next"), |b| {
+            b.iter_custom(|iters| next_loop(&rt, &g, iters))
+        });
         group.throughput(Throughput::Elements(1000));
         group.bench_function(format!("{name}/batch_1000"), |b| {
             b.iter_custom(|iters| {
@@ -52,7 +74,10 @@ fn bench(c: &mut Criterion) {
             })
         });
         let st = g.status();
-        println!("{name}: {} IDs issued, {} waits for the next millisecond", st.issued, st.sequence_waits);
+        println!(
+            "{name}: {} IDs issued, {} waits for the next millisecond",
+            st.issued, st.sequence_waits
+        );
     }
     group.finish();
 }

@@ -83,14 +83,22 @@ async fn next(State(c): State<Counter>, Path(name): Path<String>, headers: Heade
     }
 }
 
-async fn batch(State(c): State<Counter>, Path(name): Path<String>, RawQuery(q): RawQuery) -> Response {
+async fn batch(
+    State(c): State<Counter>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
     let count = q
         .as_deref()
         .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("count=")))
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|n| (1..=10_000).contains(n));
     let Some(count) = count else {
-        return (StatusCode::BAD_REQUEST, "count must be an integer from 1 to 10000").into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            "count must be an integer from 1 to 10000",
+        )
+            .into_response();
     };
     let first = c.0.fetch_add(count, Ordering::Relaxed);
     let mut body = String::with_capacity(name.len() + 20 + count as usize * 20);

@@ -19,14 +19,26 @@ pub async fn migrate(db: &DatabaseArgs) -> anyhow::Result<()> {
 /// `seqd sequences create|list|set-step`.
 pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
     match cmd {
-        SequencesCommand::Create { name, start, step, description, db } => {
+        SequencesCommand::Create {
+            name,
+            start,
+            step,
+            description,
+            db,
+        } => {
             let name = parse_name(name)?;
-            let new = NewSequence::new(name.clone(), *start, *step, description.clone(), db.max_step)
-                .map_err(|e| match e {
-                    ParseError::Start => anyhow!("{e} (got {start})"),
-                    ParseError::Step { .. } => anyhow!("{e} (got {step})"),
-                    _ => anyhow!("{e} (got {} characters)", description.chars().count()),
-                })?;
+            let new = NewSequence::new(
+                name.clone(),
+                *start,
+                *step,
+                description.clone(),
+                db.max_step,
+            )
+            .map_err(|e| match e {
+                ParseError::Start => anyhow!("{e} (got {start})"),
+                ParseError::Step { .. } => anyhow!("{e} (got {step})"),
+                _ => anyhow!("{e} (got {} characters)", description.chars().count()),
+            })?;
             let store = open_store(&db.url()).await?;
             match store.create(&new).await {
                 Ok(row) => print_rows(&[row]),
@@ -42,9 +54,13 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
         }
         SequencesCommand::SetStep { name, step, db } => {
             let name = parse_name(name)?;
-            let step = validate_step(*step, db.max_step).map_err(|e| anyhow!("{e} (got {step})"))?;
+            let step =
+                validate_step(*step, db.max_step).map_err(|e| anyhow!("{e} (got {step})"))?;
             let store = open_store(&db.url()).await?;
-            let patch = SequencePatch { step: Some(step), description: None };
+            let patch = SequencePatch {
+                step: Some(step),
+                description: None,
+            };
             match store.update(&name, &patch).await {
                 Ok(row) => print_rows(&[row]),
                 Err(StoreError::NotFound) => {
@@ -63,9 +79,18 @@ fn parse_name(name: &str) -> anyhow::Result<SeqName> {
 }
 
 fn print_rows(rows: &[SequenceRow]) {
-    println!("{:<32} {:>20} {:>10}  DESCRIPTION", "NAME", "MAX_ID", "STEP");
+    println!(
+        "{:<32} {:>20} {:>10}  DESCRIPTION",
+        "NAME", "MAX_ID", "STEP"
+    );
     for r in rows {
         // `as_str`: SeqName's Display ignores width, which would break the columns.
-        println!("{:<32} {:>20} {:>10}  {}", r.name.as_str(), r.max_id, r.step, r.description);
+        println!(
+            "{:<32} {:>20} {:>10}  {}",
+            r.name.as_str(),
+            r.max_id,
+            r.step,
+            r.description
+        );
     }
 }

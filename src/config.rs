@@ -39,7 +39,8 @@ pub enum Command {
 
 /// Flags of `seqd import-leaf`.
 #[derive(Clone, Args)]
-#[command(long_about = "Import Leaf's `leaf_alloc` table into seqd's `sequences` (migrating from Leaf).
+#[command(
+    long_about = "Import Leaf's `leaf_alloc` table into seqd's `sequences` (migrating from Leaf).
 
 Each row becomes a seqd sequence that continues where Leaf left off: Leaf's max_id is the next ID \
 Leaf has not issued, so the seqd row gets max_id = leaf.max_id - 1 and serves leaf.max_id first. \
@@ -49,10 +50,16 @@ Rows whose biz_tag is not a valid seqd name (or whose max_id/step are out of ran
 and skipped; the command then exits non-zero unless --skip-invalid. Names that already exist in \
 seqd are left as they are; one whose max_id is below Leaf's max_id - 1 is reported (non-zero exit) \
 unless --raise lifts it. The same import in plain SQL, when both tables share a database: \
-docs/import-leaf.md.")]
+docs/import-leaf.md."
+)]
 pub struct ImportLeafArgs {
     /// URL of Leaf's database, holding `leaf_alloc`: postgres://, mysql:// or mariadb://.
-    #[arg(long, value_name = "URL", env = "SEQD_LEAF_DATABASE_URL", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SEQD_LEAF_DATABASE_URL",
+        hide_env_values = true
+    )]
     pub from: String,
     /// Print the plan and write nothing.
     #[arg(long)]
@@ -246,12 +253,20 @@ mod tests {
     fn subcommands_parse() {
         let c = Cli::parse_from(["seqd", "sequences", "create", "order", "--step", "50"]);
         match c.command {
-            Some(Command::Sequences(SequencesCommand::Create { name, step, start, .. })) => {
+            Some(Command::Sequences(SequencesCommand::Create {
+                name, step, start, ..
+            })) => {
                 assert_eq!((name.as_str(), step, start), ("order", 50, 1));
             }
             other => panic!("unexpected {other:?}"),
         }
-        let c = Cli::parse_from(["seqd", "import-leaf", "--from", "mysql://u:pw@h/leaf", "--dry-run"]);
+        let c = Cli::parse_from([
+            "seqd",
+            "import-leaf",
+            "--from",
+            "mysql://u:pw@h/leaf",
+            "--dry-run",
+        ]);
         match c.command {
             Some(Command::ImportLeaf(a)) => {
                 assert!(a.dry_run && !a.skip_invalid && !a.raise);

@@ -146,7 +146,12 @@ impl NewSequence {
         }
         validate_step(step, max_step)?;
         validate_description(&description)?;
-        Ok(NewSequence { name, start, step, description })
+        Ok(NewSequence {
+            name,
+            start,
+            step,
+            description,
+        })
     }
 }
 
@@ -174,7 +179,13 @@ mod tests {
 
     #[test]
     fn name_accepts_the_documented_alphabet() {
-        for ok in ["a", "order", "Order-2024", "biz:order.v1_x", &"a".repeat(128)] {
+        for ok in [
+            "a",
+            "order",
+            "Order-2024",
+            "biz:order.v1_x",
+            &"a".repeat(128),
+        ] {
             assert!(SeqName::parse(ok).is_ok(), "{ok:?} should parse");
         }
     }
@@ -182,8 +193,14 @@ mod tests {
     #[test]
     fn name_rejects_everything_else() {
         let long = "a".repeat(129);
-        for bad in ["", "-a", ".a", "_a", "a b", "a/b", "../x", "é", "a\0", "a;drop", &long] {
-            assert_eq!(SeqName::parse(bad), Err(ParseError::Name), "{bad:?} should be rejected");
+        for bad in [
+            "", "-a", ".a", "_a", "a b", "a/b", "../x", "é", "a\0", "a;drop", &long,
+        ] {
+            assert_eq!(
+                SeqName::parse(bad),
+                Err(ParseError::Name),
+                "{bad:?} should be rejected"
+            );
         }
     }
 
@@ -200,7 +217,10 @@ mod tests {
     fn new_sequence_validates_start_step_description() {
         let n = SeqName::parse("x").unwrap();
         assert!(NewSequence::new(n.clone(), 1, 1, String::new(), 10).is_ok());
-        assert_eq!(NewSequence::new(n.clone(), 0, 1, String::new(), 10), Err(ParseError::Start));
+        assert_eq!(
+            NewSequence::new(n.clone(), 0, 1, String::new(), 10),
+            Err(ParseError::Start)
+        );
         assert_eq!(
             NewSequence::new(n.clone(), 1, 11, String::new(), 10),
             Err(ParseError::Step { max: 10 })

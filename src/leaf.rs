@@ -50,7 +50,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const PG_SELECT: &str = "SELECT biz_tag::text, max_id::bigint, step::bigint, description::text \
                          FROM leaf_alloc ORDER BY biz_tag";
 /// Reads `leaf_alloc` on MySQL/MariaDB, casting to the types seqd decodes.
-const MYSQL_SELECT: &str = "SELECT CAST(biz_tag AS CHAR), CAST(max_id AS SIGNED), CAST(step AS SIGNED), \
+const MYSQL_SELECT: &str =
+    "SELECT CAST(biz_tag AS CHAR), CAST(max_id AS SIGNED), CAST(step AS SIGNED), \
                             CAST(description AS CHAR) FROM leaf_alloc ORDER BY biz_tag";
 
 /// One row of Leaf's `leaf_alloc` table, as read.
@@ -70,7 +71,9 @@ pub struct LeafRow {
 #[derive(Debug, thiserror::Error)]
 pub enum LeafError {
     /// The `--from` URL is not a PostgreSQL or MySQL/MariaDB URL.
-    #[error("unsupported Leaf database URL scheme {0:?}: expected postgres://, mysql:// or mariadb://")]
+    #[error(
+        "unsupported Leaf database URL scheme {0:?}: expected postgres://, mysql:// or mariadb://"
+    )]
     Scheme(String),
     /// Leaf's database could not be reached.
     #[error("connecting to Leaf's database {url}: {detail}")]
@@ -97,17 +100,34 @@ type RawRow = (String, Option<i64>, Option<i64>, Option<String>);
 /// `mysql://` or `mariadb://` URL, ordered by `biz_tag`.
 pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
     let shown = store::redact_url(url);
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
-    let connect_err = |detail: String| LeafError::Connect { url: shown.clone(), detail };
-    let read_err = |e: sqlx::Error| LeafError::Read { url: shown.clone(), detail: e.to_string() };
-    let timed_out = || connect_err(format!("no connection within {}s", CONNECT_TIMEOUT.as_secs()));
+    let scheme = url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    let connect_err = |detail: String| LeafError::Connect {
+        url: shown.clone(),
+        detail,
+    };
+    let read_err = |e: sqlx::Error| LeafError::Read {
+        url: shown.clone(),
+        detail: e.to_string(),
+    };
+    let timed_out = || {
+        connect_err(format!(
+            "no connection within {}s",
+            CONNECT_TIMEOUT.as_secs()
+        ))
+    };
     let raw: Vec<RawRow> = match scheme.as_str() {
         "postgres" | "postgresql" => {
             let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| connect_err(e.to_string()))?;
-            let rows = sqlx::query_as(PG_SELECT).fetch_all(&mut conn).await.map_err(read_err)?;
+            let rows = sqlx::query_as(PG_SELECT)
+                .fetch_all(&mut conn)
+                .await
+                .map_err(read_err)?;
             let _ = conn.close().await;
             rows
         }
@@ -118,7 +138,10 @@ pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| connect_err(e.to_string()))?;
-            let rows = sqlx::query_as(MYSQL_SELECT).fetch_all(&mut conn).await.map_err(read_err)?;
+            let rows = sqlx::query_as(MYSQL_SELECT)
+                .fetch_all(&mut conn)
+                .await
+                .map_err(read_err)?;
             let _ = conn.close().await;
             rows
         }
@@ -126,7 +149,12 @@ pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
     };
     Ok(raw
         .into_iter()
-        .map(|(biz_tag, max_id, step, description)| LeafRow { biz_tag, max_id, step, description })
+        .map(|(biz_tag, max_id, step, description)| LeafRow {
+            biz_tag,
+            max_id,
+            step,
+            description,
+        })
         .collect())
 }
 
@@ -137,13 +165,23 @@ pub fn to_new_sequence(row: &LeafRow, max_step: i64) -> Result<NewSequence, Stri
     let max_id = row.max_id.ok_or("max_id is NULL")?;
     let step = row.step.ok_or("step is NULL")?;
     if max_id < 1 {
-        return Err(format!("max_id {max_id} is below 1: seqd sequences start at 1 or above"));
+        return Err(format!(
+            "max_id {max_id} is below 1: seqd sequences start at 1 or above"
+        ));
     }
     if step > max_step {
-        return Err(format!("step {step} is above --max-step {max_step}: raise --max-step to import it"));
+        return Err(format!(
+            "step {step} is above --max-step {max_step}: raise --max-step to import it"
+        ));
     }
-    NewSequence::new(name, max_id, step, row.description.clone().unwrap_or_default(), max_step)
-        .map_err(|e| e.to_string())
+    NewSequence::new(
+        name,
+        max_id,
+        step,
+        row.description.clone().unwrap_or_default(),
+        max_step,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// How to run an import.
@@ -245,10 +283,18 @@ impl Report {
 
     /// The one-line summary.
     pub fn summary(&self) -> String {
-        let (verb, raised) = if self.dry_run { ("to import", "to raise") } else { ("imported", "raised") };
+        let (verb, raised) = if self.dry_run {
+            ("to import", "to raise")
+        } else {
+            ("imported", "raised")
+        };
         let mut s = format!(
             "{}{} {verb}, {} skipped (already in seqd, {} of them {raised}), {} invalid",
-            if self.dry_run { "dry run, nothing written: " } else { "" },
+            if self.dry_run {
+                "dry run, nothing written: "
+            } else {
+                ""
+            },
             self.imported(),
             self.skipped(),
             self.raised(),
@@ -271,8 +317,15 @@ impl Report {
 /// # Panics
 ///
 /// If `target` is `None` without `dry_run`.
-pub async fn import(rows: &[LeafRow], target: Option<&dyn Store>, opts: ImportOptions) -> Result<Report, StoreError> {
-    assert!(target.is_some() || opts.dry_run, "a real import needs a target store");
+pub async fn import(
+    rows: &[LeafRow],
+    target: Option<&dyn Store>,
+    opts: ImportOptions,
+) -> Result<Report, StoreError> {
+    assert!(
+        target.is_some() || opts.dry_run,
+        "a real import needs a target store"
+    );
     let mut entries = Vec::with_capacity(rows.len());
     for row in rows {
         let action = match to_new_sequence(row, opts.max_step) {
@@ -282,12 +335,22 @@ pub async fn import(rows: &[LeafRow], target: Option<&dyn Store>, opts: ImportOp
                 Some(store) => import_one(store, new, opts).await?,
             },
         };
-        entries.push(Entry { biz_tag: row.biz_tag.clone(), action });
+        entries.push(Entry {
+            biz_tag: row.biz_tag.clone(),
+            action,
+        });
     }
-    Ok(Report { dry_run: opts.dry_run, entries })
+    Ok(Report {
+        dry_run: opts.dry_run,
+        entries,
+    })
 }
 
-async fn import_one(store: &dyn Store, new: NewSequence, opts: ImportOptions) -> Result<Action, StoreError> {
+async fn import_one(
+    store: &dyn Store,
+    new: NewSequence,
+    opts: ImportOptions,
+) -> Result<Action, StoreError> {
     if let Some(row) = store.get(&new.name).await? {
         return existing(store, &row, new.start, opts).await;
     }
@@ -299,27 +362,48 @@ async fn import_one(store: &dyn Store, new: NewSequence, opts: ImportOptions) ->
         // Created meanwhile by someone else: treat it as existing.
         Err(StoreError::AlreadyExists) => match store.get(&new.name).await? {
             Some(row) => existing(store, &row, new.start, opts).await,
-            None => Ok(Action::Failed("created and deleted by someone else meanwhile".into())),
+            None => Ok(Action::Failed(
+                "created and deleted by someone else meanwhile".into(),
+            )),
         },
         Err(e) => Ok(Action::Failed(e.to_string())),
     }
 }
 
 /// An existing seqd row for a Leaf row whose next ID is `leaf_max_id`.
-async fn existing(store: &dyn Store, row: &SequenceRow, leaf_max_id: i64, opts: ImportOptions) -> Result<Action, StoreError> {
+async fn existing(
+    store: &dyn Store,
+    row: &SequenceRow,
+    leaf_max_id: i64,
+    opts: ImportOptions,
+) -> Result<Action, StoreError> {
     let wanted = leaf_max_id - 1;
     if row.max_id >= wanted || !opts.raise {
-        return Ok(Action::Exists { seqd_max_id: row.max_id, leaf_max_id });
+        return Ok(Action::Exists {
+            seqd_max_id: row.max_id,
+            leaf_max_id,
+        });
     }
     if opts.dry_run {
-        return Ok(Action::Raised { from: row.max_id, to: wanted });
+        return Ok(Action::Raised {
+            from: row.max_id,
+            to: wanted,
+        });
     }
     // One atomic reservation of at least the gap: max_id only grows, and
     // concurrent reservations by running instances only add to it.
     match store.reserve(&row.name, wanted - row.max_id).await {
-        Ok(r) if r.max_id >= wanted => Ok(Action::Raised { from: r.max_id - r.size, to: r.max_id }),
-        Ok(r) => Ok(Action::Failed(format!("raised max_id only to {}, below {wanted}", r.max_id))),
-        Err(e @ (StoreError::Exhausted | StoreError::NotFound)) => Ok(Action::Failed(format!("raising max_id: {e}"))),
+        Ok(r) if r.max_id >= wanted => Ok(Action::Raised {
+            from: r.max_id - r.size,
+            to: r.max_id,
+        }),
+        Ok(r) => Ok(Action::Failed(format!(
+            "raised max_id only to {}, below {wanted}",
+            r.max_id
+        ))),
+        Err(e @ (StoreError::Exhausted | StoreError::NotFound)) => {
+            Ok(Action::Failed(format!("raising max_id: {e}")))
+        }
         Err(e) => Err(e),
     }
 }
@@ -368,16 +452,26 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
     let rows = read_leaf_alloc(&args.from).await?;
     let target_url = args.db.url();
     let shown = store::redact_url(&target_url);
-    let opts = ImportOptions { dry_run: args.dry_run, raise: args.raise, max_step: args.db.max_step };
+    let opts = ImportOptions {
+        dry_run: args.dry_run,
+        raise: args.raise,
+        max_step: args.db.max_step,
+    };
     println!(
         "{} {} row(s) of leaf_alloc from {} into {shown}",
-        if opts.dry_run { "plan (dry run) for" } else { "importing" },
+        if opts.dry_run {
+            "plan (dry run) for"
+        } else {
+            "importing"
+        },
         rows.len(),
         store::redact_url(&args.from)
     );
 
     let target: Option<Arc<dyn Store>> = if opts.dry_run {
-        let s = store::connect(&target_url).await.with_context(|| format!("connecting to {shown}"))?;
+        let s = store::connect(&target_url)
+            .await
+            .with_context(|| format!("connecting to {shown}"))?;
         match s.ping().await {
             Ok(()) => Some(s),
             Err(e) => {
@@ -427,13 +521,21 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn leaf(tag: &str, max_id: i64, step: i64) -> LeafRow {
-        LeafRow { biz_tag: tag.into(), max_id: Some(max_id), step: Some(step), description: None }
+        LeafRow {
+            biz_tag: tag.into(),
+            max_id: Some(max_id),
+            step: Some(step),
+            description: None,
+        }
     }
 
     #[test]
     fn a_leaf_row_continues_at_leaf_max_id() {
         let new = to_new_sequence(&leaf("order", 2001, 2000), 1_000_000).unwrap();
-        assert_eq!((new.name.as_str(), new.start, new.step), ("order", 2001, 2000));
+        assert_eq!(
+            (new.name.as_str(), new.start, new.step),
+            ("order", 2001, 2000)
+        );
     }
 
     #[test]
@@ -443,7 +545,13 @@ mod tests {
             (leaf("a", 0, 10), "max_id 0"),
             (leaf("a", 1, 0), "invalid step"),
             (leaf("a", 1, 2_000_000), "--max-step"),
-            (LeafRow { max_id: None, ..leaf("a", 1, 1) }, "NULL"),
+            (
+                LeafRow {
+                    max_id: None,
+                    ..leaf("a", 1, 1)
+                },
+                "NULL",
+            ),
         ] {
             let err = to_new_sequence(&row, 1_000_000).unwrap_err();
             assert!(err.contains(needle), "{row:?}: {err}");
@@ -454,10 +562,23 @@ mod tests {
     async fn raise_lifts_an_existing_sequence_to_leafs_next_id() {
         let store = MemoryStore::new();
         store.insert("order", 10, 5);
-        let opts = ImportOptions { dry_run: false, raise: true, max_step: 1_000_000 };
-        let report = import(&[leaf("order", 501, 100)], Some(&store), opts).await.unwrap();
-        assert_eq!(report.entries[0].action, Action::Raised { from: 10, to: 500 });
-        let row = store.get(&SeqName::parse("order").unwrap()).await.unwrap().unwrap();
+        let opts = ImportOptions {
+            dry_run: false,
+            raise: true,
+            max_step: 1_000_000,
+        };
+        let report = import(&[leaf("order", 501, 100)], Some(&store), opts)
+            .await
+            .unwrap();
+        assert_eq!(
+            report.entries[0].action,
+            Action::Raised { from: 10, to: 500 }
+        );
+        let row = store
+            .get(&SeqName::parse("order").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(row.max_id, 500);
     }
 
@@ -465,9 +586,18 @@ mod tests {
     async fn without_raise_a_sequence_behind_leaf_is_reported() {
         let store = MemoryStore::new();
         store.insert("order", 10, 5);
-        let opts = ImportOptions { dry_run: false, raise: false, max_step: 1_000_000 };
-        let report = import(&[leaf("order", 501, 100)], Some(&store), opts).await.unwrap();
+        let opts = ImportOptions {
+            dry_run: false,
+            raise: false,
+            max_step: 1_000_000,
+        };
+        let report = import(&[leaf("order", 501, 100)], Some(&store), opts)
+            .await
+            .unwrap();
         assert!(report.entries[0].action.is_behind());
-        assert_eq!((report.skipped(), report.behind(), report.imported()), (1, 1, 0));
+        assert_eq!(
+            (report.skipped(), report.behind(), report.imported()),
+            (1, 1, 0)
+        );
     }
 }

@@ -69,8 +69,13 @@ impl Settings {
 /// Connects to the database and applies the migrations.
 pub async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     let redacted = store::redact_url(url);
-    let store = store::connect(url).await.with_context(|| format!("connecting to {redacted}"))?;
-    store.migrate().await.with_context(|| format!("migrating {redacted}"))?;
+    let store = store::connect(url)
+        .await
+        .with_context(|| format!("connecting to {redacted}"))?;
+    store
+        .migrate()
+        .await
+        .with_context(|| format!("migrating {redacted}"))?;
     Ok(store)
 }
 
@@ -95,7 +100,9 @@ pub async fn run(
         "seqd started"
     );
     if matches!(admin, AdminAuth::OpenOnLoopback) {
-        tracing::warn!("no admin token set: admin calls are open to anyone on this host (loopback listener)");
+        tracing::warn!(
+            "no admin token set: admin calls are open to anyone on this host (loopback listener)"
+        );
     }
     let allocator = Allocator::new(store, settings.allocator.clone());
     let app = router_with_limits(AppState { allocator, admin }, &settings.limits);

@@ -14,12 +14,20 @@ fn name(s: &str) -> SeqName {
 }
 
 fn config() -> AllocatorConfig {
-    AllocatorConfig { wait_timeout: Duration::from_secs(3), ..AllocatorConfig::default() }
+    AllocatorConfig {
+        wait_timeout: Duration::from_secs(3),
+        ..AllocatorConfig::default()
+    }
 }
 
 /// An allocator that always fetches the row's step, on a manual clock.
 fn fixed(store: &Arc<MemoryStore>, cfg: AllocatorConfig) -> Allocator {
-    Allocator::with_parts(store.clone(), cfg, Arc::new(ManualClock::new()), Arc::new(FixedStep))
+    Allocator::with_parts(
+        store.clone(),
+        cfg,
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    )
 }
 
 /// Lets spawned fetch tasks run until `cond` holds (bounded; no sleeping).
@@ -117,8 +125,20 @@ async fn gives_up_after_the_wait_timeout_with_unavailable() {
     store.close_gate();
     let started = tokio::time::Instant::now();
     let err = alloc.next(&name("a")).await.unwrap_err();
-    assert!(matches!(err, AllocError::Unavailable { storage_failing: false }), "{err:?}");
-    assert_eq!(started.elapsed(), Duration::from_secs(3), "waited exactly the timeout (paused clock)");
+    assert!(
+        matches!(
+            err,
+            AllocError::Unavailable {
+                storage_failing: false
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(3),
+        "waited exactly the timeout (paused clock)"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -129,9 +149,17 @@ async fn a_failing_store_then_recovering_never_leaves_the_sequence_stuck() {
     let a = name("a");
     store.set_failing("a", true);
     let err = alloc.next(&a).await.unwrap_err();
-    assert_eq!(err, AllocError::Unavailable { storage_failing: true });
+    assert_eq!(
+        err,
+        AllocError::Unavailable {
+            storage_failing: true
+        }
+    );
     let attempts = store.reserves("a");
-    assert!(attempts >= 3, "fetch retried with backoff while waiting ({attempts})");
+    assert!(
+        attempts >= 3,
+        "fetch retried with backoff while waiting ({attempts})"
+    );
     store.set_failing("a", false);
     // The retry loop (not a new request) brings it back.
     assert_eq!(alloc.next(&a).await.unwrap(), 1);
@@ -157,9 +185,20 @@ async fn a_batch_spans_a_segment_boundary_in_order() {
     let a = name("a");
     assert_eq!(alloc.next(&a).await.unwrap(), 1);
     let batch = alloc.batch(&a, Count::new(25).unwrap()).await.unwrap();
-    assert_eq!(batch.ids().collect::<Vec<_>>(), (2..=26).collect::<Vec<_>>());
-    assert!(batch.ranges.len() >= 3, "drawn from several segments: {:?}", batch.ranges);
-    assert_eq!(alloc.next(&a).await.unwrap(), 27, "the next ID follows the batch");
+    assert_eq!(
+        batch.ids().collect::<Vec<_>>(),
+        (2..=26).collect::<Vec<_>>()
+    );
+    assert!(
+        batch.ranges.len() >= 3,
+        "drawn from several segments: {:?}",
+        batch.ranges
+    );
+    assert_eq!(
+        alloc.next(&a).await.unwrap(),
+        27,
+        "the next ID follows the batch"
+    );
 }
 
 #[tokio::test]
@@ -195,20 +234,35 @@ async fn a_segment_ending_exactly_at_i64_max_is_served_to_the_last_id() {
     let store = Arc::new(MemoryStore::new());
     store.insert("a", i64::MAX - 20, 10);
     let alloc = fixed(&store, config());
-    let batch = alloc.batch(&name("a"), Count::new(20).unwrap()).await.unwrap();
+    let batch = alloc
+        .batch(&name("a"), Count::new(20).unwrap())
+        .await
+        .unwrap();
     assert_eq!(batch.ids().last(), Some(i64::MAX));
-    assert_eq!(alloc.next(&name("a")).await.unwrap_err(), AllocError::Exhausted);
+    assert_eq!(
+        alloc.next(&name("a")).await.unwrap_err(),
+        AllocError::Exhausted
+    );
 }
 
 #[tokio::test]
 async fn unknown_names_are_not_found_and_remembered_briefly() {
     let store = Arc::new(MemoryStore::new());
     let clock = ManualClock::new();
-    let alloc = Allocator::with_parts(store.clone(), config(), Arc::new(clock.clone()), Arc::new(FixedStep));
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        config(),
+        Arc::new(clock.clone()),
+        Arc::new(FixedStep),
+    );
     let x = name("x");
     assert_eq!(alloc.next(&x).await.unwrap_err(), AllocError::NotFound);
     assert_eq!(alloc.next(&x).await.unwrap_err(), AllocError::NotFound);
-    assert_eq!(store.reserves("x"), 1, "the second miss is answered from memory");
+    assert_eq!(
+        store.reserves("x"),
+        1,
+        "the second miss is answered from memory"
+    );
     // Created by SQL meanwhile: served once the negative entry expires.
     store.insert("x", 0, 10);
     clock.advance(Duration::from_secs(2));
@@ -251,7 +305,10 @@ async fn many_tasks_get_unique_ids_and_each_sees_them_increase() {
                 let mut mine = Vec::new();
                 for j in 0..500 {
                     if (i + j) % 3 == 0 {
-                        let b = alloc.batch(&a, Count::new(1 + (j % 17) as u32).unwrap()).await.unwrap();
+                        let b = alloc
+                            .batch(&a, Count::new(1 + (j % 17) as u32).unwrap())
+                            .await
+                            .unwrap();
                         mine.extend(b.ids());
                     } else {
                         mine.push(alloc.next(&a).await.unwrap());
@@ -282,7 +339,7 @@ async fn a_range_below_ids_already_served_is_never_reissued() {
         alloc.next(&a).await.unwrap();
     }
     until(|| alloc.snapshot(&a).unwrap().next.is_some()).await; // 21..=30 fetched
-    // The operator recreates the row lower than what was served.
+                                                                // The operator recreates the row lower than what was served.
     store.insert("a", 0, 10);
     let mut seen = HashSet::new();
     let mut last = 15;

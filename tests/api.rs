@@ -27,43 +27,100 @@ async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -
     assert_eq!(resp.status(), status, "status for {code}");
     let body = json_of(resp).await;
     assert_eq!(body["error"]["code"], code, "{body}");
-    body["error"]["message"].as_str().expect("message").to_string()
+    body["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_string()
 }
 
 async fn create(s: &TestServer, body: Value) -> reqwest::Response {
-    s.http.post(s.url("/v1/sequences")).json(&body).send().await.unwrap()
+    s.http
+        .post(s.url("/v1/sequences"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
 }
 
 async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
     let s = start(&db).await;
-    let resp = create(&s, json!({"name": "order", "start": 1001, "step": 10, "description": "orders"})).await;
+    let resp = create(
+        &s,
+        json!({"name": "order", "start": 1001, "step": 10, "description": "orders"}),
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let row = json_of(resp).await;
-    assert_eq!((row["name"].clone(), row["max_id"].clone(), row["step"].clone()), (json!("order"), json!(1000), json!(10)));
+    assert_eq!(
+        (
+            row["name"].clone(),
+            row["max_id"].clone(),
+            row["step"].clone()
+        ),
+        (json!("order"), json!(1000), json!(10))
+    );
     assert_eq!(row["description"], "orders");
 
-    let resp = s.http.get(s.url("/v1/sequences/order/next")).send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/v1/sequences/order/next"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     assert_eq!(json_of(resp).await, json!({"name": "order", "id": 1001}));
 
-    let resp = s.http.post(s.url("/v1/sequences/order/next")).header("accept", "text/plain").send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences/order/next"))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
     assert_eq!(resp.headers()["cache-control"], "no-store");
     assert_eq!(resp.text().await.unwrap(), "1002");
 
-    let resp = s.http.get(s.url("/v1/sequences/order/batch?count=25")).send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/v1/sequences/order/batch?count=25"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     let body = json_of(resp).await;
-    let ids: Vec<i64> = body["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
-    assert_eq!(ids, (1003..=1027).collect::<Vec<_>>(), "a batch spanning segments stays consecutive here");
+    let ids: Vec<i64> = body["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (1003..=1027).collect::<Vec<_>>(),
+        "a batch spanning segments stays consecutive here"
+    );
 
-    let resp = s.http.post(s.url("/v1/sequences/order/batch?count=1")).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences/order/batch?count=1"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(json_of(resp).await["ids"], json!([1028]));
 
-    let resp = s.http.get(s.url("/api/segment/get/order")).send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/api/segment/get/order"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.text().await.unwrap(), "1029");
     s.stop().await;
@@ -72,17 +129,42 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
 async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
     let s = start(&db).await;
     for n in ["b-seq", "a-seq"] {
-        assert_eq!(create(&s, json!({"name": n, "step": 5})).await.status(), StatusCode::CREATED);
+        assert_eq!(
+            create(&s, json!({"name": n, "step": 5})).await.status(),
+            StatusCode::CREATED
+        );
     }
-    s.http.get(s.url("/v1/sequences/a-seq/next")).send().await.unwrap();
+    s.http
+        .get(s.url("/v1/sequences/a-seq/next"))
+        .send()
+        .await
+        .unwrap();
 
     let list = json_of(s.http.get(s.url("/v1/sequences")).send().await.unwrap()).await;
-    let names: Vec<&str> = list["sequences"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["sequences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["a-seq", "b-seq"]);
-    assert!(list["sequences"][0]["buffer"]["current"].is_object(), "a-seq has a buffer: {list}");
-    assert!(list["sequences"][1]["buffer"].is_null(), "b-seq was never served");
+    assert!(
+        list["sequences"][0]["buffer"]["current"].is_object(),
+        "a-seq has a buffer: {list}"
+    );
+    assert!(
+        list["sequences"][1]["buffer"].is_null(),
+        "b-seq was never served"
+    );
 
-    let one = json_of(s.http.get(s.url("/v1/sequences/a-seq")).send().await.unwrap()).await;
+    let one = json_of(
+        s.http
+            .get(s.url("/v1/sequences/a-seq"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(one["name"], "a-seq");
     assert_eq!(one["step"], 5);
     let buf = &one["buffer"];
@@ -100,28 +182,61 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
         .unwrap();
     assert_eq!(patched.status(), StatusCode::OK);
     let patched = json_of(patched).await;
-    assert_eq!((patched["step"].clone(), patched["description"].clone()), (json!(50), json!("bigger")));
-    let again = json_of(s.http.get(s.url("/v1/sequences/a-seq")).send().await.unwrap()).await;
+    assert_eq!(
+        (patched["step"].clone(), patched["description"].clone()),
+        (json!(50), json!("bigger"))
+    );
+    let again = json_of(
+        s.http
+            .get(s.url("/v1/sequences/a-seq"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(again["step"], 50);
     s.stop().await;
 }
 
 async fn unknown_sequences_get_404_saying_how_to_create_them(db: TestDb) {
     let s = start(&db).await;
-    for path in ["/v1/sequences/nope/next", "/v1/sequences/nope/batch?count=3", "/v1/sequences/nope", "/api/segment/get/nope"] {
+    for path in [
+        "/v1/sequences/nope/next",
+        "/v1/sequences/nope/batch?count=3",
+        "/v1/sequences/nope",
+        "/api/segment/get/nope",
+    ] {
         let resp = s.http.get(s.url(path)).send().await.unwrap();
         let msg = expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
-        assert!(msg.contains("POST /v1/sequences") && msg.contains("seqd sequences create nope"), "{path}: {msg}");
+        assert!(
+            msg.contains("POST /v1/sequences") && msg.contains("seqd sequences create nope"),
+            "{path}: {msg}"
+        );
     }
-    let resp = s.http.patch(s.url("/v1/sequences/nope")).json(&json!({"step": 3})).send().await.unwrap();
+    let resp = s
+        .http
+        .patch(s.url("/v1/sequences/nope"))
+        .json(&json!({"step": 3}))
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
     s.stop().await;
 }
 
 async fn a_row_inserted_by_sql_is_served_without_restart(db: TestDb) {
     let s = start(&db).await;
-    common::execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('by-sql', 41, 3)").await;
-    let resp = s.http.get(s.url("/v1/sequences/by-sql/next")).send().await.unwrap();
+    common::execute(
+        &db,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('by-sql', 41, 3)",
+    )
+    .await;
+    let resp = s
+        .http
+        .get(s.url("/v1/sequences/by-sql/next"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(json_of(resp).await["id"], 42);
     s.stop().await;
 }
@@ -130,29 +245,83 @@ async fn bad_names_and_counts_get_400(db: TestDb) {
     let s = start(&db).await;
     create(&s, json!({"name": "ok"})).await;
     let long = "a".repeat(129);
-    for bad in ["-x", "%C3%A9", "a%20b", "%00", "...", ".x", "%2E%2E%2Fetc", "a%27%3B%20DROP%20TABLE%20sequences", long.as_str()] {
-        for path in [format!("/v1/sequences/{bad}/next"), format!("/v1/sequences/{bad}/batch?count=2"), format!("/api/segment/get/{bad}")] {
+    for bad in [
+        "-x",
+        "%C3%A9",
+        "a%20b",
+        "%00",
+        "...",
+        ".x",
+        "%2E%2E%2Fetc",
+        "a%27%3B%20DROP%20TABLE%20sequences",
+        long.as_str(),
+    ] {
+        for path in [
+            format!("/v1/sequences/{bad}/next"),
+            format!("/v1/sequences/{bad}/batch?count=2"),
+            format!("/api/segment/get/{bad}"),
+        ] {
             let resp = s.http.get(s.url(&path)).send().await.unwrap();
             expect_error(resp, StatusCode::BAD_REQUEST, "invalid_name").await;
         }
     }
-    for q in ["", "?count=0", "?count=-1", "?count=10001", "?count=1e9", "?count=abc", "?count=1&count=2"] {
-        let resp = s.http.get(s.url(&format!("/v1/sequences/ok/batch{q}"))).send().await.unwrap();
+    for q in [
+        "",
+        "?count=0",
+        "?count=-1",
+        "?count=10001",
+        "?count=1e9",
+        "?count=abc",
+        "?count=1&count=2",
+    ] {
+        let resp = s
+            .http
+            .get(s.url(&format!("/v1/sequences/ok/batch{q}")))
+            .send()
+            .await
+            .unwrap();
         expect_error(resp, StatusCode::BAD_REQUEST, "invalid_count").await;
     }
-    let resp = s.http.get(s.url("/v1/sequences/ok/batch?count=10000")).send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/v1/sequences/ok/batch?count=10000"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(json_of(resp).await["ids"].as_array().unwrap().len(), 10000);
     s.stop().await;
 }
 
 async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
     let s = start(&db).await;
-    assert_eq!(create(&s, json!({"name": "dup"})).await.status(), StatusCode::CREATED);
-    expect_error(create(&s, json!({"name": "dup"})).await, StatusCode::CONFLICT, "sequence_exists").await;
+    assert_eq!(
+        create(&s, json!({"name": "dup"})).await.status(),
+        StatusCode::CREATED
+    );
+    expect_error(
+        create(&s, json!({"name": "dup"})).await,
+        StatusCode::CONFLICT,
+        "sequence_exists",
+    )
+    .await;
     // Still a plain duplicate once this instance has served the sequence.
-    s.http.get(s.url("/v1/sequences/dup/next")).send().await.unwrap();
-    expect_error(create(&s, json!({"name": "dup"})).await, StatusCode::CONFLICT, "sequence_exists").await;
-    expect_error(create(&s, json!({"name": "bad name"})).await, StatusCode::BAD_REQUEST, "invalid_name").await;
+    s.http
+        .get(s.url("/v1/sequences/dup/next"))
+        .send()
+        .await
+        .unwrap();
+    expect_error(
+        create(&s, json!({"name": "dup"})).await,
+        StatusCode::CONFLICT,
+        "sequence_exists",
+    )
+    .await;
+    expect_error(
+        create(&s, json!({"name": "bad name"})).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_name",
+    )
+    .await;
     for body in [
         json!({"name": "x", "step": 0}),
         json!({"name": "x", "step": 1_000_001}),
@@ -162,20 +331,56 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
         json!({"step": 10}),
         json!({"name": "x", "description": "d".repeat(257)}),
     ] {
-        expect_error(create(&s, body).await, StatusCode::BAD_REQUEST, "invalid_request").await;
+        expect_error(
+            create(&s, body).await,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        )
+        .await;
     }
-    let resp = s.http.post(s.url("/v1/sequences")).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
-    let resp = s.http.post(s.url("/v1/sequences")).header("content-type", "text/plain").body(r#"{"name":"y"}"#).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .header("content-type", "text/plain")
+        .body(r#"{"name":"y"}"#)
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
-    for body in [json!({}), json!({"step": -1}), json!({"step": "x"}), json!({"name": "renamed"})] {
-        let resp = s.http.patch(s.url("/v1/sequences/dup")).json(&body).send().await.unwrap();
+    for body in [
+        json!({}),
+        json!({"step": -1}),
+        json!({"step": "x"}),
+        json!({"name": "renamed"}),
+    ] {
+        let resp = s
+            .http
+            .patch(s.url("/v1/sequences/dup"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
     }
     let big = "x".repeat(200 * 1024);
     // A client of its own: the server closes that connection without reading
     // the body, which must not disturb the pooled connections used below.
-    let resp = reqwest::Client::new().post(s.url("/v1/sequences")).header("content-type", "application/json").body(big).send().await.unwrap();
+    let resp = reqwest::Client::new()
+        .post(s.url("/v1/sequences"))
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
     // Nothing above changed the row.
     let row = json_of(s.http.get(s.url("/v1/sequences/dup")).send().await.unwrap()).await;
@@ -186,8 +391,18 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
 async fn exhausted_sequences_get_409(db: TestDb) {
     let s = start(&db).await;
     let start = i64::MAX - 2;
-    assert_eq!(create(&s, json!({"name": "top", "start": start, "step": 10})).await.status(), StatusCode::CREATED);
-    let resp = s.http.get(s.url("/v1/sequences/top/next")).send().await.unwrap();
+    assert_eq!(
+        create(&s, json!({"name": "top", "start": start, "step": 10}))
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    let resp = s
+        .http
+        .get(s.url("/v1/sequences/top/next"))
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::CONFLICT, "sequence_exhausted").await;
     s.stop().await;
 }
@@ -199,9 +414,18 @@ async fn health_readiness_and_unknown_routes(db: TestDb) {
     let resp = s.http.get(s.url("/readyz")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json_of(resp).await["checks"]["database"], "ok");
-    expect_error(s.http.get(s.url("/v2/nothing")).send().await.unwrap(), StatusCode::NOT_FOUND, "not_found").await;
     expect_error(
-        s.http.delete(s.url("/v1/sequences/x")).send().await.unwrap(),
+        s.http.get(s.url("/v2/nothing")).send().await.unwrap(),
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        s.http
+            .delete(s.url("/v1/sequences/x"))
+            .send()
+            .await
+            .unwrap(),
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
     )
@@ -214,16 +438,47 @@ async fn admin_token_is_required_when_set(db: TestDb) {
     settings.admin_token = Some(Secret::new("s3cret"));
     let s = TestServer::start(settings).await;
     let body = json!({"name": "guarded"});
-    let resp = s.http.post(s.url("/v1/sequences")).json(&body).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
-    let resp = s.http.post(s.url("/v1/sequences")).bearer_auth("wrong").json(&body).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .bearer_auth("wrong")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
-    let resp = s.http.post(s.url("/v1/sequences")).bearer_auth("s3cret").json(&body).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .bearer_auth("s3cret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::CREATED);
-    let resp = s.http.patch(s.url("/v1/sequences/guarded")).json(&json!({"step": 2})).send().await.unwrap();
+    let resp = s
+        .http
+        .patch(s.url("/v1/sequences/guarded"))
+        .json(&json!({"step": 2}))
+        .send()
+        .await
+        .unwrap();
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     // Reads of IDs need no token.
-    let resp = s.http.get(s.url("/v1/sequences/guarded/next")).send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/v1/sequences/guarded/next"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     s.stop().await;
 }
@@ -240,10 +495,30 @@ async fn concurrent_clients_over_http_get_unique_increasing_ids(db: TestDb) {
             let mut mine = Vec::new();
             for i in 0..100 {
                 if (c + i) % 4 == 0 {
-                    let v: Value = http.get(&url_batch).send().await.unwrap().json().await.unwrap();
-                    mine.extend(v["ids"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()));
+                    let v: Value = http
+                        .get(&url_batch)
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    mine.extend(
+                        v["ids"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.as_i64().unwrap()),
+                    );
                 } else {
-                    let v: Value = http.get(&url_next).send().await.unwrap().json().await.unwrap();
+                    let v: Value = http
+                        .get(&url_next)
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
                     mine.push(v["id"].as_i64().unwrap());
                 }
             }

@@ -14,15 +14,25 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> axum::Router {
-    let cfg = AllocatorConfig { wait_timeout: Duration::from_millis(200), ..AllocatorConfig::default() };
-    router(AppState { allocator: Allocator::new(store, cfg), admin })
+    let cfg = AllocatorConfig {
+        wait_timeout: Duration::from_millis(200),
+        ..AllocatorConfig::default()
+    };
+    router(AppState {
+        allocator: Allocator::new(store, cfg),
+        admin,
+    })
 }
 
 async fn call(app: axum::Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
     let resp = app.oneshot(req).await.unwrap();
     let (parts, body) = resp.into_parts();
     let bytes = to_bytes(body, 1 << 20).await.unwrap();
-    (parts.status, parts.headers, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        parts.status,
+        parts.headers,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test]
@@ -30,7 +40,9 @@ async fn storage_down_with_empty_buffers_answers_503_with_retry_after() {
     let store = Arc::new(MemoryStore::new());
     store.insert("s", 0, 10);
     store.set_failing("s", true);
-    let req = Request::get("/v1/sequences/s/next").body(Body::empty()).unwrap();
+    let req = Request::get("/v1/sequences/s/next")
+        .body(Body::empty())
+        .unwrap();
     let (status, headers, body) = call(app(store, AdminAuth::OpenOnLoopback), req).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(headers["retry-after"], "1");
@@ -44,7 +56,9 @@ async fn storage_down_on_a_batch_answers_503_too() {
     let store = Arc::new(MemoryStore::new());
     store.insert("s", 0, 10);
     store.close_gate();
-    let req = Request::post("/v1/sequences/s/batch?count=5").body(Body::empty()).unwrap();
+    let req = Request::post("/v1/sequences/s/batch?count=5")
+        .body(Body::empty())
+        .unwrap();
     let (status, headers, body) = call(app(store, AdminAuth::OpenOnLoopback), req).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(headers.contains_key("retry-after"));
@@ -54,7 +68,10 @@ async fn storage_down_on_a_batch_answers_503_too() {
 #[tokio::test]
 async fn admin_calls_are_refused_on_a_public_listener_without_token() {
     assert!(matches!(AdminAuth::decide(None, false), AdminAuth::Refused));
-    assert!(matches!(AdminAuth::decide(None, true), AdminAuth::OpenOnLoopback));
+    assert!(matches!(
+        AdminAuth::decide(None, true),
+        AdminAuth::OpenOnLoopback
+    ));
     let store = Arc::new(MemoryStore::new());
     let req = Request::post("/v1/sequences")
         .header("content-type", "application/json")

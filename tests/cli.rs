@@ -38,7 +38,13 @@ fn stderr(out: &Output) -> String {
 
 /// Asserts success and returns stdout.
 fn ok(out: &Output) -> String {
-    assert!(out.status.success(), "exit {:?}\nstdout: {}\nstderr: {}", out.status.code(), stdout(out), stderr(out));
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        stdout(out),
+        stderr(out)
+    );
     stdout(out)
 }
 
@@ -46,9 +52,18 @@ fn ok(out: &Output) -> String {
 /// backtrace, no Rust debug output) and returns it.
 fn fails(out: &Output) -> String {
     let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stdout: {}\nstderr: {err}", stdout(out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {err}",
+        stdout(out)
+    );
     assert!(err.starts_with("error: "), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
     for debug in ["backtrace", "Stack", "{ ", "Error(", "panicked"] {
         assert!(!err.contains(debug), "debug output {debug:?} in: {err}");
     }
@@ -70,28 +85,72 @@ async fn migrate_succeeds_and_is_idempotent(db: TestDb) {
         assert!(out.contains("migrations applied"), "{out}");
     }
     let store = common::connect(&db).await;
-    store.ping().await.expect("schema in place after seqd migrate");
+    store
+        .ping()
+        .await
+        .expect("schema in place after seqd migrate");
 }
 
 async fn create_then_list_shows_the_sequence(db: TestDb) {
-    let out = ok(&seqd_on(&db, &["sequences", "create", "order", "--start", "1001", "--step", "50", "--description", "order IDs"]).await);
-    assert_eq!(listed(&out, "order"), Some(vec!["order", "1000", "50", "order", "IDs"].into_iter().map(String::from).collect()));
+    let out = ok(&seqd_on(
+        &db,
+        &[
+            "sequences",
+            "create",
+            "order",
+            "--start",
+            "1001",
+            "--step",
+            "50",
+            "--description",
+            "order IDs",
+        ],
+    )
+    .await);
+    assert_eq!(
+        listed(&out, "order"),
+        Some(
+            vec!["order", "1000", "50", "order", "IDs"]
+                .into_iter()
+                .map(String::from)
+                .collect()
+        )
+    );
     ok(&seqd_on(&db, &["sequences", "create", "user"]).await);
 
     let out = ok(&seqd_on(&db, &["sequences", "list"]).await);
-    let header: Vec<&str> = out.lines().next().expect("header").split_whitespace().collect();
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .expect("header")
+        .split_whitespace()
+        .collect();
     assert_eq!(header, ["NAME", "MAX_ID", "STEP", "DESCRIPTION"]);
     assert_eq!(listed(&out, "order").unwrap()[..3], ["order", "1000", "50"]);
-    assert_eq!(listed(&out, "user").unwrap(), ["user", "0", "1000"], "defaults: start 1, step 1000");
+    assert_eq!(
+        listed(&out, "user").unwrap(),
+        ["user", "0", "1000"],
+        "defaults: start 1, step 1000"
+    );
     // Columns line up: every MAX_ID ends where the header's does.
     let end = out.lines().next().unwrap().find("MAX_ID").unwrap() + "MAX_ID".len();
     for line in out.lines().skip(1) {
-        assert!(line[..end].ends_with(char::is_numeric), "misaligned: {line:?}\n{out}");
+        assert!(
+            line[..end].ends_with(char::is_numeric),
+            "misaligned: {line:?}\n{out}"
+        );
     }
 
     let store = common::connect(&db).await;
-    let row = store.get(&common::name("order")).await.unwrap().expect("created");
-    assert_eq!((row.max_id, row.step, row.description.as_str()), (1000, 50, "order IDs"));
+    let row = store
+        .get(&common::name("order"))
+        .await
+        .unwrap()
+        .expect("created");
+    assert_eq!(
+        (row.max_id, row.step, row.description.as_str()),
+        (1000, 50, "order IDs")
+    );
 }
 
 async fn create_of_an_existing_name_fails_readably(db: TestDb) {
@@ -99,7 +158,16 @@ async fn create_of_an_existing_name_fails_readably(db: TestDb) {
     let err = fails(&seqd_on(&db, &["sequences", "create", "order", "--step", "20"]).await);
     assert!(err.contains("sequence 'order' already exists"), "{err}");
     let store = common::connect(&db).await;
-    assert_eq!(store.get(&common::name("order")).await.unwrap().unwrap().step, 10, "unchanged");
+    assert_eq!(
+        store
+            .get(&common::name("order"))
+            .await
+            .unwrap()
+            .unwrap()
+            .step,
+        10,
+        "unchanged"
+    );
 }
 
 async fn create_rejects_invalid_names_and_values(db: TestDb) {
@@ -109,9 +177,15 @@ async fn create_rejects_invalid_names_and_values(db: TestDb) {
         (vec!["-x"], ""), // clap: an unknown flag (exit code 2, checked below)
         (vec!["x/y"], "invalid sequence name"),
         (vec!["order", "--step", "0"], "invalid step"),
-        (vec!["order", "--step", "1000001"], "invalid step: must be an integer from 1 to 1000000"),
+        (
+            vec!["order", "--step", "1000001"],
+            "invalid step: must be an integer from 1 to 1000000",
+        ),
         (vec!["order", "--start", "0"], "invalid start"),
-        (vec!["order", "--description", "d".repeat(257).as_str()], "invalid description"),
+        (
+            vec!["order", "--description", "d".repeat(257).as_str()],
+            "invalid description",
+        ),
     ] {
         let mut all = vec!["sequences", "create"];
         all.extend(args.iter().copied());
@@ -124,9 +198,27 @@ async fn create_rejects_invalid_names_and_values(db: TestDb) {
         }
     }
     // A larger --max-step admits a larger step.
-    ok(&seqd_on(&db, &["sequences", "create", "big", "--step", "2000000", "--max-step", "5000000"]).await);
+    ok(&seqd_on(
+        &db,
+        &[
+            "sequences",
+            "create",
+            "big",
+            "--step",
+            "2000000",
+            "--max-step",
+            "5000000",
+        ],
+    )
+    .await);
     let store = common::connect(&db).await;
-    let names: Vec<String> = store.list().await.unwrap().into_iter().map(|r| r.name.to_string()).collect();
+    let names: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name.to_string())
+        .collect();
     assert_eq!(names, ["big"]);
 }
 
@@ -158,21 +250,41 @@ per_backend!(
 async fn help_mentions_every_subcommand() {
     let out = ok(&seqd(&["--help"]).await);
     for sub in ["serve", "migrate", "sequences", "import-leaf"] {
-        assert!(out.lines().any(|l| l.trim_start().starts_with(sub)), "{sub} missing from:\n{out}");
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub} missing from:\n{out}"
+        );
     }
     let out = ok(&seqd(&["sequences", "--help"]).await);
     for sub in ["create", "list", "set-step"] {
-        assert!(out.lines().any(|l| l.trim_start().starts_with(sub)), "{sub} missing from:\n{out}");
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub} missing from:\n{out}"
+        );
     }
     let out = ok(&seqd(&["import-leaf", "--help"]).await);
-    for flag in ["--from", "--dry-run", "--skip-invalid", "--raise", "--database-url"] {
+    for flag in [
+        "--from",
+        "--dry-run",
+        "--skip-invalid",
+        "--raise",
+        "--database-url",
+    ] {
         assert!(out.contains(flag), "{flag} missing from:\n{out}");
     }
 }
 
 #[tokio::test]
 async fn an_unusable_database_url_fails_readably() {
-    let err = fails(&seqd(&["sequences", "list", "--database-url", "redis://user:hunter2@host/0"]).await);
+    let err = fails(
+        &seqd(&[
+            "sequences",
+            "list",
+            "--database-url",
+            "redis://user:hunter2@host/0",
+        ])
+        .await,
+    );
     assert!(err.contains("unsupported database URL scheme"), "{err}");
     assert!(!err.contains("hunter2"), "password leaked: {err}");
 }

@@ -15,8 +15,16 @@ fn setup(row_step: i64) -> (Arc<MemoryStore>, ManualClock, Allocator, SeqName) {
     store.insert("s", 0, row_step);
     let clock = ManualClock::new();
     let cfg = AllocatorConfig::default();
-    let policy = RateStep { target: cfg.segment_target, max_step: cfg.max_step };
-    let alloc = Allocator::with_parts(store.clone(), cfg, Arc::new(clock.clone()), Arc::new(policy));
+    let policy = RateStep {
+        target: cfg.segment_target,
+        max_step: cfg.max_step,
+    };
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        cfg,
+        Arc::new(clock.clone()),
+        Arc::new(policy),
+    );
     (store, clock, alloc, SeqName::parse("s").unwrap())
 }
 
@@ -67,7 +75,10 @@ async fn a_slowdown_shrinks_the_step_at_the_following_fetches() {
     traffic(&alloc, &clock, &s, 100, 3 * 3600).await;
     let step = step_of(&alloc, &s);
     // 100 IDs/s x 600 s = 60,000.
-    assert!((30_000..=120_000).contains(&step), "step {step} after the slowdown (was {burst_step})");
+    assert!(
+        (30_000..=120_000).contains(&step),
+        "step {step} after the slowdown (was {burst_step})"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -87,7 +98,16 @@ async fn a_step_raised_in_the_table_is_the_floor_at_the_next_fetch() {
     let (store, clock, alloc, s) = setup(10);
     traffic(&alloc, &clock, &s, 10, 2).await; // slow: the adapted step stays small
     let fetches = alloc.snapshot(&s).unwrap().fetches;
-    store.update(&s, &SequencePatch { step: Some(5_000), description: None }).await.unwrap();
+    store
+        .update(
+            &s,
+            &SequencePatch {
+                step: Some(5_000),
+                description: None,
+            },
+        )
+        .await
+        .unwrap();
     // Use up what is in memory so a new fetch happens.
     while alloc.snapshot(&s).unwrap().fetches == fetches {
         alloc.next(&s).await.unwrap();

@@ -53,7 +53,10 @@ fn name(s: &str) -> SeqName {
 
 async fn create(db: &TestDb, seq: &str, step: i64) {
     let store = common::store(db).await;
-    store.create(&NewSequence::new(name(seq), 1, step, String::new(), step).unwrap()).await.unwrap();
+    store
+        .create(&NewSequence::new(name(seq), 1, step, String::new(), step).unwrap())
+        .await
+        .unwrap();
 }
 
 /// What one request produced.
@@ -66,16 +69,30 @@ enum Outcome {
 /// GET `url`, expecting 200 with IDs or 503 `storage_unavailable` with
 /// `Retry-After`; anything else fails the test.
 async fn fetch_ids(http: &reqwest::Client, url: &str) -> Outcome {
-    let resp = http.get(url).send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let resp = http
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
     let status = resp.status();
     let retry_after = resp.headers().contains_key("retry-after");
-    let body: serde_json::Value = resp.json().await.unwrap_or_else(|e| panic!("{url}: truncated body: {e}"));
+    let body: serde_json::Value = resp
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: truncated body: {e}"));
     match status.as_u16() {
         200 => {
             if let Some(id) = body["id"].as_i64() {
                 Outcome::Ids(vec![id])
             } else {
-                Outcome::Ids(body["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect())
+                Outcome::Ids(
+                    body["ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_i64().unwrap())
+                        .collect(),
+                )
             }
         }
         503 => {
@@ -131,7 +148,10 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
         }
     }
     assert_eq!(unavailable, 5, "the buffers ran out and requests got 503");
-    assert!(served_after_cut > 0, "what was in memory was served after the cut");
+    assert!(
+        served_after_cut > 0,
+        "what was in memory was served after the cut"
+    );
     let ready = s.http.get(s.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 503, "not ready while the database is gone");
 
@@ -147,7 +167,10 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
             Outcome::Unavailable => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
-    assert!(recovered, "seqd recovered by itself when the database came back");
+    assert!(
+        recovered,
+        "seqd recovered by itself when the database came back"
+    );
     for _ in 0..200 {
         match fetch_ids(&s.http, &url).await {
             Outcome::Ids(v) => ids.extend(v),
@@ -156,20 +179,38 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
     }
     let unique: HashSet<_> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "duplicates");
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "one client, one instance: increasing");
-    eprintln!("{:?}: {} IDs, {served_after_cut} served from memory during the outage", db.backend, ids.len());
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "one client, one instance: increasing"
+    );
+    eprintln!(
+        "{:?}: {} IDs, {served_after_cut} served from memory during the outage",
+        db.backend,
+        ids.len()
+    );
     s.stop().await;
 }
 
 async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
     create(&db, "slow", 100).await;
     let proxy = Proxy::start(upstream_of(&db.url)).await;
-    let store = seqd::startup::open_store(&proxy.url_for(&db.url)).await.unwrap();
+    let store = seqd::startup::open_store(&proxy.url_for(&db.url))
+        .await
+        .unwrap();
     proxy.set_latency(Duration::from_millis(200));
-    let s = TestServer::start_with_store(Settings::for_database(proxy.url_for(&db.url)), store).await;
+    let s =
+        TestServer::start_with_store(Settings::for_database(proxy.url_for(&db.url)), store).await;
     let url = s.url("/v1/sequences/slow/next");
     let waits = || async {
-        let v: serde_json::Value = s.http.get(s.url("/v1/sequences/slow")).send().await.unwrap().json().await.unwrap();
+        let v: serde_json::Value = s
+            .http
+            .get(s.url("/v1/sequences/slow"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         v["buffer"]["waits"].as_u64().unwrap()
     };
     // Warm-up: the first load waits for the database, and the rate estimate
@@ -201,16 +242,25 @@ async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
     ids.extend(steady);
     latencies.extend(lat);
     let after = waits().await;
-    assert_eq!(after, before, "no request waited for the slow database in steady state");
+    assert_eq!(
+        after, before,
+        "no request waited for the slow database in steady state"
+    );
     latencies.sort();
     let p99 = latencies[latencies.len() * 99 / 100];
     let unique: HashSet<_> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len());
-    eprintln!("{:?}: 200 ms per database round trip; steady-state p99 {p99:?}, waits {before} -> {after}", db.backend);
+    eprintln!(
+        "{:?}: 200 ms per database round trip; steady-state p99 {p99:?}, waits {before} -> {after}",
+        db.backend
+    );
     s.stop().await;
 }
 
-network_backends!(database_gone_mid_load_then_back, a_slow_database_does_not_make_steady_traffic_wait);
+network_backends!(
+    database_gone_mid_load_then_back,
+    a_slow_database_does_not_make_steady_traffic_wait
+);
 
 /// Runs `clients` HTTP clients against `bases[c % bases.len()]` until `stop`,
 /// each alternating /next and /batch?count=N; returns each client's outcomes.
@@ -252,7 +302,12 @@ fn spawn_clients(
                         200 => {
                             let got: Vec<i64> = match body["id"].as_i64() {
                                 Some(id) => vec![id],
-                                None => body["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect(),
+                                None => body["ids"]
+                                    .as_array()
+                                    .unwrap()
+                                    .iter()
+                                    .map(|v| v.as_i64().unwrap())
+                                    .collect(),
                             };
                             issued.fetch_add(got.len() as u64, Ordering::Relaxed);
                             ids.extend(got);
@@ -275,7 +330,11 @@ fn spawn_clients(
 async fn until_issued(issued: &AtomicU64, n: u64, limit: Duration) {
     let deadline = tokio::time::Instant::now() + limit;
     while issued.load(Ordering::Relaxed) < n {
-        assert!(tokio::time::Instant::now() < deadline, "only {} of {n} IDs in {limit:?}", issued.load(Ordering::Relaxed));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of {n} IDs in {limit:?}",
+            issued.load(Ordering::Relaxed)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -286,7 +345,13 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
     let first = Process::spawn(&db.url, &flags).await;
     let stop = Arc::new(AtomicBool::new(false));
     let issued = Arc::new(AtomicU64::new(0));
-    let before = spawn_clients(vec![first.base.clone()], "crash", 4, stop.clone(), issued.clone());
+    let before = spawn_clients(
+        vec![first.base.clone()],
+        "crash",
+        4,
+        stop.clone(),
+        issued.clone(),
+    );
     until_issued(&issued, 5_000, Duration::from_secs(120)).await;
     first.signal("KILL");
     stop.store(true, Ordering::Relaxed);
@@ -298,7 +363,13 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
     let second = Process::spawn(&db.url, &flags).await;
     let stop = Arc::new(AtomicBool::new(false));
     let after_count = Arc::new(AtomicU64::new(0));
-    let after = spawn_clients(vec![second.base.clone()], "crash", 4, stop.clone(), after_count.clone());
+    let after = spawn_clients(
+        vec![second.base.clone()],
+        "crash",
+        4,
+        stop.clone(),
+        after_count.clone(),
+    );
     until_issued(&after_count, 5_000, Duration::from_secs(120)).await;
     stop.store(true, Ordering::Relaxed);
     for t in after {
@@ -314,19 +385,31 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
             total += 1;
         }
     }
-    eprintln!("{:?}: {total} IDs across a kill -9 and a restart, no duplicate", db.backend);
+    eprintln!(
+        "{:?}: {total} IDs across a kill -9 and a restart, no duplicate",
+        db.backend
+    );
 }
 
 per_backend!(kill_9_during_load_then_restart_issues_no_duplicate);
 
 async fn many_instances_under_connection_chaos_never_duplicate(db: TestDb) {
-    let target: u64 = std::env::var("SEQD_CHAOS_IDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let target: u64 = std::env::var("SEQD_CHAOS_IDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
     create(&db, "chaos", 50).await;
     let mut proxies = Vec::new();
     let mut procs = Vec::new();
     for _ in 0..3 {
         let p = Proxy::start(upstream_of(&db.url)).await;
-        procs.push(Process::spawn(&p.url_for(&db.url), &["--max-step", "100", "--wait-timeout", "300ms"]).await);
+        procs.push(
+            Process::spawn(
+                &p.url_for(&db.url),
+                &["--max-step", "100", "--wait-timeout", "300ms"],
+            )
+            .await,
+        );
         proxies.push(p);
     }
     let proxies = Arc::new(proxies);
@@ -368,7 +451,10 @@ async fn many_instances_under_connection_chaos_never_duplicate(db: TestDb) {
     for t in clients {
         let (_instance, ids, u) = t.await.unwrap();
         unavailable += u;
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a client's IDs from one instance must increase");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "a client's IDs from one instance must increase"
+        );
         for id in ids {
             assert!(seen.insert(id), "ID {id} issued twice");
         }
@@ -395,10 +481,18 @@ async fn sigterm_under_load_finishes_in_flight_requests(db: TestDb) {
     let issued = Arc::new(AtomicU64::new(0));
     // Clients panic on a truncated answer; connection errors after the
     // signal are retried until `stop`.
-    let clients = spawn_clients(vec![proc.base.clone()], "term", 8, stop.clone(), issued.clone());
+    let clients = spawn_clients(
+        vec![proc.base.clone()],
+        "term",
+        8,
+        stop.clone(),
+        issued.clone(),
+    );
     until_issued(&issued, 2_000, Duration::from_secs(120)).await;
     proc.signal("TERM");
-    let status = tokio::time::timeout(Duration::from_secs(30), proc.wait()).await.expect("exited within the bound");
+    let status = tokio::time::timeout(Duration::from_secs(30), proc.wait())
+        .await
+        .expect("exited within the bound");
     assert!(status.success(), "clean exit: {status:?}");
     stop.store(true, Ordering::Relaxed);
     let mut seen = HashSet::new();

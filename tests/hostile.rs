@@ -27,8 +27,14 @@ const CODES: &[&str] = &[
 ];
 
 fn app(store: Arc<MemoryStore>) -> axum::Router {
-    let cfg = AllocatorConfig { wait_timeout: Duration::from_millis(50), ..AllocatorConfig::default() };
-    router(AppState { allocator: Allocator::new(store, cfg), admin: AdminAuth::OpenOnLoopback })
+    let cfg = AllocatorConfig {
+        wait_timeout: Duration::from_millis(50),
+        ..AllocatorConfig::default()
+    };
+    router(AppState {
+        allocator: Allocator::new(store, cfg),
+        admin: AdminAuth::OpenOnLoopback,
+    })
 }
 
 /// Path segments an attacker would try, raw (already percent-encoded where needed).
@@ -65,7 +71,11 @@ fn query() -> impl Strategy<Value = String> {
 }
 
 fn body() -> impl Strategy<Value = (Option<&'static str>, Vec<u8>)> {
-    let ct = prop_oneof![Just(None), Just(Some("application/json")), Just(Some("text/plain"))];
+    let ct = prop_oneof![
+        Just(None),
+        Just(Some("application/json")),
+        Just(Some("text/plain"))
+    ];
     let payload = prop_oneof![
         Just(b"{not json".to_vec()),
         Just(br#"{"name":"x","step":"ten"}"#.to_vec()),
@@ -82,7 +92,13 @@ fn body() -> impl Strategy<Value = (Option<&'static str>, Vec<u8>)> {
 }
 
 fn method() -> impl Strategy<Value = Method> {
-    prop_oneof![Just(Method::GET), Just(Method::POST), Just(Method::PATCH), Just(Method::DELETE), Just(Method::PUT)]
+    prop_oneof![
+        Just(Method::GET),
+        Just(Method::POST),
+        Just(Method::PATCH),
+        Just(Method::DELETE),
+        Just(Method::PUT)
+    ]
 }
 
 fn route() -> impl Strategy<Value = String> {
@@ -136,6 +152,7 @@ async fn a_ten_megabyte_body_is_refused_with_413() {
         .unwrap();
     let resp = app(store.clone()).oneshot(req).await.unwrap();
     assert_eq!(resp.status(), 413);
-    let v: serde_json::Value = serde_json::from_slice(&to_bytes(resp.into_body(), 1 << 20).await.unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&to_bytes(resp.into_body(), 1 << 20).await.unwrap()).unwrap();
     assert_eq!(v["error"]["code"], "payload_too_large");
 }

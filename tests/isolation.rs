@@ -32,12 +32,22 @@ async fn a_hanging_and_a_failing_sequence_do_not_slow_or_fail_another() {
     for n in ["hangs", "fails", "healthy"] {
         store.insert(n, 0, 10);
     }
-    let cfg = AllocatorConfig { fetch_timeout: Duration::from_secs(3600), ..AllocatorConfig::default() };
-    let alloc = Allocator::with_parts(store.clone(), cfg, Arc::new(ManualClock::new()), Arc::new(FixedStep));
+    let cfg = AllocatorConfig {
+        fetch_timeout: Duration::from_secs(3600),
+        ..AllocatorConfig::default()
+    };
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        cfg,
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    );
     store.set_delay("hangs", Duration::from_secs(3600));
     store.set_failing("fails", true);
     let start = tokio::time::Instant::now();
-    let stuck: Vec<_> = (0..50).flat_map(|_| [spawn_next(&alloc, "hangs"), spawn_next(&alloc, "fails")]).collect();
+    let stuck: Vec<_> = (0..50)
+        .flat_map(|_| [spawn_next(&alloc, "hangs"), spawn_next(&alloc, "fails")])
+        .collect();
     tokio::task::yield_now().await;
 
     let healthy = name("healthy");
@@ -47,19 +57,37 @@ async fn a_hanging_and_a_failing_sequence_do_not_slow_or_fail_another() {
         assert!(id > last);
         last = id;
     }
-    let batch = alloc.batch(&healthy, Count::new(1000).unwrap()).await.unwrap();
+    let batch = alloc
+        .batch(&healthy, Count::new(1000).unwrap())
+        .await
+        .unwrap();
     assert_eq!(batch.len(), 1000);
     assert!(
         start.elapsed() < Duration::from_secs(3),
         "healthy requests finished before the others' wait timeout ({:?})",
         start.elapsed()
     );
-    assert!(stuck.iter().all(|t| !t.is_finished()), "the others are still waiting");
+    assert!(
+        stuck.iter().all(|t| !t.is_finished()),
+        "the others are still waiting"
+    );
     for t in stuck {
         let err = t.await.unwrap().unwrap_err();
-        assert_eq!(err, AllocError::Unavailable { storage_failing: err != AllocError::Unavailable { storage_failing: false } });
+        assert_eq!(
+            err,
+            AllocError::Unavailable {
+                storage_failing: err
+                    != AllocError::Unavailable {
+                        storage_failing: false
+                    }
+            }
+        );
     }
-    assert!(store.reserves("healthy") >= 600, "healthy kept fetching: {}", store.reserves("healthy"));
+    assert!(
+        store.reserves("healthy") >= 600,
+        "healthy kept fetching: {}",
+        store.reserves("healthy")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -71,7 +99,12 @@ async fn a_fetch_hanging_in_the_database_is_abandoned_and_retried() {
         wait_timeout: Duration::from_secs(10),
         ..AllocatorConfig::default()
     };
-    let alloc = Allocator::with_parts(store.clone(), cfg, Arc::new(ManualClock::new()), Arc::new(FixedStep));
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        cfg,
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    );
     store.set_delay("a", Duration::from_secs(3600));
     let start = tokio::time::Instant::now();
     let waiter = spawn_next(&alloc, "a");
@@ -80,9 +113,16 @@ async fn a_fetch_hanging_in_the_database_is_abandoned_and_retried() {
     }
     store.set_delay("a", Duration::ZERO); // applies to the next attempt only
     assert_eq!(waiter.await.unwrap().unwrap(), 1);
-    assert_eq!(store.reserves("a"), 2, "the hanging fetch was abandoned and retried");
+    assert_eq!(
+        store.reserves("a"),
+        2,
+        "the hanging fetch was abandoned and retried"
+    );
     let waited = start.elapsed();
-    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(10), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -93,8 +133,16 @@ async fn a_hot_sequence_keeps_one_fetch_in_flight_and_cold_ones_are_served() {
         store.insert(&format!("cold{i}"), 0, 5);
     }
     store.set_delay("hot", Duration::from_millis(1));
-    let cfg = AllocatorConfig { max_step: 1, ..AllocatorConfig::default() };
-    let alloc = Allocator::with_parts(store.clone(), cfg, Arc::new(ManualClock::new()), Arc::new(FixedStep));
+    let cfg = AllocatorConfig {
+        max_step: 1,
+        ..AllocatorConfig::default()
+    };
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        cfg,
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    );
     let hot: Vec<_> = (0..16)
         .map(|_| {
             let alloc = alloc.clone();
@@ -114,7 +162,11 @@ async fn a_hot_sequence_keeps_one_fetch_in_flight_and_cold_ones_are_served() {
     for t in hot {
         t.await.unwrap();
     }
-    assert_eq!(store.max_in_flight("hot"), 1, "one fetch in flight for the hot sequence");
+    assert_eq!(
+        store.max_in_flight("hot"),
+        1,
+        "one fetch in flight for the hot sequence"
+    );
     assert!(store.reserves("hot") >= 1600, "step 1: one fetch per ID");
     for i in 0..20 {
         assert!(store.max_in_flight(&format!("cold{i}")) <= 1);
@@ -131,21 +183,36 @@ async fn ten_thousand_concurrent_requests_on_a_fresh_sequence_all_succeed() {
         store.set_delay("burst", Duration::from_millis(1));
         let cfg = AllocatorConfig::default();
         let alloc = match policy {
-            "fixed" => Allocator::with_parts(store.clone(), cfg, Arc::new(ManualClock::new()), Arc::new(FixedStep)),
+            "fixed" => Allocator::with_parts(
+                store.clone(),
+                cfg,
+                Arc::new(ManualClock::new()),
+                Arc::new(FixedStep),
+            ),
             _ => Allocator::new(store.clone(), cfg),
         };
         let tasks: Vec<_> = (0..requests).map(|_| spawn_next(&alloc, "burst")).collect();
         let mut ids = HashSet::new();
         for t in tasks {
-            let id = t.await.unwrap().unwrap_or_else(|e| panic!("{policy}: a request failed: {e:?}"));
+            let id = t
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{policy}: a request failed: {e:?}"));
             assert!(ids.insert(id), "{policy}: duplicate {id}");
         }
         assert_eq!(ids.len(), requests);
-        assert_eq!(store.max_in_flight("burst"), 1, "{policy}: at most one fetch in flight");
+        assert_eq!(
+            store.max_in_flight("burst"),
+            1,
+            "{policy}: at most one fetch in flight"
+        );
         let fetches = store.reserves("burst");
         eprintln!("{policy}: {requests} requests served with {fetches} fetches");
         if policy == "rate" {
-            assert!(fetches < 20, "the adapted step absorbs the burst in a few fetches ({fetches})");
+            assert!(
+                fetches < 20,
+                "the adapted step absorbs the burst in a few fetches ({fetches})"
+            );
         } else {
             assert!(fetches >= 200);
         }
@@ -156,11 +223,20 @@ async fn ten_thousand_concurrent_requests_on_a_fresh_sequence_all_succeed() {
 /// 20 cold sequences served meanwhile, with no error anywhere.
 async fn hot_and_cold_sequences_share_the_database(db: TestDb) {
     let store = common::store(&db).await;
-    store.create(&NewSequence::new(name("hot"), 1, 1, String::new(), 1).unwrap()).await.unwrap();
+    store
+        .create(&NewSequence::new(name("hot"), 1, 1, String::new(), 1).unwrap())
+        .await
+        .unwrap();
     for i in 0..20 {
-        store.create(&NewSequence::new(name(&format!("cold{i}")), 1, 1, String::new(), 1).unwrap()).await.unwrap();
+        store
+            .create(&NewSequence::new(name(&format!("cold{i}")), 1, 1, String::new(), 1).unwrap())
+            .await
+            .unwrap();
     }
-    let cfg = AllocatorConfig { max_step: 1, ..AllocatorConfig::default() };
+    let cfg = AllocatorConfig {
+        max_step: 1,
+        ..AllocatorConfig::default()
+    };
     let alloc = Allocator::new(store, cfg);
     let hot: Vec<_> = (0..16)
         .map(|_| {

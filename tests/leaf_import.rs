@@ -39,7 +39,11 @@ macro_rules! per_leaf_backend {
     };
 }
 
-const OPTS: ImportOptions = ImportOptions { dry_run: false, raise: false, max_step: 1_000_000 };
+const OPTS: ImportOptions = ImportOptions {
+    dry_run: false,
+    raise: false,
+    max_step: 1_000_000,
+};
 
 /// Creates Leaf's table with Leaf's own DDL for the backend.
 async fn create_leaf_table(db: &TestDb) {
@@ -72,7 +76,13 @@ async fn create_leaf_table(db: &TestDb) {
 /// Adds a Leaf row as Leaf's docs do (`max_id` 1), then runs Leaf's segment
 /// fetch `fetches` times; returns Leaf's `max_id`, the next ID Leaf would
 /// issue (its last segment was `[max_id - step, max_id)`).
-async fn leaf_sequence(db: &TestDb, tag: &str, step: i64, description: Option<&str>, fetches: u32) -> i64 {
+async fn leaf_sequence(
+    db: &TestDb,
+    tag: &str,
+    step: i64,
+    description: Option<&str>,
+    fetches: u32,
+) -> i64 {
     let description = description.map_or("NULL".to_string(), |d| format!("'{d}'"));
     common::execute(
         db,
@@ -81,7 +91,11 @@ async fn leaf_sequence(db: &TestDb, tag: &str, step: i64, description: Option<&s
     .await;
     for _ in 0..fetches {
         // Leaf's SegmentIDGenImpl: updateMaxIdAndGetLeafAlloc.
-        common::execute(db, &format!("UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = '{tag}'")).await;
+        common::execute(
+            db,
+            &format!("UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = '{tag}'"),
+        )
+        .await;
     }
     1 + step * i64::from(fetches)
 }
@@ -89,7 +103,10 @@ async fn leaf_sequence(db: &TestDb, tag: &str, step: i64, description: Option<&s
 /// The first ID a fresh allocator on `store` serves for `name`.
 async fn first_id(store: &std::sync::Arc<dyn Store>, name: &str) -> i64 {
     let alloc = Allocator::new(store.clone(), AllocatorConfig::default());
-    alloc.next(&common::name(name)).await.unwrap_or_else(|e| panic!("{name}: {e:?}"))
+    alloc
+        .next(&common::name(name))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"))
 }
 
 async fn import_continues_each_leaf_sequence_at_leafs_next_id(db: TestDb) {
@@ -99,16 +116,42 @@ async fn import_continues_each_leaf_sequence_at_leafs_next_id(db: TestDb) {
     let pay_next = leaf_sequence(&db, "biz:pay.v1-x", 7, None, 5).await;
     assert_eq!((order_next, user_next, pay_next), (4001, 1, 36));
 
-    let rows = leaf::read_leaf_alloc(&db.url).await.expect("read leaf_alloc");
+    let rows = leaf::read_leaf_alloc(&db.url)
+        .await
+        .expect("read leaf_alloc");
     assert_eq!(rows.len(), 3);
     let store = common::store(&db).await;
-    let report = leaf::import(&rows, Some(store.as_ref()), OPTS).await.expect("import");
-    assert_eq!((report.imported(), report.skipped(), report.invalid(), report.failed()), (3, 0, 0, 0));
+    let report = leaf::import(&rows, Some(store.as_ref()), OPTS)
+        .await
+        .expect("import");
+    assert_eq!(
+        (
+            report.imported(),
+            report.skipped(),
+            report.invalid(),
+            report.failed()
+        ),
+        (3, 0, 0, 0)
+    );
 
-    let order = store.get(&common::name("order")).await.unwrap().expect("order imported");
-    assert_eq!((order.max_id, order.step, order.description.as_str()), (4000, 2000, "orders"));
-    let user = store.get(&common::name("user")).await.unwrap().expect("user imported");
-    assert_eq!((user.max_id, user.step, user.description.as_str()), (0, 1000, ""));
+    let order = store
+        .get(&common::name("order"))
+        .await
+        .unwrap()
+        .expect("order imported");
+    assert_eq!(
+        (order.max_id, order.step, order.description.as_str()),
+        (4000, 2000, "orders")
+    );
+    let user = store
+        .get(&common::name("user"))
+        .await
+        .unwrap()
+        .expect("user imported");
+    assert_eq!(
+        (user.max_id, user.step, user.description.as_str()),
+        (0, 1000, "")
+    );
 
     // Leaf issued up to order_next - 1; seqd starts exactly at the next one.
     assert_eq!(first_id(&store, "order").await, order_next);
@@ -123,9 +166,13 @@ async fn invalid_tags_are_reported_and_skipped(db: TestDb) {
     leaf_sequence(&db, "-leading-dash", 100, None, 0).await;
     leaf_sequence(&db, "zero-step", 0, None, 0).await;
 
-    let rows = leaf::read_leaf_alloc(&db.url).await.expect("read leaf_alloc");
+    let rows = leaf::read_leaf_alloc(&db.url)
+        .await
+        .expect("read leaf_alloc");
     let store = common::store(&db).await;
-    let report = leaf::import(&rows, Some(store.as_ref()), OPTS).await.expect("import");
+    let report = leaf::import(&rows, Some(store.as_ref()), OPTS)
+        .await
+        .expect("import");
     assert_eq!((report.imported(), report.invalid()), (1, 3), "{report:?}");
     let mut invalid: Vec<&str> = report
         .entries
@@ -135,7 +182,13 @@ async fn invalid_tags_are_reported_and_skipped(db: TestDb) {
         .collect();
     invalid.sort_unstable(); // Leaf's ORDER BY follows the database's collation
     assert_eq!(invalid, vec!["-leading-dash", "bad tag", "zero-step"]);
-    let names: Vec<String> = store.list().await.unwrap().into_iter().map(|r| r.name.to_string()).collect();
+    let names: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name.to_string())
+        .collect();
     assert_eq!(names, vec!["good"]);
     assert_eq!(first_id(&store, "good").await, 101);
 }
@@ -145,24 +198,84 @@ async fn existing_names_are_skipped_and_raise_lifts_those_behind(db: TestDb) {
     let ahead_next = leaf_sequence(&db, "ahead", 100, None, 3).await; // 301
     let behind_next = leaf_sequence(&db, "behind", 1000, None, 5).await; // 5001
     let store = common::store(&db).await;
-    store.create(&common::new_seq("ahead", 10_000, 10)).await.unwrap();
-    store.create(&common::new_seq("behind", 1, 10)).await.unwrap();
-    let rows = leaf::read_leaf_alloc(&db.url).await.expect("read leaf_alloc");
+    store
+        .create(&common::new_seq("ahead", 10_000, 10))
+        .await
+        .unwrap();
+    store
+        .create(&common::new_seq("behind", 1, 10))
+        .await
+        .unwrap();
+    let rows = leaf::read_leaf_alloc(&db.url)
+        .await
+        .expect("read leaf_alloc");
 
     // By default both are left alone; the one behind Leaf is flagged.
-    let report = leaf::import(&rows, Some(store.as_ref()), OPTS).await.expect("import");
-    assert_eq!((report.imported(), report.skipped(), report.behind(), report.raised()), (0, 2, 1, 0));
-    assert_eq!(report.entries[0].action, Action::Exists { seqd_max_id: 9_999, leaf_max_id: ahead_next });
-    assert_eq!(report.entries[1].action, Action::Exists { seqd_max_id: 0, leaf_max_id: behind_next });
-    assert_eq!(store.get(&common::name("behind")).await.unwrap().unwrap().max_id, 0);
+    let report = leaf::import(&rows, Some(store.as_ref()), OPTS)
+        .await
+        .expect("import");
+    assert_eq!(
+        (
+            report.imported(),
+            report.skipped(),
+            report.behind(),
+            report.raised()
+        ),
+        (0, 2, 1, 0)
+    );
+    assert_eq!(
+        report.entries[0].action,
+        Action::Exists {
+            seqd_max_id: 9_999,
+            leaf_max_id: ahead_next
+        }
+    );
+    assert_eq!(
+        report.entries[1].action,
+        Action::Exists {
+            seqd_max_id: 0,
+            leaf_max_id: behind_next
+        }
+    );
+    assert_eq!(
+        store
+            .get(&common::name("behind"))
+            .await
+            .unwrap()
+            .unwrap()
+            .max_id,
+        0
+    );
 
     // --raise lifts only the one behind, to exactly Leaf's max_id - 1 (the gap exceeds its step).
-    let raise = ImportOptions { raise: true, ..OPTS };
-    let report = leaf::import(&rows, Some(store.as_ref()), raise).await.expect("import --raise");
-    assert_eq!((report.skipped(), report.behind(), report.raised()), (2, 0, 1));
-    assert_eq!(report.entries[1].action, Action::Raised { from: 0, to: behind_next - 1 });
+    let raise = ImportOptions {
+        raise: true,
+        ..OPTS
+    };
+    let report = leaf::import(&rows, Some(store.as_ref()), raise)
+        .await
+        .expect("import --raise");
+    assert_eq!(
+        (report.skipped(), report.behind(), report.raised()),
+        (2, 0, 1)
+    );
+    assert_eq!(
+        report.entries[1].action,
+        Action::Raised {
+            from: 0,
+            to: behind_next - 1
+        }
+    );
     assert_eq!(first_id(&store, "behind").await, behind_next);
-    assert_eq!(store.get(&common::name("ahead")).await.unwrap().unwrap().max_id, 9_999);
+    assert_eq!(
+        store
+            .get(&common::name("ahead"))
+            .await
+            .unwrap()
+            .unwrap()
+            .max_id,
+        9_999
+    );
 }
 
 async fn dry_run_writes_nothing(db: TestDb) {
@@ -170,15 +283,30 @@ async fn dry_run_writes_nothing(db: TestDb) {
     leaf_sequence(&db, "order", 100, None, 1).await;
     leaf_sequence(&db, "behind", 100, None, 4).await;
     let store = common::store(&db).await;
-    store.create(&common::new_seq("behind", 1, 10)).await.unwrap();
+    store
+        .create(&common::new_seq("behind", 1, 10))
+        .await
+        .unwrap();
     let before = store.list().await.unwrap();
-    let rows = leaf::read_leaf_alloc(&db.url).await.expect("read leaf_alloc");
+    let rows = leaf::read_leaf_alloc(&db.url)
+        .await
+        .expect("read leaf_alloc");
 
-    let dry = ImportOptions { dry_run: true, raise: true, ..OPTS };
-    let report = leaf::import(&rows, Some(store.as_ref()), dry).await.expect("dry run");
+    let dry = ImportOptions {
+        dry_run: true,
+        raise: true,
+        ..OPTS
+    };
+    let report = leaf::import(&rows, Some(store.as_ref()), dry)
+        .await
+        .expect("dry run");
     assert!(report.dry_run);
     assert_eq!((report.imported(), report.raised()), (1, 1), "{report:?}");
-    assert_eq!(store.list().await.unwrap(), before, "a dry run must not write");
+    assert_eq!(
+        store.list().await.unwrap(),
+        before,
+        "a dry run must not write"
+    );
 }
 
 per_leaf_backend!(
@@ -213,10 +341,22 @@ async fn binary_prints_the_plan_and_exits_nonzero_on_invalid_tags(db: TestDb) {
     let url = db.url.as_str();
 
     // Dry run on a target not migrated yet: the plan, nothing written.
-    let out = seqd(&["import-leaf", "--from", url, "--database-url", url, "--dry-run", "--skip-invalid"]).await;
+    let out = seqd(&[
+        "import-leaf",
+        "--from",
+        url,
+        "--database-url",
+        url,
+        "--dry-run",
+        "--skip-invalid",
+    ])
+    .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("dry run, nothing written: 2 to import, 0 skipped"), "{stdout}");
+    assert!(
+        stdout.contains("dry run, nothing written: 2 to import, 0 skipped"),
+        "{stdout}"
+    );
     assert!(stdout.contains("\"bad/tag\""), "{stdout}");
     assert!(stdout.contains("next ID 1001"), "{stdout}");
     let store = common::store(&db).await;
@@ -226,25 +366,50 @@ async fn binary_prints_the_plan_and_exits_nonzero_on_invalid_tags(db: TestDb) {
     let out = seqd(&["import-leaf", "--from", url, "--database-url", url]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stdout.contains("2 imported, 0 skipped (already in seqd, 0 of them raised), 1 invalid"), "{stdout}");
-    assert!(stdout.lines().any(|l| l.starts_with("invalid") && l.contains("\"bad/tag\"")), "{stdout}");
-    assert!(stderr.starts_with("error: 1 row(s) of leaf_alloc are not valid"), "{stderr}");
+    assert!(
+        stdout.contains("2 imported, 0 skipped (already in seqd, 0 of them raised), 1 invalid"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("invalid") && l.contains("\"bad/tag\"")),
+        "{stdout}"
+    );
+    assert!(
+        stderr.starts_with("error: 1 row(s) of leaf_alloc are not valid"),
+        "{stderr}"
+    );
     assert!(stderr.contains("--skip-invalid"), "{stderr}");
     assert!(!stderr.contains("backtrace"), "{stderr}");
     assert_eq!(first_id(&store, "order").await, order_next);
 
     // Again with --skip-invalid: everything is already there, exit 0.
-    let out = seqd(&["import-leaf", "--from", url, "--database-url", url, "--skip-invalid"]).await;
+    let out = seqd(&[
+        "import-leaf",
+        "--from",
+        url,
+        "--database-url",
+        url,
+        "--skip-invalid",
+    ])
+    .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("0 imported, 2 skipped (already in seqd, 0 of them raised), 1 invalid"), "{stdout}");
+    assert!(
+        stdout.contains("0 imported, 2 skipped (already in seqd, 0 of them raised), 1 invalid"),
+        "{stdout}"
+    );
 }
 
 async fn binary_flags_a_sequence_behind_leaf_until_raised(db: TestDb) {
     create_leaf_table(&db).await;
     let next = leaf_sequence(&db, "order", 100, None, 3).await;
     let store = common::store(&db).await;
-    store.create(&common::new_seq("order", 1, 10)).await.unwrap();
+    store
+        .create(&common::new_seq("order", 1, 10))
+        .await
+        .unwrap();
     let url = db.url.as_str();
 
     let out = seqd(&["import-leaf", "--from", url, "--database-url", url]).await;
@@ -253,10 +418,21 @@ async fn binary_flags_a_sequence_behind_leaf_until_raised(db: TestDb) {
     assert!(stdout.contains("BEHIND Leaf"), "{stdout}");
     assert!(stderr.contains("--raise"), "{stderr}");
 
-    let out = seqd(&["import-leaf", "--from", url, "--database-url", url, "--raise"]).await;
+    let out = seqd(&[
+        "import-leaf",
+        "--from",
+        url,
+        "--database-url",
+        url,
+        "--raise",
+    ])
+    .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains(&format!("max_id 0 -> {}", next - 1)), "{stdout}");
+    assert!(
+        stdout.contains(&format!("max_id 0 -> {}", next - 1)),
+        "{stdout}"
+    );
     assert_eq!(first_id(&store, "order").await, next);
 }
 
@@ -265,13 +441,26 @@ async fn binary_reports_an_unreadable_leaf_database(db: TestDb) {
     let out = seqd(&["import-leaf", "--from", &db.url, "--database-url", &db.url]).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.starts_with("error: reading leaf_alloc from"), "{stderr}");
+    assert!(
+        stderr.starts_with("error: reading leaf_alloc from"),
+        "{stderr}"
+    );
     assert!(stderr.contains("leaf_alloc"), "{stderr}");
 
-    let out = seqd(&["import-leaf", "--from", "redis://h/0", "--database-url", &db.url]).await;
+    let out = seqd(&[
+        "import-leaf",
+        "--from",
+        "redis://h/0",
+        "--database-url",
+        &db.url,
+    ])
+    .await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("unsupported Leaf database URL scheme"), "{stderr}");
+    assert!(
+        stderr.contains("unsupported Leaf database URL scheme"),
+        "{stderr}"
+    );
 }
 
 per_leaf_backend!(
@@ -282,17 +471,36 @@ per_leaf_backend!(
 
 /// Leaf on `source`, seqd on a fresh SQLite file.
 async fn import_into_sqlite_from(source: Backend) {
-    let Some(leaf_db) = common::test_db(source).await else { return };
-    let Some(sqlite) = common::test_db(Backend::Sqlite).await else { return };
+    let Some(leaf_db) = common::test_db(source).await else {
+        return;
+    };
+    let Some(sqlite) = common::test_db(Backend::Sqlite).await else {
+        return;
+    };
     create_leaf_table(&leaf_db).await;
     let next = leaf_sequence(&leaf_db, "order", 250, Some("orders"), 4).await;
 
-    let out = seqd(&["import-leaf", "--from", &leaf_db.url, "--database-url", &sqlite.url]).await;
+    let out = seqd(&[
+        "import-leaf",
+        "--from",
+        &leaf_db.url,
+        "--database-url",
+        &sqlite.url,
+    ])
+    .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("1 imported"), "{stdout}");
     let store = common::store(&sqlite).await;
-    assert_eq!(store.get(&common::name("order")).await.unwrap().unwrap().description, "orders");
+    assert_eq!(
+        store
+            .get(&common::name("order"))
+            .await
+            .unwrap()
+            .unwrap()
+            .description,
+        "orders"
+    );
     assert_eq!(first_id(&store, "order").await, next);
 }
 
@@ -310,7 +518,10 @@ async fn sqlite_target_from_mysql_leaf() {
 fn doc_sql(label: &str) -> &'static str {
     const DOC: &str = include_str!("../docs/import-leaf.md");
     let marker = format!("```sql\n-- {label}\n");
-    let start = DOC.find(&marker).unwrap_or_else(|| panic!("no `{marker}` block in docs/import-leaf.md")) + marker.len();
+    let start = DOC
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no `{marker}` block in docs/import-leaf.md"))
+        + marker.len();
     let len = DOC[start..].find("```").expect("unterminated SQL block");
     &DOC[start..start + len]
 }
@@ -318,7 +529,9 @@ fn doc_sql(label: &str) -> &'static str {
 /// `(name, max_id, step, description)` of every row of `sequences`.
 async fn rows_of(store: &std::sync::Arc<dyn Store>) -> Vec<(String, i64, i64, String)> {
     let rows = store.list().await.expect("list");
-    rows.into_iter().map(|r| (r.name.to_string(), r.max_id, r.step, r.description)).collect()
+    rows.into_iter()
+        .map(|r| (r.name.to_string(), r.max_id, r.step, r.description))
+        .collect()
 }
 
 /// The same Leaf table and seqd rows, in `db`: valid, invalid and existing names.
@@ -333,13 +546,21 @@ async fn mixed_fixture(db: &TestDb) -> std::sync::Arc<dyn Store> {
     leaf_sequence(db, "behind", 1000, None, 5).await;
     leaf_sequence(db, "ahead", 10, None, 1).await;
     let store = common::store(db).await;
-    store.create(&common::new_seq("behind", 1, 10)).await.unwrap();
-    store.create(&common::new_seq("ahead", 500, 10)).await.unwrap();
+    store
+        .create(&common::new_seq("behind", 1, 10))
+        .await
+        .unwrap();
+    store
+        .create(&common::new_seq("ahead", 500, 10))
+        .await
+        .unwrap();
     store
 }
 
 async fn documented_sql_matches_the_command(db: TestDb) {
-    let Some(other) = common::test_db(db.backend).await else { return };
+    let Some(other) = common::test_db(db.backend).await else {
+        return;
+    };
     let dialect = match db.backend {
         Backend::Postgres => "postgres",
         _ => "mysql",
@@ -347,18 +568,45 @@ async fn documented_sql_matches_the_command(db: TestDb) {
 
     // The command, on `other`.
     let by_command = mixed_fixture(&other).await;
-    let rows = leaf::read_leaf_alloc(&other.url).await.expect("read leaf_alloc");
-    let report = leaf::import(&rows, Some(by_command.as_ref()), ImportOptions { raise: true, ..OPTS })
+    let rows = leaf::read_leaf_alloc(&other.url)
         .await
-        .expect("import");
-    assert_eq!((report.imported(), report.skipped(), report.raised(), report.invalid()), (2, 2, 1, 4), "{report:?}");
+        .expect("read leaf_alloc");
+    let report = leaf::import(
+        &rows,
+        Some(by_command.as_ref()),
+        ImportOptions {
+            raise: true,
+            ..OPTS
+        },
+    )
+    .await
+    .expect("import");
+    assert_eq!(
+        (
+            report.imported(),
+            report.skipped(),
+            report.raised(),
+            report.invalid()
+        ),
+        (2, 2, 1, 4),
+        "{report:?}"
+    );
 
     // The documented SQL, on `db`.
     let by_sql = mixed_fixture(&db).await;
-    assert_eq!(common::execute(&db, doc_sql(&format!("import: {dialect}"))).await, 2);
-    assert_eq!(common::execute(&db, doc_sql(&format!("raise: {dialect}"))).await, 1);
+    assert_eq!(
+        common::execute(&db, doc_sql(&format!("import: {dialect}"))).await,
+        2
+    );
+    assert_eq!(
+        common::execute(&db, doc_sql(&format!("raise: {dialect}"))).await,
+        1
+    );
     // Idempotent, like the command.
-    assert_eq!(common::execute(&db, doc_sql(&format!("import: {dialect}"))).await, 0);
+    assert_eq!(
+        common::execute(&db, doc_sql(&format!("import: {dialect}"))).await,
+        0
+    );
 
     // The report query runs (it lists the four invalid tags).
     common::execute(&db, doc_sql("not imported: any")).await;

@@ -40,7 +40,11 @@ impl Store for Counting {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         self.inner.list().await
     }
-    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError> {
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
         self.inner.update(name, patch).await
     }
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -59,12 +63,23 @@ fn name(s: &str) -> SeqName {
 }
 
 async fn counting(db: &TestDb) -> Arc<Counting> {
-    Arc::new(Counting { inner: common::store(db).await, reserves: AtomicU64::new(0) })
+    Arc::new(Counting {
+        inner: common::store(db).await,
+        reserves: AtomicU64::new(0),
+    })
 }
 
 fn fixed(store: Arc<Counting>, negative_ttl: Duration) -> Allocator {
-    let cfg = AllocatorConfig { negative_ttl, ..AllocatorConfig::default() };
-    Allocator::with_parts(store, cfg, Arc::new(SystemClock::default()), Arc::new(FixedStep))
+    let cfg = AllocatorConfig {
+        negative_ttl,
+        ..AllocatorConfig::default()
+    };
+    Allocator::with_parts(
+        store,
+        cfg,
+        Arc::new(SystemClock::default()),
+        Arc::new(FixedStep),
+    )
 }
 
 async fn a_flood_of_unknown_names_costs_one_query_per_name_and_interval(db: TestDb) {
@@ -82,14 +97,22 @@ async fn a_flood_of_unknown_names_costs_one_query_per_name_and_interval(db: Test
     for _ in 0..100 {
         assert_eq!(alloc.next(&name("ghost0")).await, Err(AllocError::NotFound));
     }
-    assert_eq!(store.reserves.load(Ordering::SeqCst), 5, "one query per missing name");
+    assert_eq!(
+        store.reserves.load(Ordering::SeqCst),
+        5,
+        "one query per missing name"
+    );
 }
 
 async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: TestDb) {
     let store = counting(&db).await;
     let alloc = fixed(store.clone(), Duration::from_millis(200));
     assert_eq!(alloc.next(&name("later")).await, Err(AllocError::NotFound));
-    common::execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('later', 0, 10)").await;
+    common::execute(
+        &db,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('later', 0, 10)",
+    )
+    .await;
     let mut tries = 0;
     let id = loop {
         match alloc.next(&name("later")).await {
@@ -103,12 +126,18 @@ async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: Tes
         }
     };
     assert_eq!(id, 1);
-    assert!(store.reserves.load(Ordering::SeqCst) <= 2 + 1, "misses were not re-queried per request");
+    assert!(
+        store.reserves.load(Ordering::SeqCst) <= 2 + 1,
+        "misses were not re-queried per request"
+    );
 }
 
 async fn a_step_changed_by_sql_applies_at_the_next_fetch(db: TestDb) {
     let store = counting(&db).await;
-    store.create(&NewSequence::new(name("st"), 1, 10, String::new(), 1_000_000).unwrap()).await.unwrap();
+    store
+        .create(&NewSequence::new(name("st"), 1, 10, String::new(), 1_000_000).unwrap())
+        .await
+        .unwrap();
     let alloc = fixed(store.clone(), Duration::from_secs(1));
     assert_eq!(alloc.next(&name("st")).await.unwrap(), 1);
     common::execute(&db, "UPDATE sequences SET step = 500 WHERE name = 'st'").await;
@@ -120,9 +149,14 @@ async fn a_step_changed_by_sql_applies_at_the_next_fetch(db: TestDb) {
     assert_eq!((snap.row_step, snap.current_step), (500, 500), "{snap:?}");
 }
 
-async fn a_deleted_sequence_stops_when_memory_runs_out_and_a_recreated_one_never_reissues(db: TestDb) {
+async fn a_deleted_sequence_stops_when_memory_runs_out_and_a_recreated_one_never_reissues(
+    db: TestDb,
+) {
     let store = counting(&db).await;
-    store.create(&NewSequence::new(name("gone"), 1, 10, String::new(), 1_000_000).unwrap()).await.unwrap();
+    store
+        .create(&NewSequence::new(name("gone"), 1, 10, String::new(), 1_000_000).unwrap())
+        .await
+        .unwrap();
     let alloc = fixed(store.clone(), Duration::from_millis(100));
     let mut last = 0;
     for _ in 0..5 {
@@ -144,7 +178,11 @@ async fn a_deleted_sequence_stops_when_memory_runs_out_and_a_recreated_one_never
     assert!(reserved >= last);
     // Re-created by SQL from scratch (the dangerous way): IDs already
     // reserved by this instance are skipped, never issued again.
-    common::execute(&db, "INSERT INTO sequences (name, max_id, step) VALUES ('gone', 0, 10)").await;
+    common::execute(
+        &db,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('gone', 0, 10)",
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     let id = alloc.next(&name("gone")).await.unwrap();
     assert!(id > reserved, "{id} re-issued below {reserved}");
@@ -153,17 +191,32 @@ async fn a_deleted_sequence_stops_when_memory_runs_out_and_a_recreated_one_never
 async fn the_api_refuses_to_recreate_below_what_the_instance_reserved(db: TestDb) {
     let s = server::TestServer::start(Settings::for_database(db.url.clone())).await;
     let create = |body: serde_json::Value| s.http.post(s.url("/v1/sequences")).json(&body).send();
-    assert_eq!(create(json!({"name": "re", "step": 10})).await.unwrap().status(), 201);
+    assert_eq!(
+        create(json!({"name": "re", "step": 10}))
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
     for _ in 0..3 {
-        s.http.get(s.url("/v1/sequences/re/next")).send().await.unwrap();
+        s.http
+            .get(s.url("/v1/sequences/re/next"))
+            .send()
+            .await
+            .unwrap();
     }
     common::execute(&db, "DELETE FROM sequences WHERE name = 're'").await;
     let resp = create(json!({"name": "re", "start": 5})).await.unwrap();
     assert_eq!(resp.status(), 400);
     let body: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_request");
-    assert!(body["error"]["message"].as_str().unwrap().contains("start must be above"));
-    let resp = create(json!({"name": "re", "start": 1_000_000})).await.unwrap();
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("start must be above"));
+    let resp = create(json!({"name": "re", "start": 1_000_000}))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 201);
     s.stop().await;
 }

@@ -24,7 +24,10 @@ async fn start(limits: Limits, store: Arc<MemoryStore>) -> TestServer {
 
 #[tokio::test]
 async fn a_client_that_sends_its_body_too_slowly_gets_408() {
-    let limits = Limits { request_timeout: Duration::from_millis(300), ..Limits::default() };
+    let limits = Limits {
+        request_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
     let s = start(limits, Arc::new(MemoryStore::new())).await;
     let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     conn.write_all(
@@ -59,7 +62,14 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
     let store = Arc::new(MemoryStore::new());
     store.insert("s", 0, 10);
     store.close_gate(); // every fetch hangs: requests stay in flight
-    let s = start(Limits { max_concurrency: 2, ..Limits::default() }, store.clone()).await;
+    let s = start(
+        Limits {
+            max_concurrency: 2,
+            ..Limits::default()
+        },
+        store.clone(),
+    )
+    .await;
     let url = s.url("/v1/sequences/s/next");
     let in_flight: Vec<_> = (0..2)
         .map(|_| {
@@ -85,7 +95,12 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
     }
     let resp = shed.expect("a third request is shed");
     // The limit is per process, not per route: another route is shed too.
-    let other = s.http.get(s.url("/v1/sequences/s/batch?count=2")).send().await.unwrap();
+    let other = s
+        .http
+        .get(s.url("/v1/sequences/s/batch?count=2"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(other.status(), 503, "the limit counts every route together");
     assert!(resp.headers().contains_key("retry-after"));
     let body: serde_json::Value = resp.json().await.unwrap();
@@ -98,8 +113,18 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
 
 #[tokio::test]
 async fn the_body_limit_is_configurable() {
-    let s = start(Limits { body_bytes: 1024, ..Limits::default() }, Arc::new(MemoryStore::new())).await;
-    let body = format!("{{\"name\":\"x\",\"description\":\"{}\"}}", "d".repeat(2000));
+    let s = start(
+        Limits {
+            body_bytes: 1024,
+            ..Limits::default()
+        },
+        Arc::new(MemoryStore::new()),
+    )
+    .await;
+    let body = format!(
+        "{{\"name\":\"x\",\"description\":\"{}\"}}",
+        "d".repeat(2000)
+    );
     let resp = reqwest::Client::new()
         .post(s.url("/v1/sequences"))
         .header("content-type", "application/json")

@@ -33,25 +33,40 @@ struct Sample {
 /// `"` or `,`: names are validated and routes are templates).
 fn parse(text: &str) -> Vec<Sample> {
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line {line:?}"));
-        let value: f64 = value.parse().unwrap_or_else(|e| panic!("bad value in {line:?}: {e}"));
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample line {line:?}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|e| panic!("bad value in {line:?}: {e}"));
         let (name, labels) = match series.split_once('{') {
             None => (series.to_string(), BTreeMap::new()),
             Some((name, rest)) => {
-                let body = rest.strip_suffix('}').unwrap_or_else(|| panic!("bad labels in {line:?}"));
+                let body = rest
+                    .strip_suffix('}')
+                    .unwrap_or_else(|| panic!("bad labels in {line:?}"));
                 let labels = body
                     .split("\",")
                     .filter(|p| !p.is_empty())
                     .map(|pair| {
-                        let (k, v) = pair.split_once("=\"").unwrap_or_else(|| panic!("bad label in {line:?}"));
+                        let (k, v) = pair
+                            .split_once("=\"")
+                            .unwrap_or_else(|| panic!("bad label in {line:?}"));
                         (k.to_string(), v.trim_end_matches('"').to_string())
                     })
                     .collect();
                 (name.to_string(), labels)
             }
         };
-        out.push(Sample { name, labels, value });
+        out.push(Sample {
+            name,
+            labels,
+            value,
+        });
     }
     out
 }
@@ -60,9 +75,17 @@ fn parse(text: &str) -> Vec<Sample> {
 fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let found: Vec<_> = samples
         .iter()
-        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
         .collect();
-    assert!(found.len() <= 1, "{name} {labels:?} matches several samples: {found:?}");
+    assert!(
+        found.len() <= 1,
+        "{name} {labels:?} matches several samples: {found:?}"
+    );
     found.first().map(|s| s.value)
 }
 
@@ -70,7 +93,10 @@ async fn scrape(srv: &TestServer) -> String {
     let resp = srv.http.get(srv.url("/metrics")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
-    assert!(ct.starts_with("text/plain; version=0.0.4"), "content-type {ct}");
+    assert!(
+        ct.starts_with("text/plain; version=0.0.4"),
+        "content-type {ct}"
+    );
     resp.text().await.unwrap()
 }
 
@@ -78,7 +104,11 @@ async fn scrape(srv: &TestServer) -> String {
 /// under `SEQD_TEST_REQUIRE_ALL=1`, fails) when promtool is not installed.
 fn promtool_check(text: &str) {
     let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("promtool")).find(|p| p.is_file()))
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("promtool"))
+                .find(|p| p.is_file())
+        })
         .unwrap_or_default();
     let Some(promtool) = found else {
         if common::require_all() {
@@ -94,7 +124,12 @@ fn promtool_check(text: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run promtool");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
@@ -125,12 +160,29 @@ async fn get_ok(srv: &TestServer, path: &str) {
 async fn quiet_sequences(srv: &TestServer) -> BTreeMap<String, Value> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let v: Value = srv.http.get(srv.url("/v1/sequences")).send().await.unwrap().json().await.unwrap();
+        let v: Value = srv
+            .http
+            .get(srv.url("/v1/sequences"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let seqs = v["sequences"].as_array().unwrap();
-        if seqs.iter().all(|s| s["buffer"].is_null() || s["buffer"]["loading"] == false) {
-            return seqs.iter().map(|s| (s["name"].as_str().unwrap().to_string(), s.clone())).collect();
+        if seqs
+            .iter()
+            .all(|s| s["buffer"].is_null() || s["buffer"]["loading"] == false)
+        {
+            return seqs
+                .iter()
+                .map(|s| (s["name"].as_str().unwrap().to_string(), s.clone()))
+                .collect();
         }
-        assert!(tokio::time::Instant::now() < deadline, "fetches still in flight: {v}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fetches still in flight: {v}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -138,7 +190,11 @@ async fn quiet_sequences(srv: &TestServer) -> BTreeMap<String, Value> {
 async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
     let tag = db.backend.store_name();
-    let (order, payment, idle) = (format!("m-{tag}-order"), format!("m-{tag}-payment"), format!("m-{tag}-idle"));
+    let (order, payment, idle) = (
+        format!("m-{tag}-order"),
+        format!("m-{tag}-payment"),
+        format!("m-{tag}-idle"),
+    );
     let (ghost, nowhere) = (format!("m-{tag}-ghost"), format!("m-{tag}-nowhere"));
     create(&srv, &order, 100).await;
     create(&srv, &payment, 50).await;
@@ -153,9 +209,19 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     for _ in 0..30 {
         get_ok(&srv, &format!("/v1/sequences/{payment}/next")).await;
     }
-    let missing = srv.http.get(srv.url(&format!("/v1/sequences/{ghost}/next"))).send().await.unwrap();
+    let missing = srv
+        .http
+        .get(srv.url(&format!("/v1/sequences/{ghost}/next")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status(), 404);
-    let unrouted = srv.http.get(srv.url(&format!("/{nowhere}/x"))).send().await.unwrap();
+    let unrouted = srv
+        .http
+        .get(srv.url(&format!("/{nowhere}/x")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(unrouted.status(), 404);
 
     let api = quiet_sequences(&srv).await;
@@ -166,35 +232,68 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     for (name, issued) in expected_issued {
         let buf = &api[name.as_str()]["buffer"];
         let seq = [("sequence", name.as_str())];
-        let m = |metric: &str| value(&samples, metric, &seq).unwrap_or_else(|| panic!("{metric} {name} missing:\n{text}"));
+        let m = |metric: &str| {
+            value(&samples, metric, &seq)
+                .unwrap_or_else(|| panic!("{metric} {name} missing:\n{text}"))
+        };
         assert_eq!(m("seqd_ids_issued_total"), issued as f64, "{name}");
         assert_eq!(buf["issued"], issued, "{name}");
         let fetches = buf["fetches"].as_f64().unwrap();
         assert!(fetches >= 1.0);
         assert_eq!(m("seqd_segment_fetches_total"), fetches, "{name}");
-        assert_eq!(m("seqd_segment_fetch_duration_seconds_count"), fetches, "{name}: one latency sample per fetch");
+        assert_eq!(
+            m("seqd_segment_fetch_duration_seconds_count"),
+            fetches,
+            "{name}: one latency sample per fetch"
+        );
         assert!(m("seqd_segment_fetch_duration_seconds_sum") >= 0.0);
         assert_eq!(
-            value(&samples, "seqd_segment_fetch_duration_seconds_bucket", &[("sequence", name.as_str()), ("le", "+Inf")]),
+            value(
+                &samples,
+                "seqd_segment_fetch_duration_seconds_bucket",
+                &[("sequence", name.as_str()), ("le", "+Inf")]
+            ),
             Some(fetches)
         );
-        assert_eq!(m("seqd_segment_fetch_errors_total"), buf["fetch_errors"].as_f64().unwrap());
+        assert_eq!(
+            m("seqd_segment_fetch_errors_total"),
+            buf["fetch_errors"].as_f64().unwrap()
+        );
         assert_eq!(m("seqd_segment_fetch_errors_total"), 0.0);
-        assert_eq!(m("seqd_segment_waits_total"), buf["waits"].as_f64().unwrap());
-        assert!(m("seqd_segment_waits_total") >= 1.0, "{name}: the first request waits for the first segment");
-        assert_eq!(m("seqd_sequence_step"), buf["current_step"].as_f64().unwrap());
+        assert_eq!(
+            m("seqd_segment_waits_total"),
+            buf["waits"].as_f64().unwrap()
+        );
+        assert!(
+            m("seqd_segment_waits_total") >= 1.0,
+            "{name}: the first request waits for the first segment"
+        );
+        assert_eq!(
+            m("seqd_sequence_step"),
+            buf["current_step"].as_f64().unwrap()
+        );
         let remaining = |seg: &Value| seg.get("remaining").and_then(Value::as_f64).unwrap_or(0.0);
-        assert_eq!(m("seqd_sequence_ids_available"), remaining(&buf["current"]) + remaining(&buf["next"]));
+        assert_eq!(
+            m("seqd_sequence_ids_available"),
+            remaining(&buf["current"]) + remaining(&buf["next"])
+        );
         assert!(m("seqd_sequence_ids_available") > 0.0);
     }
 
     // Labels only for live sequences and route templates.
     for never in [&idle, &ghost, &nowhere] {
-        assert!(!text.contains(never.as_str()), "{never} leaked into a label:\n{text}");
+        assert!(
+            !text.contains(never.as_str()),
+            "{never} leaked into a label:\n{text}"
+        );
     }
     let requests = |route: &str, method: &str, status: &str| {
-        value(&samples, "seqd_http_requests_total", &[("route", route), ("method", method), ("status", status)])
-            .unwrap_or(0.0)
+        value(
+            &samples,
+            "seqd_http_requests_total",
+            &[("route", route), ("method", method), ("status", status)],
+        )
+        .unwrap_or(0.0)
     };
     assert!(requests("/v1/sequences/{name}/batch", "GET", "200") >= 7.0);
     assert!(requests("/v1/sequences/{name}/next", "GET", "200") >= 35.0);
@@ -204,15 +303,29 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     let batch_latency = value(
         &samples,
         "seqd_http_request_duration_seconds_count",
-        &[("route", "/v1/sequences/{name}/batch"), ("method", "GET"), ("status", "200")],
+        &[
+            ("route", "/v1/sequences/{name}/batch"),
+            ("method", "GET"),
+            ("status", "200"),
+        ],
     );
     assert!(batch_latency.unwrap_or(0.0) >= 7.0);
 
     let version = env!("CARGO_PKG_VERSION");
-    assert_eq!(value(&samples, "seqd_build_info", &[("version", version)]), Some(1.0));
-    let started = value(&samples, "process_start_time_seconds", &[]).expect("process_start_time_seconds");
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
-    assert!(started <= now && started > now - 3600.0, "start time {started}, now {now}");
+    assert_eq!(
+        value(&samples, "seqd_build_info", &[("version", version)]),
+        Some(1.0)
+    );
+    let started =
+        value(&samples, "process_start_time_seconds", &[]).expect("process_start_time_seconds");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started <= now && started > now - 3600.0,
+        "start time {started}, now {now}"
+    );
 
     for (metric, kind) in [
         ("seqd_ids_issued_total", "counter"),
@@ -227,8 +340,14 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
         ("process_start_time_seconds", "gauge"),
         ("seqd_build_info", "gauge"),
     ] {
-        assert!(text.contains(&format!("# TYPE {metric} {kind}\n")), "no {kind} {metric}:\n{text}");
-        assert!(text.contains(&format!("# HELP {metric} ")), "no HELP for {metric}");
+        assert!(
+            text.contains(&format!("# TYPE {metric} {kind}\n")),
+            "no {kind} {metric}:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("# HELP {metric} ")),
+            "no HELP for {metric}"
+        );
     }
 
     promtool_check(&text);
@@ -245,7 +364,11 @@ async fn issued_counter_follows_the_allocator_between_scrapes() {
     let name = "m-rescrape";
     create(&srv, name, 10).await;
     let issued = |text: &str| value(&parse(text), "seqd_ids_issued_total", &[("sequence", name)]);
-    assert_eq!(issued(&scrape(&srv).await), None, "not live before its first request");
+    assert_eq!(
+        issued(&scrape(&srv).await),
+        None,
+        "not live before its first request"
+    );
     get_ok(&srv, &format!("/v1/sequences/{name}/batch?count=25")).await;
     assert_eq!(issued(&scrape(&srv).await), Some(25.0));
     get_ok(&srv, &format!("/api/segment/get/{name}")).await;

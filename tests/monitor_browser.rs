@@ -71,14 +71,20 @@ struct Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         if let Some(pid) = self.browser_pid.take() {
-            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
         }
     }
 }
 
 impl Browser {
     async fn start(chromium: &std::path::Path, chromedriver: &std::path::Path) -> Browser {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let driver = tokio::process::Command::new(chromedriver)
             .arg(format!("--port={port}"))
             .stdout(std::process::Stdio::null())
@@ -86,7 +92,10 @@ impl Browser {
             .kill_on_drop(true)
             .spawn()
             .expect("start chromedriver");
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
         let base = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -97,10 +106,16 @@ impl Browser {
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "chromedriver did not become ready on {base}");
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not become ready on {base}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let profile = tempfile::Builder::new().prefix("seqd-chromium-").tempdir().unwrap();
+        let profile = tempfile::Builder::new()
+            .prefix("seqd-chromium-")
+            .tempdir()
+            .unwrap();
         let args = [
             "--headless".to_string(),
             "--no-sandbox".into(),
@@ -120,13 +135,28 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": chromium, "args": args }
         }}});
-        let resp: Value = http.post(format!("{base}/session")).json(&caps).send().await.unwrap().json().await.unwrap();
+        let resp: Value = http
+            .post(format!("{base}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let session = resp["value"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no WebDriver session: {resp}"))
             .to_string();
         let browser_pid = resp["value"]["capabilities"]["goog:processID"].as_u64();
-        Browser { http, base, session, browser_pid, _driver: driver, _profile: profile }
+        Browser {
+            http,
+            base,
+            session,
+            browser_pid,
+            _driver: driver,
+            _profile: profile,
+        }
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
@@ -143,40 +173,64 @@ impl Browser {
     }
 
     async fn open(&self, url: &str) {
-        self.call(reqwest::Method::POST, "/url", Some(json!({ "url": url }))).await;
+        self.call(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
+            .await;
     }
 
     async fn eval(&self, script: &str) -> Value {
-        self.call(reqwest::Method::POST, "/execute/sync", Some(json!({ "script": script, "args": [] }))).await
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({ "script": script, "args": [] })),
+        )
+        .await
     }
 
     /// Successful refreshes of the page so far.
     async fn refreshes(&self) -> u64 {
-        self.eval("return Number(document.body.dataset.refreshes || 0)").await.as_u64().unwrap_or(0)
+        self.eval("return Number(document.body.dataset.refreshes || 0)")
+            .await
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// Waits until the page completed at least `n` refreshes.
     async fn wait_refreshes(&self, n: u64) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while self.refreshes().await < n {
-            assert!(Instant::now() < deadline, "the page did not refresh {n} times");
+            assert!(
+                Instant::now() < deadline,
+                "the page did not refresh {n} times"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
     async fn source(&self) -> String {
-        self.call(reqwest::Method::GET, "/source", None).await.as_str().unwrap().to_string()
+        self.call(reqwest::Method::GET, "/source", None)
+            .await
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     async fn screenshot_png(&self) -> Vec<u8> {
         let b64 = self.call(reqwest::Method::GET, "/screenshot", None).await;
-        base64::engine::general_purpose::STANDARD.decode(b64.as_str().unwrap()).unwrap()
+        base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().unwrap())
+            .unwrap()
     }
 
     /// Ends the session: chromedriver quits the browser.
     async fn close(mut self) {
         let url = format!("{}/session/{}", self.base, self.session);
-        if self.http.delete(url).send().await.is_ok_and(|r| r.status().is_success()) {
+        if self
+            .http
+            .delete(url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
             self.browser_pid = None;
         }
     }
@@ -219,7 +273,9 @@ fn attr(tag: &str, name: &str) -> Option<String> {
 /// Text of the element with `id` (a leaf element).
 fn text_by_id(html: &str, id: &str) -> String {
     let key = format!("id=\"{id}\"");
-    let at = html.find(&key).unwrap_or_else(|| panic!("no #{id} in the page"));
+    let at = html
+        .find(&key)
+        .unwrap_or_else(|| panic!("no #{id} in the page"));
     let open_end = at + html[at..].find('>').unwrap() + 1;
     let close = open_end + html[open_end..].find('<').unwrap();
     decode(&html[open_end..close])
@@ -241,9 +297,15 @@ fn parse_rows(html: &str) -> Vec<PageRow> {
             let tag_end = j + body[j..].find('>').unwrap();
             let t = &body[tag_start..tag_end];
             let text_end = tag_end + 1 + body[tag_end + 1..].find('<').unwrap();
-            let shown = Shown { raw: attr(t, "data-v").unwrap_or_default(), text: decode(&body[tag_end + 1..text_end]) };
+            let shown = Shown {
+                raw: attr(t, "data-v").unwrap_or_default(),
+                text: decode(&body[tag_end + 1..text_end]),
+            };
             let key = attr(t, "data-k").unwrap();
-            assert!(cells.insert(key.clone(), shown).is_none(), "{key} twice in a row");
+            assert!(
+                cells.insert(key.clone(), shown).is_none(),
+                "{key} twice in a row"
+            );
             body = &body[text_end..];
         }
         rows.push(PageRow {
@@ -259,24 +321,38 @@ fn parse_rows(html: &str) -> Vec<PageRow> {
 
 impl PageRow {
     fn get(&self, key: &str) -> &Shown {
-        self.cells.get(key).unwrap_or_else(|| panic!("{}: no {key} on the page ({:?})", self.name, self.cells))
+        self.cells
+            .get(key)
+            .unwrap_or_else(|| panic!("{}: no {key} on the page ({:?})", self.name, self.cells))
     }
 
     /// An integer cell: its raw value, checked against the digits shown.
     fn int(&self, key: &str) -> i128 {
         let s = self.get(key);
         let digits: String = s.text.chars().filter(char::is_ascii_digit).collect();
-        assert_eq!(digits, s.raw, "{}: {key} shows {:?} for {}", self.name, s.text, s.raw);
-        s.raw.parse().unwrap_or_else(|e| panic!("{}: {key} = {:?}: {e}", self.name, s.raw))
+        assert_eq!(
+            digits, s.raw,
+            "{}: {key} shows {:?} for {}",
+            self.name, s.text, s.raw
+        );
+        s.raw
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {key} = {:?}: {e}", self.name, s.raw))
     }
 
     fn float(&self, key: &str) -> f64 {
-        self.get(key).raw.parse().unwrap_or_else(|e| panic!("{}: {key}: {e}", self.name))
+        self.get(key)
+            .raw
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {key}: {e}", self.name))
     }
 }
 
 fn int_of(v: &Value) -> i128 {
-    v.as_i64().map(i128::from).or_else(|| v.as_u64().map(i128::from)).unwrap_or_else(|| panic!("not an integer: {v}"))
+    v.as_i64()
+        .map(i128::from)
+        .or_else(|| v.as_u64().map(i128::from))
+        .unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
 // ---------------------------------------------------------------- the API
@@ -284,8 +360,21 @@ fn int_of(v: &Value) -> i128 {
 type Api = BTreeMap<String, Value>;
 
 async fn api(srv: &TestServer) -> Api {
-    let v: Value = srv.http.get(srv.url("/v1/sequences")).send().await.unwrap().json().await.unwrap();
-    v["sequences"].as_array().unwrap().iter().map(|s| (s["name"].as_str().unwrap().to_string(), s.clone())).collect()
+    let v: Value = srv
+        .http
+        .get(srv.url("/v1/sequences"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["sequences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().to_string(), s.clone()))
+        .collect()
 }
 
 /// The API once no fetch is in flight.
@@ -293,7 +382,9 @@ async fn quiet_api(srv: &TestServer) -> Api {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let a = api(srv).await;
-        if a.values().all(|s| s["buffer"].is_null() || s["buffer"]["loading"] == false) {
+        if a.values()
+            .all(|s| s["buffer"].is_null() || s["buffer"]["loading"] == false)
+        {
             return a;
         }
         assert!(Instant::now() < deadline, "fetches still in flight");
@@ -303,7 +394,15 @@ async fn quiet_api(srv: &TestServer) -> Api {
 
 /// The page's order: live sequences first, then the others; by name within each.
 fn expected_order(a: &Api) -> Vec<String> {
-    let mut names: Vec<_> = a.values().map(|s| (s["buffer"].is_null(), s["name"].as_str().unwrap().to_string())).collect();
+    let mut names: Vec<_> = a
+        .values()
+        .map(|s| {
+            (
+                s["buffer"].is_null(),
+                s["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     names.sort();
     names.into_iter().map(|(_, n)| n).collect()
 }
@@ -316,7 +415,9 @@ fn expected_status(buf: &Value) -> &'static str {
         "error"
     } else if buf["loading"] == true {
         "loading"
-    } else if (buf["current"].is_null() || buf["current"]["remaining"] == 0) && buf["next"].is_null() {
+    } else if (buf["current"].is_null() || buf["current"]["remaining"] == 0)
+        && buf["next"].is_null()
+    {
         "low"
     } else {
         "ok"
@@ -324,14 +425,26 @@ fn expected_status(buf: &Value) -> &'static str {
 }
 
 async fn create(srv: &TestServer, name: &str, start: i64, step: i64) {
-    let body = json!({ "name": name, "start": start, "step": step, "description": format!("{name} IDs") });
-    let resp = srv.http.post(srv.url("/v1/sequences")).json(&body).send().await.unwrap();
+    let body =
+        json!({ "name": name, "start": start, "step": step, "description": format!("{name} IDs") });
+    let resp = srv
+        .http
+        .post(srv.url("/v1/sequences"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 201, "create {name}");
 }
 
 /// Issues IDs from `path` until `stop`, pausing between requests; bounded in
 /// time and count.
-fn load(srv: &TestServer, path: String, pause: Duration, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+fn load(
+    srv: &TestServer,
+    path: String,
+    pause: Duration,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<u64> {
     let http = srv.http.clone();
     let url = srv.url(&path);
     tokio::spawn(async move {
@@ -356,7 +469,12 @@ fn check_under_load(rows: &[PageRow], before: &Api, after: &Api) {
     assert_eq!(names, expected_order(after), "rows");
     for row in rows {
         let (b, a) = (&before[&row.name], &after[&row.name]);
-        assert_eq!(row.int("row_step"), int_of(&a["step"]), "{}: row step", row.name);
+        assert_eq!(
+            row.int("row_step"),
+            int_of(&a["step"]),
+            "{}: row step",
+            row.name
+        );
         let between = |key: &str, lo: &Value, hi: &Value| {
             let shown = row.int(key);
             assert!(
@@ -366,7 +484,12 @@ fn check_under_load(rows: &[PageRow], before: &Api, after: &Api) {
             );
         };
         between("max_id", &b["max_id"], &a["max_id"]);
-        assert_eq!(row.live, !a["buffer"].is_null() || !b["buffer"].is_null(), "{}: live", row.name);
+        assert_eq!(
+            row.live,
+            !a["buffer"].is_null() || !b["buffer"].is_null(),
+            "{}: live",
+            row.name
+        );
         if !b["buffer"].is_null() {
             assert!(row.live, "{}: live before the page loaded", row.name);
             let (bb, ab) = (&b["buffer"], &a["buffer"]);
@@ -376,7 +499,11 @@ fn check_under_load(rows: &[PageRow], before: &Api, after: &Api) {
             assert!(first <= last);
             if row.cells.contains_key("cursor") {
                 let cursor = row.int("cursor");
-                assert!(first <= cursor && cursor <= last, "{}: cursor {cursor} outside [{first}, {last}]", row.name);
+                assert!(
+                    first <= cursor && cursor <= last,
+                    "{}: cursor {cursor} outside [{first}, {last}]",
+                    row.name
+                );
             }
         }
     }
@@ -388,17 +515,33 @@ fn check_exact(rows: &[PageRow], before: &Api, after: &Api) {
     assert_eq!(names, expected_order(after), "rows");
     for row in rows {
         let (seq, buf) = (&after[&row.name], &after[&row.name]["buffer"]);
-        assert_eq!(row.int("max_id"), int_of(&seq["max_id"]), "{}: max_id", row.name);
-        assert_eq!(row.int("row_step"), int_of(&seq["step"]), "{}: row step", row.name);
+        assert_eq!(
+            row.int("max_id"),
+            int_of(&seq["max_id"]),
+            "{}: max_id",
+            row.name
+        );
+        assert_eq!(
+            row.int("row_step"),
+            int_of(&seq["step"]),
+            "{}: row step",
+            row.name
+        );
         assert_eq!(row.live, !buf.is_null(), "{}: live", row.name);
         assert_eq!(row.status, expected_status(buf), "{}: status", row.name);
         assert_eq!(row.get("status").raw, row.status);
         if buf.is_null() {
             let keys: Vec<_> = row.cells.keys().map(String::as_str).collect();
-            assert_eq!(keys, ["max_id", "row_step", "status"], "{}: a row not served shows no buffer", row.name);
+            assert_eq!(
+                keys,
+                ["max_id", "row_step", "status"],
+                "{}: a row not served shows no buffer",
+                row.name
+            );
             continue;
         }
-        let exact = |key: &str, v: &Value| assert_eq!(row.int(key), int_of(v), "{}: {key}", row.name);
+        let exact =
+            |key: &str, v: &Value| assert_eq!(row.int(key), int_of(v), "{}: {key}", row.name);
         exact("step", &buf["current_step"]);
         exact("issued", &buf["issued"]);
         exact("fetches", &buf["fetches"]);
@@ -416,10 +559,24 @@ fn check_exact(rows: &[PageRow], before: &Api, after: &Api) {
             int_of(&cur["cursor"]) - int_of(&cur["first"])
         };
         let pct = (used * 10000 / len) as f64 / 100.0;
-        assert!((row.float("used_pct") - pct).abs() < 1e-9, "{}: used {} vs {pct}", row.name, row.float("used_pct"));
+        assert!(
+            (row.float("used_pct") - pct).abs() < 1e-9,
+            "{}: used {} vs {pct}",
+            row.name,
+            row.float("used_pct")
+        );
         let next = &row.get("next").raw;
         if buf["next"].is_null() {
-            assert_eq!(next, if buf["loading"] == true { "loading" } else { "none" }, "{}: next", row.name);
+            assert_eq!(
+                next,
+                if buf["loading"] == true {
+                    "loading"
+                } else {
+                    "none"
+                },
+                "{}: next",
+                row.name
+            );
         } else {
             assert_eq!(next, "ready", "{}: next", row.name);
             exact("next_first", &buf["next"]["first"]);
@@ -428,19 +585,42 @@ fn check_exact(rows: &[PageRow], before: &Api, after: &Api) {
         // serde_json parses floats to within an ulp (no `float_roundtrip`); JS exactly.
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0);
         let rate_est = row.float("rate_est");
-        assert!(close(rate_est, buf["rate_per_sec"].as_f64().unwrap()), "{}: rate estimate {rate_est} vs {buf}", row.name);
-        assert_eq!(row.float("rate"), 0.0, "{}: no IDs issued between the last two refreshes", row.name);
+        assert!(
+            close(rate_est, buf["rate_per_sec"].as_f64().unwrap()),
+            "{}: rate estimate {rate_est} vs {buf}",
+            row.name
+        );
+        assert_eq!(
+            row.float("rate"),
+            0.0,
+            "{}: no IDs issued between the last two refreshes",
+            row.name
+        );
         let fetch_ms = row.float("fetch_ms");
-        assert!(close(fetch_ms, buf["last_fetch_latency_ms"].as_f64().unwrap()), "{}: last fetch latency {fetch_ms} vs {buf}", row.name);
+        assert!(
+            close(fetch_ms, buf["last_fetch_latency_ms"].as_f64().unwrap()),
+            "{}: last fetch latency {fetch_ms} vs {buf}",
+            row.name
+        );
         let ago: i128 = row.get("fetch_ago").raw.parse().unwrap(); // shown as "9 s ago"
-        let (lo, hi) = (&before[&row.name]["buffer"]["last_fetch_ago_ms"], &buf["last_fetch_ago_ms"]);
-        assert!(int_of(lo) <= ago && ago <= int_of(hi), "{}: last fetch {ago} ms ago not within [{lo}, {hi}]", row.name);
+        let (lo, hi) = (
+            &before[&row.name]["buffer"]["last_fetch_ago_ms"],
+            &buf["last_fetch_ago_ms"],
+        );
+        assert!(
+            int_of(lo) <= ago && ago <= int_of(hi),
+            "{}: last fetch {ago} ms ago not within [{lo}, {hi}]",
+            row.name
+        );
     }
 }
 
 fn artifact_path() -> PathBuf {
     // CARGO_TARGET_TMPDIR is <target>/tmp; artifacts go beside it.
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().to_path_buf();
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let dir = target.join("artifacts");
     std::fs::create_dir_all(&dir).unwrap();
     dir.join("monitor.png")
@@ -448,7 +628,10 @@ fn artifact_path() -> PathBuf {
 
 /// Width and height from a PNG's IHDR chunk.
 fn png_size(png: &[u8]) -> (u32, u32) {
-    assert!(png.len() > 24 && png.starts_with(b"\x89PNG\r\n\x1a\n") && &png[12..16] == b"IHDR", "not a PNG");
+    assert!(
+        png.len() > 24 && png.starts_with(b"\x89PNG\r\n\x1a\n") && &png[12..16] == b"IHDR",
+        "not a PNG"
+    );
     let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     (be(&png[16..20]), be(&png[20..24]))
 }
@@ -457,8 +640,12 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
-    let Some((chromium, chromedriver)) = browser_tools() else { return };
-    let db = common::test_db(common::Backend::Sqlite).await.expect("sqlite test database");
+    let Some((chromium, chromedriver)) = browser_tools() else {
+        return;
+    };
+    let db = common::test_db(common::Backend::Sqlite)
+        .await
+        .expect("sqlite test database");
     let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
 
     create(&srv, "order", 1, 1000).await;
@@ -467,15 +654,35 @@ async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
     create(&srv, "ledger", BEYOND_JS, 1000).await;
     create(&srv, "archive", 1, 100).await; // never served: shown greyed
     for _ in 0..3 {
-        let r = srv.http.get(srv.url("/v1/sequences/ledger/next")).send().await.unwrap();
+        let r = srv
+            .http
+            .get(srv.url("/v1/sequences/ledger/next"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
     }
 
     let stop = Arc::new(AtomicBool::new(false));
     let loads = vec![
-        load(&srv, "/v1/sequences/order/batch?count=50".into(), Duration::from_millis(1), stop.clone()),
-        load(&srv, "/v1/sequences/payment/next".into(), Duration::from_millis(2), stop.clone()),
-        load(&srv, "/v1/sequences/user/next".into(), Duration::from_millis(10), stop.clone()),
+        load(
+            &srv,
+            "/v1/sequences/order/batch?count=50".into(),
+            Duration::from_millis(1),
+            stop.clone(),
+        ),
+        load(
+            &srv,
+            "/v1/sequences/payment/next".into(),
+            Duration::from_millis(2),
+            stop.clone(),
+        ),
+        load(
+            &srv,
+            "/v1/sequences/user/next".into(),
+            Duration::from_millis(10),
+            stop.clone(),
+        ),
     ];
     // Let the load reach every sequence and move `order` past a few segments.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -507,10 +714,17 @@ async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
     let rows = parse_rows(&html);
     check_under_load(&rows, &before, &after);
     let order = rows.iter().find(|r| r.name == "order").unwrap();
-    assert!(order.float("rate") > 0.0, "order is under load: live rate {:?}", order.get("rate"));
+    assert!(
+        order.float("rate") > 0.0,
+        "order is under load: live rate {:?}",
+        order.get("rate")
+    );
     assert_eq!(text_by_id(&html, "backend"), "sqlite");
     assert_eq!(text_by_id(&html, "admin"), "open · loopback only");
-    assert_eq!(text_by_id(&html, "version"), format!("v{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        text_by_id(&html, "version"),
+        format!("v{}", env!("CARGO_PKG_VERSION"))
+    );
 
     // At rest.
     stop.store(true, Ordering::Relaxed);
@@ -524,12 +738,19 @@ async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
     let after = quiet_api(&srv).await;
     for (name, s) in &after {
         assert_eq!(s["max_id"], before[name]["max_id"], "{name} moved at rest");
-        assert_eq!(s["buffer"]["issued"], before[name]["buffer"]["issued"], "{name} moved at rest");
+        assert_eq!(
+            s["buffer"]["issued"], before[name]["buffer"]["issued"],
+            "{name} moved at rest"
+        );
     }
     let rows = parse_rows(&html);
     check_exact(&rows, &before, &after);
     let ledger = rows.iter().find(|r| r.name == "ledger").unwrap();
-    assert_eq!(ledger.int("cur_first"), i128::from(BEYOND_JS), "IDs above 2^53 stay exact");
+    assert_eq!(
+        ledger.int("cur_first"),
+        i128::from(BEYOND_JS),
+        "IDs above 2^53 stay exact"
+    );
     assert_eq!(ledger.get("cursor").raw, (BEYOND_JS + 3).to_string());
     assert_eq!(text_by_id(&html, "t-live"), "4");
     assert_eq!(text_by_id(&html, "t-total"), "5");

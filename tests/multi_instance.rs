@@ -12,9 +12,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::TestDb;
-use server::Process;
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::domain::{Count, NewSequence, SeqName};
+use server::Process;
 
 const INSTANCES: usize = 3;
 const CLIENTS: usize = 8;
@@ -23,14 +23,21 @@ const STEP: i64 = 10;
 
 /// Small segments: the adapted step may never exceed the row's step of 10.
 fn small_steps() -> AllocatorConfig {
-    AllocatorConfig { max_step: STEP, wait_timeout: Duration::from_secs(30), ..AllocatorConfig::default() }
+    AllocatorConfig {
+        max_step: STEP,
+        wait_timeout: Duration::from_secs(30),
+        ..AllocatorConfig::default()
+    }
 }
 
 /// Checks global uniqueness and per-client strict order; returns the total.
 fn check(per_client: Vec<Vec<i64>>) -> usize {
     let mut all = HashSet::new();
     for (c, ids) in per_client.iter().enumerate() {
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "client {c}: IDs not strictly increasing");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "client {c}: IDs not strictly increasing"
+        );
         for &id in ids {
             assert!(all.insert(id), "ID {id} issued twice");
         }
@@ -41,7 +48,10 @@ fn check(per_client: Vec<Vec<i64>>) -> usize {
 async fn three_allocators_with_separate_pools_never_duplicate(db: TestDb) {
     let first = common::store(&db).await;
     let name = SeqName::parse("multi").unwrap();
-    first.create(&NewSequence::new(name.clone(), 1, STEP, String::new(), STEP).unwrap()).await.unwrap();
+    first
+        .create(&NewSequence::new(name.clone(), 1, STEP, String::new(), STEP).unwrap())
+        .await
+        .unwrap();
     let mut instances = vec![Allocator::new(first, small_steps())];
     for _ in 1..INSTANCES {
         instances.push(Allocator::new(common::connect(&db).await, small_steps()));
@@ -58,7 +68,10 @@ async fn three_allocators_with_separate_pools_never_duplicate(db: TestDb) {
                         mine.push(alloc.next(&name).await.expect("next"));
                     } else {
                         let want = (1 + (i * 7 + c) % 40).min(IDS_PER_CLIENT - mine.len());
-                        let batch = alloc.batch(&name, Count::new(want as u32).unwrap()).await.expect("batch");
+                        let batch = alloc
+                            .batch(&name, Count::new(want as u32).unwrap())
+                            .await
+                            .expect("batch");
                         mine.extend(batch.ids());
                     }
                     i += 1;
@@ -73,9 +86,18 @@ async fn three_allocators_with_separate_pools_never_duplicate(db: TestDb) {
     }
     let total = check(per_client);
     assert_eq!(total, CLIENTS * IDS_PER_CLIENT);
-    let fetches: u64 = instances.iter().map(|a| a.snapshot(&name).unwrap().fetches).sum();
-    assert!(fetches >= (total as u64) / STEP as u64, "segments of {STEP} were used ({fetches} fetches)");
-    eprintln!("{:?}: {total} IDs, {INSTANCES} instances, {CLIENTS} clients, {fetches} segment fetches", db.backend);
+    let fetches: u64 = instances
+        .iter()
+        .map(|a| a.snapshot(&name).unwrap().fetches)
+        .sum();
+    assert!(
+        fetches >= (total as u64) / STEP as u64,
+        "segments of {STEP} were used ({fetches} fetches)"
+    );
+    eprintln!(
+        "{:?}: {total} IDs, {INSTANCES} instances, {CLIENTS} clients, {fetches} segment fetches",
+        db.backend
+    );
 }
 
 per_backend!(three_allocators_with_separate_pools_never_duplicate);
@@ -83,7 +105,10 @@ per_backend!(three_allocators_with_separate_pools_never_duplicate);
 async fn three_seqd_processes_never_duplicate(db: TestDb) {
     let store = common::store(&db).await;
     let name = SeqName::parse("procs").unwrap();
-    store.create(&NewSequence::new(name, 1, STEP, String::new(), STEP).unwrap()).await.unwrap();
+    store
+        .create(&NewSequence::new(name, 1, STEP, String::new(), STEP).unwrap())
+        .await
+        .unwrap();
     let mut procs = Vec::new();
     for _ in 0..INSTANCES {
         procs.push(Process::spawn(&db.url, &["--max-step", "10"]).await);
@@ -99,13 +124,27 @@ async fn three_seqd_processes_never_duplicate(db: TestDb) {
                 let mut i = 0;
                 while mine.len() < per_client_ids {
                     if i % 2 == 0 {
-                        let v: serde_json::Value =
-                            http.get(format!("{base}/v1/sequences/procs/next")).send().await.unwrap().json().await.unwrap();
+                        let v: serde_json::Value = http
+                            .get(format!("{base}/v1/sequences/procs/next"))
+                            .send()
+                            .await
+                            .unwrap()
+                            .json()
+                            .await
+                            .unwrap();
                         mine.push(v["id"].as_i64().expect("id"));
                     } else {
-                        let url = format!("{base}/v1/sequences/procs/batch?count={}", 1 + (i + c) % 30);
-                        let v: serde_json::Value = http.get(url).send().await.unwrap().json().await.unwrap();
-                        mine.extend(v["ids"].as_array().expect("ids").iter().map(|x| x.as_i64().unwrap()));
+                        let url =
+                            format!("{base}/v1/sequences/procs/batch?count={}", 1 + (i + c) % 30);
+                        let v: serde_json::Value =
+                            http.get(url).send().await.unwrap().json().await.unwrap();
+                        mine.extend(
+                            v["ids"]
+                                .as_array()
+                                .expect("ids")
+                                .iter()
+                                .map(|x| x.as_i64().unwrap()),
+                        );
                     }
                     i += 1;
                 }
@@ -119,7 +158,10 @@ async fn three_seqd_processes_never_duplicate(db: TestDb) {
     }
     let total = check(per_client);
     assert!(total >= CLIENTS * per_client_ids);
-    eprintln!("{:?}: {total} IDs over HTTP from {INSTANCES} seqd processes", db.backend);
+    eprintln!(
+        "{:?}: {total} IDs over HTTP from {INSTANCES} seqd processes",
+        db.backend
+    );
     for p in procs {
         p.kill().await;
     }

@@ -26,7 +26,9 @@ use server::TestServer;
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 async fn start() -> (TestServer, common::TestDb) {
-    let db = common::test_db(Backend::Sqlite).await.expect("SQLite is always available");
+    let db = common::test_db(Backend::Sqlite)
+        .await
+        .expect("SQLite is always available");
     let server = TestServer::start(Settings::for_database(db.url.clone())).await;
     (server, db)
 }
@@ -74,7 +76,10 @@ fn routes_in_source(dir: &Path, found: &mut BTreeSet<String>) {
                 .collect();
             for (i, _) in text.match_indices(".route(") {
                 let rest = text[i + ".route(".len()..].trim_start();
-                let literal = rest.strip_prefix('"').and_then(|r| r.split_once('"')).map(|(lit, _)| lit);
+                let literal = rest
+                    .strip_prefix('"')
+                    .and_then(|r| r.split_once('"'))
+                    .map(|(lit, _)| lit);
                 let literal = literal.unwrap_or_else(|| {
                     panic!("{}: a .route( whose path is not a string literal; teach this test to read it", path.display())
                 });
@@ -92,7 +97,12 @@ fn documented(doc: &Value) -> BTreeMap<String, BTreeSet<String>> {
             .as_object()
             .unwrap()
             .keys()
-            .filter(|k| METHODS.iter().chain(&["HEAD", "OPTIONS", "TRACE"]).any(|m| m.eq_ignore_ascii_case(k)))
+            .filter(|k| {
+                METHODS
+                    .iter()
+                    .chain(&["HEAD", "OPTIONS", "TRACE"])
+                    .any(|m| m.eq_ignore_ascii_case(k))
+            })
             .map(|k| k.to_ascii_uppercase())
             .collect();
         out.insert(path.clone(), methods);
@@ -110,8 +120,11 @@ fn concrete(path: &str) -> String {
 
 /// Resolves a local `$ref`.
 fn resolve<'a>(doc: &'a Value, reference: &str) -> &'a Value {
-    let pointer = reference.strip_prefix('#').unwrap_or_else(|| panic!("non-local $ref {reference}"));
-    doc.pointer(pointer).unwrap_or_else(|| panic!("dangling $ref {reference}"))
+    let pointer = reference
+        .strip_prefix('#')
+        .unwrap_or_else(|| panic!("non-local $ref {reference}"));
+    doc.pointer(pointer)
+        .unwrap_or_else(|| panic!("dangling $ref {reference}"))
 }
 
 /// Every `$ref` anywhere in `v`.
@@ -151,13 +164,23 @@ async fn the_document_is_valid_openapi_3() {
     let mut operation_ids = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
         assert!(path.starts_with('/'), "{path}");
-        let templated: BTreeSet<&str> =
-            path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|x| x.strip_suffix('}'))).collect();
+        let templated: BTreeSet<&str> = path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|x| x.strip_suffix('}')))
+            .collect();
         for (method, op) in item.as_object().unwrap() {
             let what = format!("{} {path}", method.to_uppercase());
-            let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{what}: no operationId"));
-            assert!(operation_ids.insert(id.to_string()), "{what}: duplicate operationId {id}");
-            assert!(op["summary"].is_string() || op["description"].is_string(), "{what}: undocumented");
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{what}: no operationId"));
+            assert!(
+                operation_ids.insert(id.to_string()),
+                "{what}: duplicate operationId {id}"
+            );
+            assert!(
+                op["summary"].is_string() || op["description"].is_string(),
+                "{what}: undocumented"
+            );
 
             // Path parameters: exactly the template's, each required.
             let declared: BTreeSet<&str> = op["parameters"]
@@ -166,23 +189,40 @@ async fn the_document_is_valid_openapi_3() {
                 .unwrap_or_default()
                 .into_iter()
                 .map(|p| {
-                    assert_eq!(p["required"], true, "{what}: path parameter {p} not required");
+                    assert_eq!(
+                        p["required"], true,
+                        "{what}: path parameter {p} not required"
+                    );
                     p["name"].as_str().unwrap()
                 })
                 .collect();
             assert_eq!(declared, templated, "{what}: path parameters");
 
-            let responses = op["responses"].as_object().unwrap_or_else(|| panic!("{what}: no responses"));
-            assert!(responses.keys().any(|k| k.starts_with('2')), "{what}: no success response");
+            let responses = op["responses"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{what}: no responses"));
+            assert!(
+                responses.keys().any(|k| k.starts_with('2')),
+                "{what}: no success response"
+            );
             for (status, resp) in responses {
-                assert!(resp["description"].is_string(), "{what} {status}: no description");
+                assert!(
+                    resp["description"].is_string(),
+                    "{what} {status}: no description"
+                );
                 if status.starts_with('4') || status.starts_with('5') {
                     // Every documented error answers JSON: the error schema (or, for
                     // /readyz, a body that carries it).
                     let schema = &resp["content"]["application/json"]["schema"];
-                    assert!(schema.is_object(), "{what} {status}: error without a JSON body");
+                    assert!(
+                        schema.is_object(),
+                        "{what} {status}: error without a JSON body"
+                    );
                     if path != "/readyz" {
-                        assert_eq!(schema["$ref"], "#/components/schemas/ErrorBody", "{what} {status}");
+                        assert_eq!(
+                            schema["$ref"], "#/components/schemas/ErrorBody",
+                            "{what} {status}"
+                        );
                     }
                 }
             }
@@ -195,18 +235,42 @@ async fn the_document_is_valid_openapi_3() {
     let detail = resolve(&doc, error["properties"]["error"]["$ref"].as_str().unwrap());
     assert_eq!(detail["required"], json!(["code", "message"]));
     let codes = resolve(&doc, detail["properties"]["code"]["$ref"].as_str().unwrap());
-    for code in ["invalid_name", "invalid_count", "invalid_request", "unauthorized", "sequence_not_found",
-                 "sequence_exists", "sequence_exhausted", "storage_unavailable", "not_found", "method_not_allowed"] {
-        assert!(codes["enum"].as_array().unwrap().contains(&json!(code)), "{code} missing from {codes}");
+    for code in [
+        "invalid_name",
+        "invalid_count",
+        "invalid_request",
+        "unauthorized",
+        "sequence_not_found",
+        "sequence_exists",
+        "sequence_exhausted",
+        "storage_unavailable",
+        "not_found",
+        "method_not_allowed",
+    ] {
+        assert!(
+            codes["enum"].as_array().unwrap().contains(&json!(code)),
+            "{code} missing from {codes}"
+        );
     }
 
     // The admin bearer scheme, on create and patch only.
     let scheme = &doc["components"]["securitySchemes"]["admin_token"];
-    assert_eq!((scheme["type"].as_str(), scheme["scheme"].as_str()), (Some("http"), Some("bearer")), "{scheme}");
+    assert_eq!(
+        (scheme["type"].as_str(), scheme["scheme"].as_str()),
+        (Some("http"), Some("bearer")),
+        "{scheme}"
+    );
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
-            let admin = matches!((method.as_str(), path.as_str()), ("post", "/v1/sequences") | ("patch", "/v1/sequences/{name}"));
-            let expected = if admin { json!([{"admin_token": []}]) } else { Value::Null };
+            let admin = matches!(
+                (method.as_str(), path.as_str()),
+                ("post", "/v1/sequences") | ("patch", "/v1/sequences/{name}")
+            );
+            let expected = if admin {
+                json!([{"admin_token": []}])
+            } else {
+                Value::Null
+            };
             assert_eq!(op["security"], expected, "{method} {path}");
         }
     }
@@ -221,20 +285,40 @@ async fn the_document_lists_exactly_the_routes_the_router_serves() {
 
     // Paths: the router's (from the source) against the document's.
     let mut in_source = BTreeSet::new();
-    routes_in_source(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut in_source);
+    routes_in_source(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut in_source,
+    );
     let served: BTreeSet<String> = in_source.iter().map(|p| shape(p)).collect();
     let listed: BTreeSet<String> = documented.keys().map(|p| shape(p)).collect();
-    assert!(served.contains("/v1/sequences/{}/next"), "the source scan found {served:?}");
-    assert_eq!(served, listed, "routes in src/ (left) vs paths in /openapi.json (right)");
+    assert!(
+        served.contains("/v1/sequences/{}/next"),
+        "the source scan found {served:?}"
+    );
+    assert_eq!(
+        served, listed,
+        "routes in src/ (left) vs paths in /openapi.json (right)"
+    );
 
     // Methods: probe each path with each method. A documented method must be
     // served, with a documented status; any other must answer 405.
-    let resp = s.http.post(s.url("/v1/sequences")).json(&json!({"name": "order"})).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .json(&json!({"name": "order"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::CREATED);
     for (path, methods) in &documented {
         for m in METHODS {
             let url = s.url(&concrete(path));
-            let resp = s.http.request(Method::from_bytes(m.as_bytes()).unwrap(), &url).send().await.unwrap();
+            let resp = s
+                .http
+                .request(Method::from_bytes(m.as_bytes()).unwrap(), &url)
+                .send()
+                .await
+                .unwrap();
             let status = resp.status();
             let body = resp.text().await.unwrap_or_default();
             if methods.contains(m) {
@@ -245,7 +329,11 @@ async fn the_document_lists_exactly_the_routes_the_router_serves() {
                     "{m} {url}: answered {status}, documented {statuses:?}: {body}"
                 );
             } else {
-                assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{m} {url} is served but not documented: {body}");
+                assert_eq!(
+                    status,
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "{m} {url} is served but not documented: {body}"
+                );
                 assert!(body.contains("method_not_allowed"), "{m} {url}: {body}");
             }
         }
@@ -260,8 +348,15 @@ fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) -> Result<(), 
         return conforms(doc, resolve(doc, r), value, at);
     }
     if let Some(options) = schema["oneOf"].as_array().or(schema["anyOf"].as_array()) {
-        let errors: Vec<String> = options.iter().filter_map(|o| conforms(doc, o, value, at).err()).collect();
-        return if errors.len() < options.len() { Ok(()) } else { Err(errors.join("; ")) };
+        let errors: Vec<String> = options
+            .iter()
+            .filter_map(|o| conforms(doc, o, value, at).err())
+            .collect();
+        return if errors.len() < options.len() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        };
     }
     if let Some(allowed) = schema["enum"].as_array() {
         if !allowed.contains(value) {
@@ -310,8 +405,17 @@ fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) -> Result<(), 
 
 /// Sends `method path` and checks the JSON body against the documented
 /// schema of the status it answered with.
-async fn check_response(s: &TestServer, doc: &Value, method: &str, path: &str, template: &str, body: Option<Value>) -> Value {
-    let mut req = s.http.request(Method::from_bytes(method.as_bytes()).unwrap(), s.url(path));
+async fn check_response(
+    s: &TestServer,
+    doc: &Value,
+    method: &str,
+    path: &str,
+    template: &str,
+    body: Option<Value>,
+) -> Value {
+    let mut req = s
+        .http
+        .request(Method::from_bytes(method.as_bytes()).unwrap(), s.url(path));
     if let Some(b) = body {
         req = req.json(&b);
     }
@@ -319,9 +423,15 @@ async fn check_response(s: &TestServer, doc: &Value, method: &str, path: &str, t
     let status = resp.status().as_u16().to_string();
     let value: Value = resp.json().await.expect("a JSON body");
     let documented = &doc["paths"][template][method.to_ascii_lowercase()]["responses"][&status];
-    assert!(documented.is_object(), "{method} {path}: status {status} not documented");
+    assert!(
+        documented.is_object(),
+        "{method} {path}: status {status} not documented"
+    );
     let schema = &documented["content"]["application/json"]["schema"];
-    assert!(schema.is_object(), "{method} {path} {status}: no documented JSON schema");
+    assert!(
+        schema.is_object(),
+        "{method} {path} {status}: no documented JSON schema"
+    );
     if let Err(e) = conforms(doc, schema, &value, &format!("{method} {path} {status}")) {
         panic!("{e}\nbody: {value}");
     }
@@ -334,39 +444,166 @@ async fn real_responses_carry_exactly_the_documented_fields() {
     let doc = fetch_doc(&s).await;
     let one = "/v1/sequences/{name}";
 
-    check_response(&s, &doc, "POST", "/v1/sequences", "/v1/sequences", Some(json!({"name": "order", "step": 10}))).await;
-    check_response(&s, &doc, "POST", "/v1/sequences", "/v1/sequences", Some(json!({"name": "order"}))).await;
-    check_response(&s, &doc, "POST", "/v1/sequences", "/v1/sequences", Some(json!({"name": "x", "bogus": 1}))).await;
-    check_response(&s, &doc, "GET", "/v1/sequences/order/next", "/v1/sequences/{name}/next", None).await;
-    check_response(&s, &doc, "POST", "/v1/sequences/order/next", "/v1/sequences/{name}/next", None).await;
-    check_response(&s, &doc, "GET", "/v1/sequences/order/batch?count=3", "/v1/sequences/{name}/batch", None).await;
-    check_response(&s, &doc, "GET", "/v1/sequences/order/batch?count=0", "/v1/sequences/{name}/batch", None).await;
-    check_response(&s, &doc, "GET", "/v1/sequences/nope/next", "/v1/sequences/{name}/next", None).await;
+    check_response(
+        &s,
+        &doc,
+        "POST",
+        "/v1/sequences",
+        "/v1/sequences",
+        Some(json!({"name": "order", "step": 10})),
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "POST",
+        "/v1/sequences",
+        "/v1/sequences",
+        Some(json!({"name": "order"})),
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "POST",
+        "/v1/sequences",
+        "/v1/sequences",
+        Some(json!({"name": "x", "bogus": 1})),
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/sequences/order/next",
+        "/v1/sequences/{name}/next",
+        None,
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "POST",
+        "/v1/sequences/order/next",
+        "/v1/sequences/{name}/next",
+        None,
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/sequences/order/batch?count=3",
+        "/v1/sequences/{name}/batch",
+        None,
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/sequences/order/batch?count=0",
+        "/v1/sequences/{name}/batch",
+        None,
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/sequences/nope/next",
+        "/v1/sequences/{name}/next",
+        None,
+    )
+    .await;
     // With a buffer: current and next segments, counters.
     let seq = check_response(&s, &doc, "GET", "/v1/sequences/order", one, None).await;
     assert!(seq["buffer"]["current"].is_object(), "{seq}");
     check_response(&s, &doc, "GET", "/v1/sequences/a%20b", one, None).await;
-    check_response(&s, &doc, "PATCH", "/v1/sequences/order", one, Some(json!({"step": 20, "description": "d"}))).await;
-    check_response(&s, &doc, "PATCH", "/v1/sequences/order", one, Some(json!({}))).await;
+    check_response(
+        &s,
+        &doc,
+        "PATCH",
+        "/v1/sequences/order",
+        one,
+        Some(json!({"step": 20, "description": "d"})),
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "PATCH",
+        "/v1/sequences/order",
+        one,
+        Some(json!({})),
+    )
+    .await;
     let list = check_response(&s, &doc, "GET", "/v1/sequences", "/v1/sequences", None).await;
-    assert_eq!(list["sequences"].as_array().map(Vec::len), Some(1), "{list}");
-    check_response(&s, &doc, "GET", "/api/segment/get/nope", "/api/segment/get/{key}", None).await;
+    assert_eq!(
+        list["sequences"].as_array().map(Vec::len),
+        Some(1),
+        "{list}"
+    );
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/api/segment/get/nope",
+        "/api/segment/get/{key}",
+        None,
+    )
+    .await;
     check_response(&s, &doc, "GET", "/healthz", "/healthz", None).await;
     check_response(&s, &doc, "GET", "/readyz", "/readyz", None).await;
     check_response(&s, &doc, "GET", "/v1/info", "/v1/info", None).await;
     // Snowflake: whatever the worker lease's state (200, or 503 before it is leased).
-    check_response(&s, &doc, "GET", "/v1/snowflake/next", "/v1/snowflake/next", None).await;
-    check_response(&s, &doc, "POST", "/v1/snowflake/batch?count=2", "/v1/snowflake/batch", None).await;
-    let decoded =
-        check_response(&s, &doc, "GET", "/v1/snowflake/decode/2199023255552001", "/v1/snowflake/decode/{id}", None)
-            .await;
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/snowflake/next",
+        "/v1/snowflake/next",
+        None,
+    )
+    .await;
+    check_response(
+        &s,
+        &doc,
+        "POST",
+        "/v1/snowflake/batch?count=2",
+        "/v1/snowflake/batch",
+        None,
+    )
+    .await;
+    let decoded = check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/snowflake/decode/2199023255552001",
+        "/v1/snowflake/decode/{id}",
+        None,
+    )
+    .await;
     assert_eq!(decoded["id_str"], "2199023255552001", "{decoded}");
-    check_response(&s, &doc, "GET", "/v1/snowflake/decode/-1", "/v1/snowflake/decode/{id}", None).await;
+    check_response(
+        &s,
+        &doc,
+        "GET",
+        "/v1/snowflake/decode/-1",
+        "/v1/snowflake/decode/{id}",
+        None,
+    )
+    .await;
 
     // The plain-text answers are documented as such.
-    let text_ct = &doc["paths"]["/v1/sequences/{name}/next"]["get"]["responses"]["200"]["content"]["text/plain"];
-    assert!(text_ct.is_object(), "Accept: text/plain answer undocumented");
-    let leaf = &doc["paths"]["/api/segment/get/{key}"]["get"]["responses"]["200"]["content"]["text/plain"];
+    let text_ct = &doc["paths"]["/v1/sequences/{name}/next"]["get"]["responses"]["200"]["content"]
+        ["text/plain"];
+    assert!(
+        text_ct.is_object(),
+        "Accept: text/plain answer undocumented"
+    );
+    let leaf =
+        &doc["paths"]["/api/segment/get/{key}"]["get"]["responses"]["200"]["content"]["text/plain"];
     assert!(leaf.is_object(), "Leaf route's text answer undocumented");
     s.stop().await;
 }
@@ -377,9 +614,17 @@ async fn swagger_ui_serves_the_document() {
     let resp = s.http.get(s.url("/docs")).send().await.unwrap(); // redirects to /docs/
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.url().path(), "/docs/");
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
     assert!(resp.text().await.unwrap().contains("swagger-ui"));
-    let init = s.http.get(s.url("/docs/swagger-initializer.js")).send().await.unwrap();
+    let init = s
+        .http
+        .get(s.url("/docs/swagger-initializer.js"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(init.status(), StatusCode::OK);
     let script = init.text().await.unwrap();
     assert!(script.contains("/openapi.json"), "{script}");

@@ -27,7 +27,10 @@ async fn lines_until(rx: &mut mpsc::UnboundedReceiver<Value>, message: &str) -> 
         false
     })
     .await;
-    assert!(matches!(found, Ok(true)), "no log line {message:?}; saw {seen:#?}");
+    assert!(
+        matches!(found, Ok(true)),
+        "no log line {message:?}; saw {seen:#?}"
+    );
     seen
 }
 
@@ -47,16 +50,23 @@ async fn admin_log_lines_carry_the_request_id_and_id_routes_stay_quiet() {
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
     tokio::spawn(async move {
         while let Ok(Some(line)) = stderr.next_line().await {
-            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            let v: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
             if tx.send(v).is_err() {
                 break;
             }
         }
     });
     let started = lines_until(&mut rx, "seqd started").await;
-    let listen = started.last().unwrap()["listen"].as_str().expect("listen field").to_string();
+    let listen = started.last().unwrap()["listen"]
+        .as_str()
+        .expect("listen field")
+        .to_string();
     let base = format!("http://{listen}");
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
 
     let created = http
         .post(format!("{base}/v1/sequences"))
@@ -66,15 +76,28 @@ async fn admin_log_lines_carry_the_request_id_and_id_routes_stay_quiet() {
         .await
         .unwrap();
     assert_eq!(created.status(), 201);
-    assert_eq!(created.headers()["x-request-id"], "it-create-1", "the client's id is echoed");
+    assert_eq!(
+        created.headers()["x-request-id"],
+        "it-create-1",
+        "the client's id is echoed"
+    );
 
     let mut made = std::collections::HashSet::new();
     for _ in 0..25 {
-        let r = http.get(format!("{base}/v1/sequences/logged/next")).send().await.unwrap();
+        let r = http
+            .get(format!("{base}/v1/sequences/logged/next"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
         let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
-        let (instance, n) = id.split_once('-').unwrap_or_else(|| panic!("request id {id:?}"));
-        assert!(instance.len() == 8 && instance.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        let (instance, n) = id
+            .split_once('-')
+            .unwrap_or_else(|| panic!("request id {id:?}"));
+        assert!(
+            instance.len() == 8 && instance.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
         assert!(n.parse::<u64>().is_ok(), "{id}");
         assert!(made.insert(id), "request ids repeat");
     }
@@ -105,8 +128,14 @@ async fn admin_log_lines_carry_the_request_id_and_id_routes_stay_quiet() {
     assert_eq!(updated_span["request_id"], "it-patch-2");
     assert_eq!(updated_span["route"], "/v1/sequences/{name}");
     let in_requests = lines.iter().filter(|v| !v["span"].is_null()).count();
-    assert_eq!(in_requests, 2, "at info, the 25 ID requests log nothing: {lines:#?}");
-    assert!(!lines.iter().any(|v| v.to_string().contains("/next")), "{lines:#?}");
+    assert_eq!(
+        in_requests, 2,
+        "at info, the 25 ID requests log nothing: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|v| v.to_string().contains("/next")),
+        "{lines:#?}"
+    );
 
     let _ = child.start_kill();
     let _ = child.wait().await;

@@ -21,8 +21,8 @@ use std::time::Duration;
 use common::TestDb;
 use proptest::prelude::*;
 use seqd::snowflake::{
-    Bits, Generator, Grant, Layout, LeaseConfig, ManualWallClock, Snowflake, SnowflakeError, SystemWallClock,
-    TickOutcome, WallClock,
+    Bits, Generator, Grant, Layout, LeaseConfig, ManualWallClock, Snowflake, SnowflakeError,
+    SystemWallClock, TickOutcome, WallClock,
 };
 use seqd::store::workers::{connect_leases, WorkerLeases};
 
@@ -37,7 +37,14 @@ fn layout() -> Layout {
 /// A generator holding worker 3 with no lease deadline, on `clock`.
 fn generator(clock: &ManualWallClock, floor_ms: Option<i64>) -> Generator {
     let g = Generator::new(layout(), Arc::new(clock.clone()), TOLERANCE);
-    g.install(Grant { worker_id: 3, issue_until_ms: i64::MAX, bound_ms: i64::MAX }, floor_ms);
+    g.install(
+        Grant {
+            worker_id: 3,
+            issue_until_ms: i64::MAX,
+            bound_ms: i64::MAX,
+        },
+        floor_ms,
+    );
     g
 }
 
@@ -49,7 +56,12 @@ fn ts_ms(id: i64) -> i64 {
 
 fn assert_strictly_increasing(ids: &[i64]) {
     for w in ids.windows(2) {
-        assert!(w[0] < w[1], "not strictly increasing: {} then {}", w[0], w[1]);
+        assert!(
+            w[0] < w[1],
+            "not strictly increasing: {} then {}",
+            w[0],
+            w[1]
+        );
     }
 }
 
@@ -78,8 +90,14 @@ async fn a_large_clock_rollback_is_refused_then_ids_resume_by_themselves() {
     let before = g.next().await.unwrap();
     clock.set(T - 1_000);
     let started = tokio::time::Instant::now();
-    assert_eq!(g.next().await, Err(SnowflakeError::ClockMovedBackwards { behind_ms: 1_000 }));
-    assert_eq!(g.batch(10).await, Err(SnowflakeError::ClockMovedBackwards { behind_ms: 1_000 }));
+    assert_eq!(
+        g.next().await,
+        Err(SnowflakeError::ClockMovedBackwards { behind_ms: 1_000 })
+    );
+    assert_eq!(
+        g.batch(10).await,
+        Err(SnowflakeError::ClockMovedBackwards { behind_ms: 1_000 })
+    );
     assert_eq!(started.elapsed(), Duration::ZERO, "a refusal does not wait");
     assert_eq!(g.status().clock_refusals, 2);
     // Still behind by 4 ms (within the tolerance): waited out.
@@ -136,11 +154,18 @@ async fn a_restart_with_the_clock_behind_the_stored_timestamp_waits_or_refuses()
     // Up to T + 2000: refused (beyond the tolerance) until the clock passes it.
     let clock = ManualWallClock::ticking(T);
     let g = generator(&clock, Some(T + 2_000));
-    assert_eq!(g.next().await, Err(SnowflakeError::ClockMovedBackwards { behind_ms: 2_000 }));
+    assert_eq!(
+        g.next().await,
+        Err(SnowflakeError::ClockMovedBackwards { behind_ms: 2_000 })
+    );
     clock.set(T + 2_000);
     let started = tokio::time::Instant::now();
     let id = g.next().await.unwrap();
-    assert_eq!(started.elapsed(), Duration::from_millis(1), "T + 2000 itself is used up");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(1),
+        "T + 2000 itself is used up"
+    );
     assert_eq!(ts_ms(id), T + 2_001);
 }
 
@@ -150,7 +175,14 @@ async fn a_new_worker_id_never_goes_below_the_last_id_issued() {
     let g = generator(&clock, None);
     let last = g.next().await.unwrap();
     // Worker 1 < 3 in the same millisecond would give a smaller ID.
-    g.install(Grant { worker_id: 1, issue_until_ms: i64::MAX, bound_ms: i64::MAX }, Some(0));
+    g.install(
+        Grant {
+            worker_id: 1,
+            issue_until_ms: i64::MAX,
+            bound_ms: i64::MAX,
+        },
+        Some(0),
+    );
     let next = g.next().await.unwrap();
     assert!(next > last);
     assert_eq!(layout().decode(next).unwrap().worker, 1);
@@ -160,36 +192,75 @@ async fn a_new_worker_id_never_goes_below_the_last_id_issued() {
 async fn issuing_stops_at_the_lease_deadline_and_the_persisted_bound() {
     let clock = ManualWallClock::ticking(T);
     let g = Generator::new(layout(), Arc::new(clock.clone()), TOLERANCE);
-    g.install(Grant { worker_id: 0, issue_until_ms: T + 100, bound_ms: T + 50 }, None);
+    g.install(
+        Grant {
+            worker_id: 0,
+            issue_until_ms: T + 100,
+            bound_ms: T + 50,
+        },
+        None,
+    );
     assert!(g.next().await.is_ok());
     clock.set(T + 51);
-    assert_eq!(g.next().await, Err(SnowflakeError::LeaseExpiring), "past the persisted bound");
+    assert_eq!(
+        g.next().await,
+        Err(SnowflakeError::LeaseExpiring),
+        "past the persisted bound"
+    );
     clock.set(T + 100);
-    assert_eq!(g.next().await, Err(SnowflakeError::LeaseExpiring), "past the deadline");
+    assert_eq!(
+        g.next().await,
+        Err(SnowflakeError::LeaseExpiring),
+        "past the deadline"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_seconds_layout_waits_for_the_next_second_on_overflow() {
     let clock = ManualWallClock::ticking(T + 250);
-    let l = Layout::new("36/5/22".parse().unwrap(), 1000, seqd::snowflake::layout::DEFAULT_EPOCH_MS, T).unwrap();
+    let l = Layout::new(
+        "36/5/22".parse().unwrap(),
+        1000,
+        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
+        T,
+    )
+    .unwrap();
     let g = Generator::new(l, Arc::new(clock.clone()), TOLERANCE);
-    g.install(Grant { worker_id: 31, issue_until_ms: i64::MAX, bound_ms: i64::MAX }, None);
+    g.install(
+        Grant {
+            worker_id: 31,
+            issue_until_ms: i64::MAX,
+            bound_ms: i64::MAX,
+        },
+        None,
+    );
     let first = g.next().await.unwrap();
     let started = tokio::time::Instant::now();
     // The rest of this second's 4,194,304 IDs, then one more.
     let rest = g.batch(4_194_303).await.unwrap();
     assert_eq!(started.elapsed(), Duration::ZERO);
     let next = g.next().await.unwrap();
-    assert_eq!(started.elapsed(), Duration::from_millis(750), "slept to the next second");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(750),
+        "slept to the next second"
+    );
     assert!(first < rest[0] && *rest.last().unwrap() < next);
-    assert_eq!(l.decode(next).unwrap().timestamp, l.decode(first).unwrap().timestamp + 1);
+    assert_eq!(
+        l.decode(next).unwrap().timestamp,
+        l.decode(first).unwrap().timestamp + 1
+    );
 }
 
 // ------------------------------------------------------------------ layouts
 
 /// A valid bit split: worker 0..=16, sequence 1..=30, time the rest.
 fn any_bits() -> impl Strategy<Value = Bits> {
-    (0u8..=16, 1u8..=30).prop_map(|(worker, sequence)| Bits { time: 63 - worker - sequence, worker, sequence })
+    (0u8..=16, 1u8..=30).prop_map(|(worker, sequence)| Bits {
+        time: 63 - worker - sequence,
+        worker,
+        sequence,
+    })
 }
 
 proptest! {
@@ -230,11 +301,21 @@ async fn leases(db: &TestDb) -> Arc<dyn WorkerLeases> {
 
 /// An instance (its own owner and its own pool) without the background task.
 async fn instance(db: &TestDb, layout: Layout, clock: &ManualWallClock) -> Snowflake {
-    Snowflake::new(layout, TOLERANCE, Arc::new(clock.clone()), leases(db).await, lease())
+    Snowflake::new(
+        layout,
+        TOLERANCE,
+        Arc::new(clock.clone()),
+        leases(db).await,
+        lease(),
+    )
 }
 
 /// For each worker ID, how many of `instances` may issue under it now: never more than one.
-fn assert_one_holder_per_worker(instances: &[&Snowflake], now: i64, when: &str) -> BTreeMap<u32, usize> {
+fn assert_one_holder_per_worker(
+    instances: &[&Snowflake],
+    now: i64,
+    when: &str,
+) -> BTreeMap<u32, usize> {
     let mut holders = BTreeMap::new();
     for s in instances {
         if let Some(g) = s.status().grant {
@@ -243,19 +324,32 @@ fn assert_one_holder_per_worker(instances: &[&Snowflake], now: i64, when: &str) 
             }
         }
     }
-    assert!(holders.values().all(|n| *n == 1), "{when}: worker ID held twice: {holders:?}");
+    assert!(
+        holders.values().all(|n| *n == 1),
+        "{when}: worker ID held twice: {holders:?}"
+    );
     holders
 }
 
 /// A layout with 2 worker IDs.
 fn two_workers() -> Layout {
-    Layout::new("50/1/12".parse().unwrap(), 1, seqd::snowflake::layout::DEFAULT_EPOCH_MS, T).unwrap()
+    Layout::new(
+        "50/1/12".parse().unwrap(),
+        1,
+        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
+        T,
+    )
+    .unwrap()
 }
 
 async fn two_instances_never_hold_the_same_worker_id(db: TestDb) {
     let clock = ManualWallClock::frozen(T);
     let l = two_workers();
-    let (a, b, c) = (instance(&db, l, &clock).await, instance(&db, l, &clock).await, instance(&db, l, &clock).await);
+    let (a, b, c) = (
+        instance(&db, l, &clock).await,
+        instance(&db, l, &clock).await,
+        instance(&db, l, &clock).await,
+    );
     let all = [&a, &b, &c];
     let mut issued: Vec<i64> = Vec::new();
 
@@ -298,7 +392,10 @@ async fn two_instances_never_hold_the_same_worker_id(db: TestDb) {
     let c_first = c.next().await.unwrap();
     assert_eq!(l.decode(c_first).unwrap().worker, 1);
     assert!(c_first > b_last);
-    assert!(l.unit_start_ms(l.decode(c_first).unwrap().timestamp) > T + 30_000, "C reused B's timestamps");
+    assert!(
+        l.unit_start_ms(l.decode(c_first).unwrap().timestamp) > T + 30_000,
+        "C reused B's timestamps"
+    );
     issued.push(c_first);
     assert_eq!(b.next().await, Err(SnowflakeError::LeaseExpiring));
     // B learns it lost the worker ID at its next renewal; none is free.
@@ -316,7 +413,11 @@ async fn two_instances_never_hold_the_same_worker_id(db: TestDb) {
     let rows = leases(&db).await.list(2).await.unwrap();
     let row0 = rows.iter().find(|r| r.worker_id == 0).unwrap();
     assert_eq!(row0.lease_until, 0, "released");
-    assert_eq!(row0.last_timestamp, T + 30_003, "the exact last millisecond A used");
+    assert_eq!(
+        row0.last_timestamp,
+        T + 30_003,
+        "the exact last millisecond A used"
+    );
     assert_eq!(b.tick().await, TickOutcome::Claimed(0));
     assert_one_holder_per_worker(&all, clock.now_ms(), "after the release");
     clock.advance(1);
@@ -331,7 +432,13 @@ async fn two_instances_never_hold_the_same_worker_id(db: TestDb) {
 
 async fn concurrent_claims_get_distinct_worker_ids(db: TestDb) {
     let clock = ManualWallClock::frozen(SystemWallClock.now_ms());
-    let l = Layout::new("49/2/12".parse().unwrap(), 1, seqd::snowflake::layout::DEFAULT_EPOCH_MS, clock.now_ms()).unwrap();
+    let l = Layout::new(
+        "49/2/12".parse().unwrap(),
+        1,
+        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
+        clock.now_ms(),
+    )
+    .unwrap();
     let mut instances = Vec::new();
     for _ in 0..8 {
         instances.push(instance(&db, l, &clock).await);
@@ -339,7 +446,16 @@ async fn concurrent_claims_get_distinct_worker_ids(db: TestDb) {
     let outcomes = futures::future::join_all(instances.iter().map(|s| s.tick())).await;
     // Losers of a race retry inside the tick; a few may give up (Failed) and
     // succeed at their next tick, as the background task would.
-    let mut claimed: Vec<u32> = outcomes.iter().filter_map(|o| if let TickOutcome::Claimed(w) = o { Some(*w) } else { None }).collect();
+    let mut claimed: Vec<u32> = outcomes
+        .iter()
+        .filter_map(|o| {
+            if let TickOutcome::Claimed(w) = o {
+                Some(*w)
+            } else {
+                None
+            }
+        })
+        .collect();
     for (s, o) in instances.iter().zip(&outcomes) {
         if *o == TickOutcome::Failed {
             if let TickOutcome::Claimed(w) = s.tick().await {
@@ -355,7 +471,13 @@ async fn concurrent_claims_get_distinct_worker_ids(db: TestDb) {
 
 async fn restarts_never_reuse_a_timestamp(db: TestDb) {
     // One worker ID only, so every instance gets the same one.
-    let l = Layout::new("51/0/12".parse().unwrap(), 1, seqd::snowflake::layout::DEFAULT_EPOCH_MS, T).unwrap();
+    let l = Layout::new(
+        "51/0/12".parse().unwrap(),
+        1,
+        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
+        T,
+    )
+    .unwrap();
 
     // Graceful: A releases with its exact last timestamp; B's clock is 3 ms
     // behind it (within the tolerance): B's first ID waits and comes after.
@@ -381,7 +503,9 @@ async fn restarts_never_reuse_a_timestamp(db: TestDb) {
     let clock_c = ManualWallClock::frozen(stored - 2_000);
     let c = instance(&db, l, &clock_c).await;
     assert_eq!(c.tick().await, TickOutcome::Claimed(0));
-    assert!(matches!(c.next().await, Err(SnowflakeError::ClockMovedBackwards { behind_ms }) if behind_ms >= 2_000));
+    assert!(
+        matches!(c.next().await, Err(SnowflakeError::ClockMovedBackwards { behind_ms }) if behind_ms >= 2_000)
+    );
     clock_c.set(stored + 1);
     let c_first = c.next().await.unwrap();
     assert!(l.unit_start_ms(l.decode(c_first).unwrap().timestamp) > stored);
@@ -389,11 +513,19 @@ async fn restarts_never_reuse_a_timestamp(db: TestDb) {
     // Crash: C vanishes without releasing. Its row is free only after the
     // lease, and D starts after the bound C persisted (the lease's end).
     let c_bound = leases(&db).await.list(1).await.unwrap()[0].last_timestamp;
-    assert_eq!(c_bound, stored - 2_000 + 30_000, "the bound is the end of C's lease");
+    assert_eq!(
+        c_bound,
+        stored - 2_000 + 30_000,
+        "the bound is the end of C's lease"
+    );
     drop(c);
     let clock_d = ManualWallClock::frozen(stored + 2);
     let d = instance(&db, l, &clock_d).await;
-    assert_eq!(d.tick().await, TickOutcome::NoneFree, "C's lease still runs");
+    assert_eq!(
+        d.tick().await,
+        TickOutcome::NoneFree,
+        "C's lease still runs"
+    );
     clock_d.set(c_bound + 1);
     assert_eq!(d.tick().await, TickOutcome::Claimed(0));
     clock_d.set(c_bound + 2);
@@ -406,7 +538,13 @@ async fn the_background_task_renews_the_lease_and_ends_when_dropped(db: TestDb) 
     // A 1 s lease: renewed every 250 ms; without renewals issuing would stop
     // 667 ms after the claim.
     let leases = leases(&db).await;
-    let s = Snowflake::start(Layout::default(), TOLERANCE, Arc::new(SystemWallClock), leases.clone(), LeaseConfig::new(Duration::from_secs(1)));
+    let s = Snowflake::start(
+        Layout::default(),
+        TOLERANCE,
+        Arc::new(SystemWallClock),
+        leases.clone(),
+        LeaseConfig::new(Duration::from_secs(1)),
+    );
     tokio::time::timeout(Duration::from_secs(20), async {
         while s.status().grant.is_none() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -431,12 +569,19 @@ async fn the_background_task_renews_the_lease_and_ends_when_dropped(db: TestDb) 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = leases.list(1024).await.unwrap()[0].lease_until;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(leases.list(1024).await.unwrap()[0].lease_until, before, "renewed after the drop");
+    assert_eq!(
+        leases.list(1024).await.unwrap()[0].lease_until,
+        before,
+        "renewed after the drop"
+    );
 }
 
 /// Total IDs of the multi-instance test (`SEQD_SNOWFLAKE_TEST_IDS`, default 300,000).
 fn total_ids() -> usize {
-    std::env::var("SEQD_SNOWFLAKE_TEST_IDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000)
+    std::env::var("SEQD_SNOWFLAKE_TEST_IDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300_000)
 }
 
 async fn three_instances_eight_clients_issue_unique_increasing_ids(db: TestDb) {
@@ -446,7 +591,13 @@ async fn three_instances_eight_clients_issue_unique_increasing_ids(db: TestDb) {
     let leases = leases(&db).await;
     let mut instances = Vec::new();
     for _ in 0..INSTANCES {
-        instances.push(Snowflake::start(Layout::default(), TOLERANCE, Arc::new(SystemWallClock), leases.clone(), lease()));
+        instances.push(Snowflake::start(
+            Layout::default(),
+            TOLERANCE,
+            Arc::new(SystemWallClock),
+            leases.clone(),
+            lease(),
+        ));
     }
     // The background tasks claim a worker ID each.
     for s in &instances {
@@ -487,16 +638,26 @@ async fn three_instances_eight_clients_issue_unique_increasing_ids(db: TestDb) {
         assert_strictly_increasing(&ids);
         for id in ids {
             assert!(seen.insert(id), "duplicate ID {id}");
-            workers.entry(i).or_default().insert(Layout::default().decode(id).unwrap().worker);
+            workers
+                .entry(i)
+                .or_default()
+                .insert(Layout::default().decode(id).unwrap().worker);
         }
     }
     assert_eq!(seen.len(), per_client * INSTANCES * CLIENTS);
     // One worker ID per instance, all different.
-    let per_instance: Vec<u32> = workers.values().map(|w| {
-        assert_eq!(w.len(), 1, "{workers:?}");
-        *w.iter().next().unwrap()
-    }).collect();
-    assert_eq!(per_instance.iter().collect::<HashSet<_>>().len(), INSTANCES, "{workers:?}");
+    let per_instance: Vec<u32> = workers
+        .values()
+        .map(|w| {
+            assert_eq!(w.len(), 1, "{workers:?}");
+            *w.iter().next().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        per_instance.iter().collect::<HashSet<_>>().len(),
+        INSTANCES,
+        "{workers:?}"
+    );
     for s in &instances {
         s.shutdown().await;
     }

@@ -23,7 +23,12 @@ use server::TestServer;
 async fn first_id(s: &TestServer) -> i64 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let resp = s.http.get(s.url("/v1/snowflake/next")).send().await.unwrap();
+        let resp = s
+            .http
+            .get(s.url("/v1/snowflake/next"))
+            .send()
+            .await
+            .unwrap();
         if resp.status() == StatusCode::OK {
             let v: Value = resp.json().await.unwrap();
             return v["id"].as_i64().unwrap();
@@ -32,7 +37,10 @@ async fn first_id(s: &TestServer) -> i64 {
         assert!(resp.headers().contains_key("retry-after"));
         let v: Value = resp.json().await.unwrap();
         assert_eq!(v["error"]["code"], "worker_lease_lost", "{v}");
-        assert!(tokio::time::Instant::now() < deadline, "no worker ID leased within 20 s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no worker ID leased within 20 s"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -48,10 +56,18 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     let mut last = first_id(&s).await;
 
     // JSON: the number and the same number as a string.
-    let resp = s.http.post(s.url("/v1/snowflake/next")).send().await.unwrap();
+    let resp = s
+        .http
+        .post(s.url("/v1/snowflake/next"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
     let v: Value = resp.json().await.unwrap();
     let id = v["id"].as_i64().unwrap();
     assert_eq!(v["id_str"].as_str().unwrap(), id.to_string());
@@ -60,7 +76,13 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     last = id;
 
     // Plain text.
-    let resp = s.http.get(s.url("/v1/snowflake/next")).header("accept", "text/plain").send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/v1/snowflake/next"))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let id: i64 = resp.text().await.unwrap().parse().unwrap();
     assert!(id > last);
@@ -69,8 +91,18 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     // Batches: increasing, after the previous IDs, strings in step.
     let (status, v) = get_json(&s, "/v1/snowflake/batch?count=5000").await;
     assert_eq!(status, StatusCode::OK);
-    let ids: Vec<i64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
-    let strs: Vec<String> = v["ids_str"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+    let ids: Vec<i64> = v["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect();
+    let strs: Vec<String> = v["ids_str"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
     assert_eq!(ids.len(), 5000);
     assert!(ids[0] > last);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
@@ -102,7 +134,12 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     }
 
     // Leaf's route: plain text; the key is ignored.
-    let resp = s.http.get(s.url("/api/snowflake/get/whatever")).send().await.unwrap();
+    let resp = s
+        .http
+        .get(s.url("/api/snowflake/get/whatever"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     let id: i64 = resp.text().await.unwrap().parse().unwrap();
@@ -120,7 +157,10 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     let rows = leases.list(1024).await.unwrap();
     assert_eq!(rows[0].lease_until, 0, "{rows:?}");
     let l = Layout::default();
-    assert!(rows[0].last_timestamp >= l.unit_start_ms(l.decode(last).unwrap().timestamp), "{rows:?}");
+    assert!(
+        rows[0].last_timestamp >= l.unit_start_ms(l.decode(last).unwrap().timestamp),
+        "{rows:?}"
+    );
 }
 
 async fn servers_on_one_database_lease_distinct_worker_ids(db: TestDb) {
@@ -137,7 +177,12 @@ async fn servers_on_one_database_lease_distinct_worker_ids(db: TestDb) {
         (0..4).map(move |_| async move {
             let (status, v) = get_json(s, "/v1/snowflake/batch?count=2000").await;
             assert_eq!(status, StatusCode::OK, "{v}");
-            v["ids"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect::<Vec<_>>()
+            v["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_i64().unwrap())
+                .collect::<Vec<_>>()
         })
     }))
     .await;
@@ -156,7 +201,10 @@ async fn servers_on_one_database_lease_distinct_worker_ids(db: TestDb) {
     }
 }
 
-per_backend!(snowflake_routes_answer_ids_as_numbers_and_strings, servers_on_one_database_lease_distinct_worker_ids);
+per_backend!(
+    snowflake_routes_answer_ids_as_numbers_and_strings,
+    servers_on_one_database_lease_distinct_worker_ids
+);
 
 #[tokio::test]
 async fn disabled_snowflake_routes_answer_404_snowflake_disabled() {
@@ -164,7 +212,12 @@ async fn disabled_snowflake_routes_answer_404_snowflake_disabled() {
     let mut settings = Settings::for_database(db.url.clone());
     settings.snowflake.enabled = false;
     let s = TestServer::start(settings).await;
-    for path in ["/v1/snowflake/next", "/v1/snowflake/batch?count=2", "/v1/snowflake/decode/1", "/api/snowflake/get/x"] {
+    for path in [
+        "/v1/snowflake/next",
+        "/v1/snowflake/batch?count=2",
+        "/v1/snowflake/decode/1",
+        "/api/snowflake/get/x",
+    ] {
         let (status, v) = get_json(&s, path).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
         assert_eq!(v["error"]["code"], "snowflake_disabled", "{path}: {v}");
@@ -183,7 +236,10 @@ async fn an_unusable_layout_is_a_start_up_error() {
     settings.snowflake.epoch_ms = SystemWallClock.now_ms() + 86_400_000;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let run = seqd::startup::run(listener, store, &settings, std::future::pending());
-    let err = tokio::time::timeout(Duration::from_secs(5), run).await.expect("fails at once").unwrap_err();
+    let err = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("fails at once")
+        .unwrap_err();
     assert!(err.to_string().contains("must be in the past"), "{err:#}");
 }
 
@@ -193,13 +249,24 @@ async fn a_seconds_layout_serves_ids_from_the_command_line() {
     common::store(&db).await;
     let p = server::Process::spawn(
         &db.url,
-        &["--snowflake-bits", "36/5/22", "--snowflake-time-unit", "1s", "--snowflake-lease", "10s"],
+        &[
+            "--snowflake-bits",
+            "36/5/22",
+            "--snowflake-time-unit",
+            "1s",
+            "--snowflake-lease",
+            "10s",
+        ],
     )
     .await;
     let http = reqwest::Client::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let v: Value = loop {
-        let resp = http.get(format!("{}/v1/snowflake/batch?count=3", p.base)).send().await.unwrap();
+        let resp = http
+            .get(format!("{}/v1/snowflake/batch?count=3", p.base))
+            .send()
+            .await
+            .unwrap();
         if resp.status() == StatusCode::OK {
             break resp.json().await.unwrap();
         }
@@ -208,13 +275,20 @@ async fn a_seconds_layout_serves_ids_from_the_command_line() {
     };
     let id = v["ids"][0].as_i64().unwrap();
     let (status, d) = {
-        let resp = http.get(format!("{}/v1/snowflake/decode/{id}", p.base)).send().await.unwrap();
+        let resp = http
+            .get(format!("{}/v1/snowflake/decode/{id}", p.base))
+            .send()
+            .await
+            .unwrap();
         (resp.status(), resp.json::<Value>().await.unwrap())
     };
     assert_eq!(status, StatusCode::OK);
     // 22 sequence bits, 5 worker bits: the timestamp is seconds since 2024.
     assert_eq!(d["timestamp"].as_i64(), Some(id >> 27));
     assert_eq!(d["timestamp_ms"].as_i64().unwrap() % 1000, 0);
-    assert!((SystemWallClock.now_ms() - d["timestamp_ms"].as_i64().unwrap()).abs() < 60_000, "{d}");
+    assert!(
+        (SystemWallClock.now_ms() - d["timestamp_ms"].as_i64().unwrap()).abs() < 60_000,
+        "{d}"
+    );
     p.kill().await;
 }

@@ -156,7 +156,11 @@ impl SeqBuffer {
 
     /// Claims `n` IDs, switching segments and waiting for fetches as needed.
     /// Appends the runs obtained to `out`, in increasing order.
-    pub(super) async fn take(self: &Arc<Self>, n: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+    pub(super) async fn take(
+        self: &Arc<Self>,
+        n: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
         let mut remaining = n;
         if let Some(r) = self.take_fast(n) {
             out.push(r);
@@ -168,7 +172,11 @@ impl SeqBuffer {
         Ok(())
     }
 
-    async fn take_slow(self: &Arc<Self>, mut remaining: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+    async fn take_slow(
+        self: &Arc<Self>,
+        mut remaining: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
         let deadline = tokio::time::Instant::now() + self.shared.config.wait_timeout;
         let mut counted_wait = false;
         loop {
@@ -198,7 +206,9 @@ impl SeqBuffer {
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 let failing = self.state.lock().unwrap().consecutive_failures > 0;
-                return Err(AllocError::Unavailable { storage_failing: failing });
+                return Err(AllocError::Unavailable {
+                    storage_failing: failing,
+                });
             }
         }
     }
@@ -256,7 +266,11 @@ impl SeqBuffer {
             let tau = (self.shared.config.segment_target.as_secs_f64() / 4.0).max(1.0);
             st.rate_per_sec = if st.rate_measured {
                 let by_time = 1.0 - (-secs / tau).exp();
-                let alpha = if inst > st.rate_per_sec { by_time.max(0.5) } else { by_time };
+                let alpha = if inst > st.rate_per_sec {
+                    by_time.max(0.5)
+                } else {
+                    by_time
+                };
                 st.rate_per_sec + alpha * (inst - st.rate_per_sec)
             } else {
                 inst
@@ -270,7 +284,10 @@ impl SeqBuffer {
             rate_per_sec: st.rate_per_sec,
             prev_lifetime: st.last_fetch_at.map(|t| now.saturating_sub(t)),
         };
-        self.shared.policy.next_size(&input).clamp(1, self.shared.config.max_step.max(1))
+        self.shared
+            .policy
+            .next_size(&input)
+            .clamp(1, self.shared.config.max_step.max(1))
     }
 
     /// Installs a reserved range as the next segment. Returns false if the
@@ -332,7 +349,11 @@ impl SeqBuffer {
         st.consecutive_failures = st.consecutive_failures.saturating_add(1);
         st.last_error = Some(e.to_string());
         let exp = st.consecutive_failures.min(16) - 1;
-        let backoff = self.shared.config.retry_backoff_min.saturating_mul(1 << exp);
+        let backoff = self
+            .shared
+            .config
+            .retry_backoff_min
+            .saturating_mul(1 << exp);
         backoff.min(self.shared.config.retry_backoff_max)
     }
 
@@ -365,7 +386,9 @@ impl SeqBuffer {
             fetches: self.fetches.load(Ordering::Relaxed),
             fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
-            last_fetch_ago_ms: st.last_fetch_at.map(|t| now.saturating_sub(t).as_millis() as u64),
+            last_fetch_ago_ms: st
+                .last_fetch_at
+                .map(|t| now.saturating_sub(t).as_millis() as u64),
             last_fetch_latency_ms: st.last_fetch_latency.map(|d| d.as_secs_f64() * 1000.0),
             last_error: st.last_error.clone(),
         }
@@ -381,10 +404,13 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
         let size = buf.plan_fetch();
         let started = buf.shared.clock.now();
         let timeout = buf.shared.config.fetch_timeout;
-        let result = match tokio::time::timeout(timeout, buf.shared.store.reserve(&buf.name, size)).await {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::Unavailable(format!("segment fetch timed out after {timeout:?}"))),
-        };
+        let result =
+            match tokio::time::timeout(timeout, buf.shared.store.reserve(&buf.name, size)).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "segment fetch timed out after {timeout:?}"
+                ))),
+            };
         let backoff = match result {
             Ok(r) => {
                 if buf.install(r, started) {

@@ -61,11 +61,17 @@ impl DoubleBuffer {
                 out.push(r);
                 missing -= r.len();
                 if missing == 0 {
-                    return Progress { missing, past_prefetch_mark };
+                    return Progress {
+                        missing,
+                        past_prefetch_mark,
+                    };
                 }
             }
             if !self.try_switch(&cur) {
-                return Progress { missing, past_prefetch_mark };
+                return Progress {
+                    missing,
+                    past_prefetch_mark,
+                };
             }
         }
     }

@@ -167,8 +167,16 @@ const MISSING_CAP: usize = 10_000;
 impl Allocator {
     /// An allocator on the real clock with the rate-based step policy.
     pub fn new(store: Arc<dyn Store>, config: AllocatorConfig) -> Self {
-        let policy = RateStep { target: config.segment_target, max_step: config.max_step };
-        Self::with_parts(store, config, Arc::new(SystemClock::default()), Arc::new(policy))
+        let policy = RateStep {
+            target: config.segment_target,
+            max_step: config.max_step,
+        };
+        Self::with_parts(
+            store,
+            config,
+            Arc::new(SystemClock::default()),
+            Arc::new(policy),
+        )
     }
 
     /// An allocator with an explicit clock and step policy (tests, simulations).
@@ -178,7 +186,12 @@ impl Allocator {
         clock: Arc<dyn Clock>,
         policy: Arc<dyn StepPolicy>,
     ) -> Self {
-        let shared = Arc::new(Shared { store, clock, policy, config });
+        let shared = Arc::new(Shared {
+            store,
+            clock,
+            policy,
+            config,
+        });
         Allocator {
             inner: Arc::new(Inner {
                 shared,
@@ -223,12 +236,18 @@ impl Allocator {
     /// `count` consecutive-in-order IDs of `name`, strictly increasing.
     pub async fn batch(&self, name: &SeqName, count: Count) -> Result<Batch, AllocError> {
         let mut ranges = Vec::with_capacity(1);
-        self.take_into(name, u64::from(count.get()), &mut ranges).await?;
+        self.take_into(name, u64::from(count.get()), &mut ranges)
+            .await?;
         Ok(Batch { ranges })
     }
 
     /// Claims `n` IDs of `name` and appends their runs to `out`.
-    async fn take_into(&self, name: &SeqName, n: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+    async fn take_into(
+        &self,
+        name: &SeqName,
+        n: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
         let live = self.inner.live.load().get(name).cloned();
         if let Some(buf) = live {
             return buf.take(n, out).await;
@@ -238,7 +257,12 @@ impl Allocator {
 
     /// First use of a name in this instance: load it (one fetch shared by all
     /// concurrent callers), then make it live, or remember that it is missing.
-    async fn take_cold(&self, name: &SeqName, n: u64, out: &mut Vec<IdRange>) -> Result<(), AllocError> {
+    async fn take_cold(
+        &self,
+        name: &SeqName,
+        n: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
         if self.recently_missing(name) {
             return Err(AllocError::NotFound);
         }
@@ -249,7 +273,9 @@ impl Allocator {
             } else {
                 pending
                     .entry(name.clone())
-                    .or_insert_with(|| Arc::new(SeqBuffer::new(name.clone(), self.inner.shared.clone())))
+                    .or_insert_with(|| {
+                        Arc::new(SeqBuffer::new(name.clone(), self.inner.shared.clone()))
+                    })
                     .clone()
             }
         };
@@ -313,7 +339,12 @@ impl Allocator {
         if let Some(buf) = self.inner.live.load().get(name) {
             return buf.high_water();
         }
-        self.inner.pending.lock().unwrap().get(name).and_then(|b| b.high_water())
+        self.inner
+            .pending
+            .lock()
+            .unwrap()
+            .get(name)
+            .and_then(|b| b.high_water())
     }
 
     /// The buffer state of one live sequence.
@@ -323,7 +354,13 @@ impl Allocator {
 
     /// The buffer state of every live sequence, ordered by name.
     pub fn snapshots(&self) -> Vec<BufferSnapshot> {
-        let mut all: Vec<_> = self.inner.live.load().values().map(|b| b.snapshot()).collect();
+        let mut all: Vec<_> = self
+            .inner
+            .live
+            .load()
+            .values()
+            .map(|b| b.snapshot())
+            .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }

@@ -59,7 +59,13 @@ impl Segment {
     pub fn new(first: i64, len: u64, ratio: f64, installed_at: Duration) -> Self {
         debug_assert!(len == 0 || first.checked_add(len as i64 - 1).is_some());
         let prefetch_at = ((len as f64) * ratio).ceil() as u64;
-        Segment { first, len, used: AtomicU64::new(0), prefetch_at, installed_at }
+        Segment {
+            first,
+            len,
+            used: AtomicU64::new(0),
+            prefetch_at,
+            installed_at,
+        }
     }
 
     /// An empty placeholder (a sequence not loaded yet).
@@ -74,12 +80,18 @@ impl Segment {
         let off = self.used.fetch_add(n, Ordering::Relaxed);
         let past_prefetch_mark = off.saturating_add(n) > self.prefetch_at;
         if off >= self.len {
-            return Taken { range: None, past_prefetch_mark };
+            return Taken {
+                range: None,
+                past_prefetch_mark,
+            };
         }
         let got = n.min(self.len - off);
         let first = self.first + off as i64;
         Taken {
-            range: Some(IdRange { first, last: first + (got as i64 - 1) }),
+            range: Some(IdRange {
+                first,
+                last: first + (got as i64 - 1),
+            }),
             past_prefetch_mark,
         }
     }
@@ -136,10 +148,28 @@ mod tests {
     #[test]
     fn take_hands_out_consecutive_ids_then_nothing() {
         let s = Segment::new(11, 5, 0.1, Duration::ZERO);
-        assert_eq!(s.take(2).range, Some(IdRange { first: 11, last: 12 }));
-        assert_eq!(s.take(1).range, Some(IdRange { first: 13, last: 13 }));
+        assert_eq!(
+            s.take(2).range,
+            Some(IdRange {
+                first: 11,
+                last: 12
+            })
+        );
+        assert_eq!(
+            s.take(1).range,
+            Some(IdRange {
+                first: 13,
+                last: 13
+            })
+        );
         // crosses the end: partial run
-        assert_eq!(s.take(5).range, Some(IdRange { first: 14, last: 15 }));
+        assert_eq!(
+            s.take(5).range,
+            Some(IdRange {
+                first: 14,
+                last: 15
+            })
+        );
         assert_eq!(s.take(1).range, None);
         assert!(s.is_exhausted());
         assert_eq!(s.remaining(), 0);
@@ -151,14 +181,23 @@ mod tests {
         for _ in 0..10 {
             assert!(!s.take(1).past_prefetch_mark);
         }
-        assert!(s.take(1).past_prefetch_mark, "the 11th ID passes the 10% mark");
+        assert!(
+            s.take(1).past_prefetch_mark,
+            "the 11th ID passes the 10% mark"
+        );
     }
 
     #[test]
     fn segment_ending_at_i64_max_does_not_overflow() {
         let s = Segment::new(i64::MAX - 2, 3, 0.1, Duration::ZERO);
         assert_eq!(s.last(), i64::MAX);
-        assert_eq!(s.take(10).range, Some(IdRange { first: i64::MAX - 2, last: i64::MAX }));
+        assert_eq!(
+            s.take(10).range,
+            Some(IdRange {
+                first: i64::MAX - 2,
+                last: i64::MAX
+            })
+        );
         assert_eq!(s.take(1).range, None);
     }
 

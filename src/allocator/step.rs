@@ -100,21 +100,35 @@ mod tests {
     use super::*;
 
     fn input(rate: f64) -> StepInput {
-        StepInput { row_step: 10, prev_size: 10, rate_per_sec: rate, prev_lifetime: None }
+        StepInput {
+            row_step: 10,
+            prev_size: 10,
+            rate_per_sec: rate,
+            prev_lifetime: None,
+        }
     }
 
     #[test]
     fn rate_step_targets_the_segment_lifetime() {
-        let p = RateStep { target: Duration::from_secs(600), max_step: 1_000_000 };
+        let p = RateStep {
+            target: Duration::from_secs(600),
+            max_step: 1_000_000,
+        };
         assert_eq!(p.next_size(&input(100.0)), 60_000);
-        assert_eq!(p.next_size(&input(0.0)), 1, "idle: the store's floor applies");
+        assert_eq!(
+            p.next_size(&input(0.0)),
+            1,
+            "idle: the store's floor applies"
+        );
         assert_eq!(p.next_size(&input(1e12)), 1_000_000, "capped at max_step");
         assert_eq!(p.next_size(&input(f64::NAN)), 1);
     }
 
     #[test]
     fn leaf_step_doubles_keeps_and_halves() {
-        let p = LeafStep { max_step: 1_000_000 };
+        let p = LeafStep {
+            max_step: 1_000_000,
+        };
         let mut i = StepInput {
             row_step: 10,
             prev_size: 40,

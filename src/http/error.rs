@@ -96,9 +96,14 @@ impl ApiError {
     pub fn from_snowflake(e: SnowflakeError) -> Self {
         match &e {
             SnowflakeError::ClockMovedBackwards { behind_ms } => {
-                tracing::warn!(behind_ms, "snowflake: clock behind the last timestamp issued; refusing")
+                tracing::warn!(
+                    behind_ms,
+                    "snowflake: clock behind the last timestamp issued; refusing"
+                )
             }
-            SnowflakeError::ClockStalled { waited_ms } => tracing::warn!(waited_ms, "snowflake: clock did not advance"),
+            SnowflakeError::ClockStalled { waited_ms } => {
+                tracing::warn!(waited_ms, "snowflake: clock did not advance")
+            }
             SnowflakeError::Exhausted => tracing::error!("snowflake: timestamps ran out"),
             _ => {}
         }
@@ -109,11 +114,19 @@ impl ApiError {
         use ApiError::*;
         match self {
             Snowflake(e) => snowflake_parts(e),
-            SnowflakeDisabled => (StatusCode::NOT_FOUND, "snowflake_disabled", self.to_string()),
+            SnowflakeDisabled => (
+                StatusCode::NOT_FOUND,
+                "snowflake_disabled",
+                self.to_string(),
+            ),
             InvalidName(e) => (StatusCode::BAD_REQUEST, "invalid_name", e.to_string()),
             InvalidCount(m) => (StatusCode::BAD_REQUEST, "invalid_count", m.clone()),
             InvalidRequest(m) => (StatusCode::BAD_REQUEST, "invalid_request", m.clone()),
-            PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", self.to_string()),
+            PayloadTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                self.to_string(),
+            ),
             Unauthorized(m) => (StatusCode::UNAUTHORIZED, "unauthorized", m.to_string()),
             SequenceNotFound(n) => (
                 StatusCode::NOT_FOUND,
@@ -131,11 +144,27 @@ impl ApiError {
                 "storage_unavailable",
                 "no IDs in memory and the database is unreachable or too slow; retry later".into(),
             ),
-            RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout", self.to_string()),
-            Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", self.to_string()),
+            RequestTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                self.to_string(),
+            ),
+            Overloaded => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                self.to_string(),
+            ),
             RouteNotFound => (StatusCode::NOT_FOUND, "not_found", self.to_string()),
-            MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", self.to_string()),
-            Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", self.to_string()),
+            MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                self.to_string(),
+            ),
+            Internal => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                self.to_string(),
+            ),
         }
     }
 }
@@ -199,12 +228,14 @@ impl IntoResponse for ApiError {
         let body = Json(json!({ "error": { "code": code, "message": message } }));
         let mut resp = (status, body).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
         }
         if let ApiError::Snowflake(SnowflakeError::ClockMovedBackwards { behind_ms }) = &self {
             // Seconds until the clock is back where it was.
             let secs = (*behind_ms).max(1).unsigned_abs().div_ceil(1000);
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }

@@ -23,7 +23,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
         let Path(raw) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))?;
-        SeqName::parse(&raw).map(Name).map_err(ApiError::InvalidName)
+        SeqName::parse(&raw)
+            .map(Name)
+            .map_err(ApiError::InvalidName)
     }
 }
 
@@ -38,7 +40,8 @@ pub fn count_from_query(query: Option<&str>) -> Result<Count, ApiError> {
             found = Some(v.into_owned());
         }
     }
-    let raw = found.ok_or_else(|| ApiError::InvalidCount("count is required, e.g. ?count=100".into()))?;
+    let raw =
+        found.ok_or_else(|| ApiError::InvalidCount("count is required, e.g. ?count=100".into()))?;
     Count::parse(&raw).map_err(|e| ApiError::InvalidCount(e.to_string()))
 }
 
@@ -55,10 +58,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::InvalidRequest(
                 "expected a JSON body with Content-Type: application/json".into(),
             )),
-            Err(JsonRejection::BytesRejection(e)) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+            Err(JsonRejection::BytesRejection(e))
+                if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>
+            {
                 Err(ApiError::PayloadTooLarge)
             }
-            Err(e) => Err(ApiError::InvalidRequest(format!("invalid JSON body: {}", e.body_text()))),
+            Err(e) => Err(ApiError::InvalidRequest(format!(
+                "invalid JSON body: {}",
+                e.body_text()
+            ))),
         }
     }
 }
@@ -70,7 +78,10 @@ pub struct Admin;
 impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         match &state.admin {
             AdminAuth::OpenOnLoopback => Ok(Admin),
             AdminAuth::Refused => Err(ApiError::Unauthorized(
@@ -87,7 +98,9 @@ impl FromRequestParts<AppState> for Admin {
                 if bool::from(given.as_bytes().ct_eq(expected.expose().as_bytes())) {
                     Ok(Admin)
                 } else {
-                    Err(ApiError::Unauthorized("admin calls need Authorization: Bearer <SEQD_ADMIN_TOKEN>"))
+                    Err(ApiError::Unauthorized(
+                        "admin calls need Authorization: Bearer <SEQD_ADMIN_TOKEN>",
+                    ))
                 }
             }
         }
@@ -101,10 +114,25 @@ mod tests {
     #[test]
     fn count_must_appear_exactly_once_and_in_range() {
         assert_eq!(count_from_query(Some("count=5")).unwrap().get(), 5);
-        assert_eq!(count_from_query(Some("x=1&count=10000")).unwrap().get(), 10000);
-        for bad in [None, Some(""), Some("count=0"), Some("count=-1"), Some("count=10001"),
-                    Some("count=1e9"), Some("count=abc"), Some("count=1&count=2"), Some("count=")] {
-            assert!(matches!(count_from_query(bad), Err(ApiError::InvalidCount(_))), "{bad:?}");
+        assert_eq!(
+            count_from_query(Some("x=1&count=10000")).unwrap().get(),
+            10000
+        );
+        for bad in [
+            None,
+            Some(""),
+            Some("count=0"),
+            Some("count=-1"),
+            Some("count=10001"),
+            Some("count=1e9"),
+            Some("count=abc"),
+            Some("count=1&count=2"),
+            Some("count="),
+        ] {
+            assert!(
+                matches!(count_from_query(bad), Err(ApiError::InvalidCount(_))),
+                "{bad:?}"
+            );
         }
     }
 }

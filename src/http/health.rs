@@ -40,7 +40,9 @@ pub async fn healthz() -> impl IntoResponse {
 )]
 pub async fn readyz(State(st): State<AppState>) -> Response {
     match st.allocator.store().ping().await {
-        Ok(()) => Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response(),
+        Ok(()) => {
+            Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
             let body = json!({

@@ -38,8 +38,16 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn next(State(st): State<AppState>, Name(name): Name, headers: HeaderMap) -> Result<Response, ApiError> {
-    let id = st.allocator.next(&name).await.map_err(|e| ApiError::from_alloc(&name, e))?;
+pub async fn next(
+    State(st): State<AppState>,
+    Name(name): Name,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = st
+        .allocator
+        .next(&name)
+        .await
+        .map_err(|e| ApiError::from_alloc(&name, e))?;
     if wants_text(&headers) {
         Ok(text_id(id))
     } else {
@@ -74,9 +82,17 @@ pub async fn next(State(st): State<AppState>, Name(name): Name, headers: HeaderM
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn batch(State(st): State<AppState>, Name(name): Name, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+pub async fn batch(
+    State(st): State<AppState>,
+    Name(name): Name,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
-    let batch = st.allocator.batch(&name, count).await.map_err(|e| ApiError::from_alloc(&name, e))?;
+    let batch = st
+        .allocator
+        .batch(&name, count)
+        .await
+        .map_err(|e| ApiError::from_alloc(&name, e))?;
     Ok(respond(JSON, batch_json(&name, &batch)))
 }
 
@@ -100,7 +116,11 @@ pub async fn batch(State(st): State<AppState>, Name(name): Name, RawQuery(q): Ra
     )
 )]
 pub async fn leaf_get(State(st): State<AppState>, Name(name): Name) -> Result<Response, ApiError> {
-    let id = st.allocator.next(&name).await.map_err(|e| ApiError::from_alloc(&name, e))?;
+    let id = st
+        .allocator
+        .next(&name)
+        .await
+        .map_err(|e| ApiError::from_alloc(&name, e))?;
     Ok(text_id(id))
 }
 
@@ -149,11 +169,22 @@ mod tests {
     fn batch_json_is_valid_json_with_every_id() {
         let name = SeqName::parse("a.b:c-d_e").unwrap();
         let batch = Batch {
-            ranges: vec![IdRange { first: 1, last: 3 }, IdRange { first: i64::MAX - 1, last: i64::MAX }],
+            ranges: vec![
+                IdRange { first: 1, last: 3 },
+                IdRange {
+                    first: i64::MAX - 1,
+                    last: i64::MAX,
+                },
+            ],
         };
         let v: serde_json::Value = serde_json::from_str(&batch_json(&name, &batch)).unwrap();
         assert_eq!(v["name"], "a.b:c-d_e");
-        let ids: Vec<i64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
+        let ids: Vec<i64> = v["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
         assert_eq!(ids, vec![1, 2, 3, i64::MAX - 1, i64::MAX]);
     }
 }

@@ -28,21 +28,29 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { body_bytes: 64 * 1024, request_timeout: Duration::from_secs(10), max_concurrency: 10_000 }
+        Limits {
+            body_bytes: 64 * 1024,
+            request_timeout: Duration::from_secs(10),
+            max_concurrency: 10_000,
+        }
     }
 }
 
 /// Wraps `router` in the limits.
 pub fn apply<S: Clone + Send + Sync + 'static>(router: Router<S>, limits: &Limits) -> Router<S> {
-    router.layer(DefaultBodyLimit::max(limits.body_bytes)).layer(
-        ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(|e: BoxError| async move { classify(e) }))
-            .load_shed()
-            // Global: `Router::layer` wraps each route on its own, and a plain
-            // concurrency limit would then count per route, not per process.
-            .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
-            .timeout(limits.request_timeout),
-    )
+    router
+        .layer(DefaultBodyLimit::max(limits.body_bytes))
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(
+                    |e: BoxError| async move { classify(e) },
+                ))
+                .load_shed()
+                // Global: `Router::layer` wraps each route on its own, and a plain
+                // concurrency limit would then count per route, not per process.
+                .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
+                .timeout(limits.request_timeout),
+        )
 }
 
 fn classify(e: BoxError) -> ApiError {

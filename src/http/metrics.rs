@@ -51,10 +51,13 @@ pub const BUILD_INFO: &str = "seqd_build_info";
 
 /// Buckets of the HTTP latency histogram, in seconds (100 µs .. 10 s).
 const HTTP_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
 ];
 /// Buckets of the segment fetch histogram, in seconds (1 ms .. 10 s).
-const FETCH_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const FETCH_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 /// How often histogram samples are folded into their buckets between scrapes,
 /// so that memory stays bounded when nobody scrapes.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
@@ -110,14 +113,38 @@ fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(IDS_ISSUED, "IDs handed out by this instance.");
     describe_counter!(SEGMENT_FETCHES, "Segments reserved from the database.");
-    describe_counter!(SEGMENT_FETCH_ERRORS, "Failed segment fetches (each retry counts).");
-    describe_histogram!(SEGMENT_FETCH_DURATION, "Latency of successful segment fetches, in seconds.");
-    describe_counter!(SEGMENT_WAITS, "Requests that found both segments empty and waited for a fetch.");
-    describe_gauge!(SEQUENCE_STEP, "Size of the last segment fetched (the adapted step).");
-    describe_gauge!(SEQUENCE_IDS_AVAILABLE, "IDs left in memory: current plus next segment.");
-    describe_counter!(HTTP_REQUESTS, "HTTP requests by route template, method and status.");
-    describe_histogram!(HTTP_REQUEST_DURATION, "HTTP request latency until the response head, in seconds.");
-    describe_gauge!(PROCESS_START_TIME, "Start time of the process since the Unix epoch, in seconds.");
+    describe_counter!(
+        SEGMENT_FETCH_ERRORS,
+        "Failed segment fetches (each retry counts)."
+    );
+    describe_histogram!(
+        SEGMENT_FETCH_DURATION,
+        "Latency of successful segment fetches, in seconds."
+    );
+    describe_counter!(
+        SEGMENT_WAITS,
+        "Requests that found both segments empty and waited for a fetch."
+    );
+    describe_gauge!(
+        SEQUENCE_STEP,
+        "Size of the last segment fetched (the adapted step)."
+    );
+    describe_gauge!(
+        SEQUENCE_IDS_AVAILABLE,
+        "IDs left in memory: current plus next segment."
+    );
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests by route template, method and status."
+    );
+    describe_histogram!(
+        HTTP_REQUEST_DURATION,
+        "HTTP request latency until the response head, in seconds."
+    );
+    describe_gauge!(
+        PROCESS_START_TIME,
+        "Start time of the process since the Unix epoch, in seconds."
+    );
     describe_gauge!(BUILD_INFO, "Always 1; the labels describe the build.");
 }
 
@@ -148,7 +175,10 @@ pub fn render(allocator: &Allocator) -> String {
 pub async fn metrics(State(st): State<AppState>) -> Response {
     let body = render(&st.allocator);
     (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"), (CACHE_CONTROL, "no-store")],
+        [
+            (CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"),
+            (CACHE_CONTROL, "no-store"),
+        ],
         body,
     )
         .into_response()

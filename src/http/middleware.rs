@@ -31,8 +31,12 @@ use axum::http::{HeaderValue, Method, Request, Response, StatusCode};
 use tower::layer::util::{Identity, Stack};
 use tower::{Layer, Service, ServiceBuilder};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
-use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnBodyChunk, DefaultOnEos, DefaultOnRequest, DefaultOnResponse, MakeSpan, TraceLayer};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::trace::{
+    DefaultOnBodyChunk, DefaultOnEos, DefaultOnRequest, DefaultOnResponse, MakeSpan, TraceLayer,
+};
 use tracing::Span;
 
 use super::metrics::{HTTP_REQUESTS, HTTP_REQUEST_DURATION};
@@ -54,7 +58,13 @@ pub type Trace = TraceLayer<
 /// The whole stack, outermost first: set the request id, open the span,
 /// echo the id, count the request.
 pub type Layers = ServiceBuilder<
-    Stack<RequestMetricsLayer, Stack<PropagateRequestIdLayer, Stack<Trace, Stack<SetRequestIdLayer<RequestIds>, Identity>>>>,
+    Stack<
+        RequestMetricsLayer,
+        Stack<
+            PropagateRequestIdLayer,
+            Stack<Trace, Stack<SetRequestIdLayer<RequestIds>, Identity>>,
+        >,
+    >,
 >;
 
 /// The layers for `Router::layer` (applied per route, so the route template
@@ -63,7 +73,11 @@ pub fn layers() -> Layers {
     super::metrics::handle();
     ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(RequestIds))
-        .layer(TraceLayer::new_for_http().make_span_with(RequestSpan).on_failure(()))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(RequestSpan)
+                .on_failure(()),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(RequestMetricsLayer)
 }
@@ -121,7 +135,9 @@ impl MakeRequestId for RequestIds {
         let mut digits = itoa::Buffer::new();
         let n = digits.format(next_request_number()).as_bytes();
         buf[9..9 + n.len()].copy_from_slice(n);
-        HeaderValue::from_bytes(&buf[..9 + n.len()]).ok().map(RequestId::new)
+        HeaderValue::from_bytes(&buf[..9 + n.len()])
+            .ok()
+            .map(RequestId::new)
     }
 }
 
@@ -131,8 +147,16 @@ pub struct RequestSpan;
 
 impl<B> MakeSpan<B> for RequestSpan {
     fn make_span(&mut self, req: &Request<B>) -> Span {
-        let route = req.extensions().get::<MatchedPath>().map_or(UNMATCHED, MatchedPath::as_str);
-        let id = || req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+        let route = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or(UNMATCHED, MatchedPath::as_str);
+        let id = || {
+            req.headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+        };
         if is_hot(route) {
             tracing::debug_span!("request", request_id = id(), method = %req.method(), route)
         } else {
@@ -175,7 +199,12 @@ where
         let route = req.extensions().get::<MatchedPath>().cloned();
         let method = method_label(req.method());
         let start = Instant::now();
-        RequestMetricsFuture { inner: self.inner.call(req), route, method, start }
+        RequestMetricsFuture {
+            inner: self.inner.call(req),
+            route,
+            method,
+            start,
+        }
     }
 }
 
@@ -201,7 +230,12 @@ where
         let out = ready!(this.inner.poll(cx));
         if let Ok(resp) = &out {
             let route = this.route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
-            record(route, this.method, resp.status(), this.start.elapsed().as_secs_f64());
+            record(
+                route,
+                this.method,
+                resp.status(),
+                this.start.elapsed().as_secs_f64(),
+            );
         }
         Poll::Ready(out)
     }
@@ -240,10 +274,17 @@ fn record(route: &str, method: &'static str, status: StatusCode, secs: f64) {
             cache.insert(route.into(), Vec::new());
         }
         let per_route = cache.get_mut(route).expect("inserted above");
-        let i = match per_route.iter().position(|h| h.method == method && h.status == status) {
+        let i = match per_route
+            .iter()
+            .position(|h| h.method == method && h.status == status)
+        {
             Some(i) => i,
             None => {
-                let labels = [("route", route.to_owned()), ("method", method.to_owned()), ("status", status.as_str().to_owned())];
+                let labels = [
+                    ("route", route.to_owned()),
+                    ("method", method.to_owned()),
+                    ("status", status.as_str().to_owned()),
+                ];
                 per_route.push(Handles {
                     method,
                     status,
@@ -286,7 +327,13 @@ mod tests {
         assert!(is_hot("/v1/snowflake/next"));
         assert!(is_hot("/v1/snowflake/batch"));
         assert!(is_hot("/api/snowflake/get/{key}"));
-        for cold in ["/v1/sequences", "/v1/sequences/{name}", "/metrics", "/", UNMATCHED] {
+        for cold in [
+            "/v1/sequences",
+            "/v1/sequences/{name}",
+            "/metrics",
+            "/",
+            UNMATCHED,
+        ] {
             assert!(!is_hot(cold), "{cold}");
         }
     }

@@ -80,12 +80,27 @@ pub fn router(state: AppState) -> Router {
 pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> Router {
     let routes = Router::new()
         .route("/v1/sequences/{name}/next", get(ids::next).post(ids::next))
-        .route("/v1/sequences/{name}/batch", get(ids::batch).post(ids::batch))
-        .route("/v1/sequences", get(sequences::list).post(sequences::create))
-        .route("/v1/sequences/{name}", get(sequences::get).patch(sequences::patch))
+        .route(
+            "/v1/sequences/{name}/batch",
+            get(ids::batch).post(ids::batch),
+        )
+        .route(
+            "/v1/sequences",
+            get(sequences::list).post(sequences::create),
+        )
+        .route(
+            "/v1/sequences/{name}",
+            get(sequences::get).patch(sequences::patch),
+        )
         .route("/api/segment/get/{name}", get(ids::leaf_get))
-        .route("/v1/snowflake/next", get(snowflake::next).post(snowflake::next))
-        .route("/v1/snowflake/batch", get(snowflake::batch).post(snowflake::batch))
+        .route(
+            "/v1/snowflake/next",
+            get(snowflake::next).post(snowflake::next),
+        )
+        .route(
+            "/v1/snowflake/batch",
+            get(snowflake::batch).post(snowflake::batch),
+        )
         .route("/v1/snowflake/decode/{id}", get(snowflake::decode))
         .route("/api/snowflake/get/{key}", get(snowflake::leaf_get))
         .route("/healthz", get(health::healthz))
@@ -98,5 +113,7 @@ pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> Router {
         .merge(openapi::swagger_ui())
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    limits::apply(routes, limits).layer(middleware::layers()).with_state(state)
+    limits::apply(routes, limits)
+        .layer(middleware::layers())
+        .with_state(state)
 }

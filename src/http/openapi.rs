@@ -160,10 +160,14 @@ impl Modify for UniqueOperationIds {
 pub fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
+        let mut doc =
+            serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
         // utoipa 5 emits `min_properties` as `maxProperties`; a patch must
         // name at least one field.
-        if let Some(patch) = doc.pointer_mut("/components/schemas/PatchBody").and_then(|v| v.as_object_mut()) {
+        if let Some(patch) = doc
+            .pointer_mut("/components/schemas/PatchBody")
+            .and_then(|v| v.as_object_mut())
+        {
             patch.remove("maxProperties");
             patch.insert("minProperties".into(), 1.into());
         }
@@ -174,7 +178,9 @@ pub fn document() -> &'static str {
 /// Swagger UI at `/docs/` (and `/docs`, redirecting), showing `/openapi.json`.
 /// Its pages are not API operations, so the document does not list them.
 pub fn swagger_ui<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    SwaggerUi::new("/docs").config(Config::new(["/openapi.json"])).into()
+    SwaggerUi::new("/docs")
+        .config(Config::new(["/openapi.json"]))
+        .into()
 }
 
 /// `GET /openapi.json`.
@@ -187,7 +193,8 @@ pub fn swagger_ui<S: Clone + Send + Sync + 'static>() -> Router<S> {
 )]
 pub async fn openapi_json() -> Response {
     let mut resp = document().into_response();
-    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 

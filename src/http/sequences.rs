@@ -74,8 +74,12 @@ fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Err
         return Ok(Some(i));
     }
     match n.as_f64() {
-        Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => Ok(Some(f as i64)),
-        _ => Err(D::Error::custom(format!("expected a 64-bit integer, got {n}"))),
+        Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
+            Ok(Some(f as i64))
+        }
+        _ => Err(D::Error::custom(format!(
+            "expected a 64-bit integer, got {n}"
+        ))),
     }
 }
 
@@ -124,7 +128,14 @@ pub async fn create(
     if let Some(reserved) = st.allocator.reserved_up_to(&name) {
         // An existing row is a plain duplicate (409); only a name whose row
         // is gone while this instance remembers its IDs needs the check.
-        if st.allocator.store().get(&name).await.map_err(|e| ApiError::from_store(&name, e))?.is_some() {
+        if st
+            .allocator
+            .store()
+            .get(&name)
+            .await
+            .map_err(|e| ApiError::from_store(&name, e))?
+            .is_some()
+        {
             return Err(ApiError::SequenceExists(name));
         }
         if new.start <= reserved {
@@ -134,7 +145,12 @@ pub async fn create(
             )));
         }
     }
-    let row = st.allocator.store().create(&new).await.map_err(|e| ApiError::from_store(&name, e))?;
+    let row = st
+        .allocator
+        .store()
+        .create(&new)
+        .await
+        .map_err(|e| ApiError::from_store(&name, e))?;
     st.allocator.clear_missing(&name);
     tracing::info!(sequence = %name, start = new.start, step = new.step, "sequence created");
     Ok((StatusCode::CREATED, Json(view(&st, row))))
@@ -173,8 +189,16 @@ pub async fn list(State(st): State<AppState>) -> Result<impl IntoResponse, ApiEr
         (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn get(State(st): State<AppState>, Name(name): Name) -> Result<impl IntoResponse, ApiError> {
-    let row = st.allocator.store().get(&name).await.map_err(|e| ApiError::from_store(&name, e))?;
+pub async fn get(
+    State(st): State<AppState>,
+    Name(name): Name,
+) -> Result<impl IntoResponse, ApiError> {
+    let row = st
+        .allocator
+        .store()
+        .get(&name)
+        .await
+        .map_err(|e| ApiError::from_store(&name, e))?;
     let row = row.ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
     Ok(Json(view(&st, row)))
 }
@@ -205,7 +229,9 @@ pub async fn patch(
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     if body.step.is_none() && body.description.is_none() {
-        return Err(ApiError::InvalidRequest("nothing to change: give step and/or description".into()));
+        return Err(ApiError::InvalidRequest(
+            "nothing to change: give step and/or description".into(),
+        ));
     }
     let max_step = st.allocator.config().max_step;
     let step = body
@@ -216,8 +242,16 @@ pub async fn patch(
     if let Some(d) = &body.description {
         validate_description(d).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     }
-    let patch = SequencePatch { step, description: body.description };
-    let row = st.allocator.store().update(&name, &patch).await.map_err(|e| ApiError::from_store(&name, e))?;
+    let patch = SequencePatch {
+        step,
+        description: body.description,
+    };
+    let row = st
+        .allocator
+        .store()
+        .update(&name, &patch)
+        .await
+        .map_err(|e| ApiError::from_store(&name, e))?;
     tracing::info!(sequence = %name, step = ?patch.step, "sequence updated");
     Ok(Json(view(&st, row)))
 }

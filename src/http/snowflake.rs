@@ -54,13 +54,19 @@ fn service(s: Service) -> Result<Snowflake, ApiError> {
     )
 )]
 pub async fn next(sf: Service, headers: HeaderMap) -> Result<Response, ApiError> {
-    let id = service(sf)?.next().await.map_err(ApiError::from_snowflake)?;
+    let id = service(sf)?
+        .next()
+        .await
+        .map_err(ApiError::from_snowflake)?;
     if wants_text(&headers) {
         return Ok(respond(TEXT, itoa::Buffer::new().format(id).to_owned()));
     }
     let mut buf = itoa::Buffer::new();
     let digits = buf.format(id);
-    Ok(respond(JSON, format!("{{\"id\":{digits},\"id_str\":\"{digits}\"}}")))
+    Ok(respond(
+        JSON,
+        format!("{{\"id\":{digits},\"id_str\":\"{digits}\"}}"),
+    ))
 }
 
 /// `GET|POST /v1/snowflake/batch?count=N`: N strictly increasing IDs.
@@ -84,7 +90,10 @@ pub async fn next(sf: Service, headers: HeaderMap) -> Result<Response, ApiError>
 pub async fn batch(sf: Service, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let sf = service(sf)?;
     let count = count_from_query(q.as_deref())?;
-    let ids = sf.batch(count.get() as usize).await.map_err(ApiError::from_snowflake)?;
+    let ids = sf
+        .batch(count.get() as usize)
+        .await
+        .map_err(ApiError::from_snowflake)?;
     Ok(respond(JSON, batch_json(&ids)))
 }
 
@@ -107,7 +116,9 @@ pub async fn decode(sf: Service, Path(raw): Path<String>) -> Result<Response, Ap
     let sf = service(sf)?;
     let id = parse_id(&raw)?;
     let layout = sf.layout();
-    let d = layout.decode(id).ok_or_else(|| ApiError::InvalidRequest("an ID is never negative".into()))?;
+    let d = layout
+        .decode(id)
+        .ok_or_else(|| ApiError::InvalidRequest("an ID is never negative".into()))?;
     let ms = layout.unit_start_ms(d.timestamp);
     let body = DecodedBody {
         id,
@@ -144,17 +155,23 @@ pub async fn decode(sf: Service, Path(raw): Path<String>) -> Result<Response, Ap
     )
 )]
 pub async fn leaf_get(sf: Service) -> Result<Response, ApiError> {
-    let id = service(sf)?.next().await.map_err(ApiError::from_snowflake)?;
+    let id = service(sf)?
+        .next()
+        .await
+        .map_err(ApiError::from_snowflake)?;
     Ok(respond(TEXT, itoa::Buffer::new().format(id).to_owned()))
 }
 
 /// A decimal `i64` of at most 19 digits, no sign.
 fn parse_id(raw: &str) -> Result<i64, ApiError> {
     if raw.is_empty() || raw.len() > 19 || !raw.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ApiError::InvalidRequest("the ID must be a non-negative 64-bit decimal integer".into()));
+        return Err(ApiError::InvalidRequest(
+            "the ID must be a non-negative 64-bit decimal integer".into(),
+        ));
     }
-    raw.parse::<i64>()
-        .map_err(|_| ApiError::InvalidRequest("the ID must be a non-negative 64-bit decimal integer".into()))
+    raw.parse::<i64>().map_err(|_| {
+        ApiError::InvalidRequest("the ID must be a non-negative 64-bit decimal integer".into())
+    })
 }
 
 fn wants_text(headers: &HeaderMap) -> bool {
@@ -254,15 +271,30 @@ mod tests {
     fn batch_json_carries_numbers_and_strings() {
         let v: serde_json::Value = serde_json::from_str(&batch_json(&[1, i64::MAX])).unwrap();
         assert_eq!(v["ids"][1].as_i64(), Some(i64::MAX));
-        assert_eq!(v["ids_str"], serde_json::json!(["1", "9223372036854775807"]));
+        assert_eq!(
+            v["ids_str"],
+            serde_json::json!(["1", "9223372036854775807"])
+        );
     }
 
     #[test]
     fn ids_parse_as_plain_decimals_only() {
         assert_eq!(parse_id("9223372036854775807").unwrap(), i64::MAX);
         assert_eq!(parse_id("0").unwrap(), 0);
-        for bad in ["", "-1", "+1", "1e3", "9223372036854775808", "12345678901234567890", " 1", "0x10"] {
-            assert!(matches!(parse_id(bad), Err(ApiError::InvalidRequest(_))), "{bad:?}");
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            "1e3",
+            "9223372036854775808",
+            "12345678901234567890",
+            " 1",
+            "0x10",
+        ] {
+            assert!(
+                matches!(parse_id(bad), Err(ApiError::InvalidRequest(_))),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -24,7 +24,12 @@ pub struct SnowflakeArgs {
           default_value = "2024-01-01T00:00:00Z", value_parser = parse_epoch)]
     pub epoch_ms: i64,
     /// Bits of timestamp/worker ID/sequence; they must sum to 63.
-    #[arg(long = "snowflake-bits", env = "SEQD_SNOWFLAKE_BITS", value_name = "T/W/S", default_value = "41/10/12")]
+    #[arg(
+        long = "snowflake-bits",
+        env = "SEQD_SNOWFLAKE_BITS",
+        value_name = "T/W/S",
+        default_value = "41/10/12"
+    )]
     pub bits: Bits,
     /// Time unit of the timestamp field, a whole number of milliseconds
     /// (e.g. `1s` with `--snowflake-bits 36/5/22`).
@@ -78,15 +83,36 @@ mod tests {
     #[test]
     fn flags_parse() {
         let c = Cli::parse_from([
-            "seqd", "--snowflake", "off", "--snowflake-bits", "36/5/22", "--snowflake-time-unit", "1s",
-            "--snowflake-epoch", "2020-01-01T00:00:00Z", "--snowflake-clock-tolerance", "20ms", "--snowflake-lease", "1m",
+            "seqd",
+            "--snowflake",
+            "off",
+            "--snowflake-bits",
+            "36/5/22",
+            "--snowflake-time-unit",
+            "1s",
+            "--snowflake-epoch",
+            "2020-01-01T00:00:00Z",
+            "--snowflake-clock-tolerance",
+            "20ms",
+            "--snowflake-lease",
+            "1m",
         ]);
         let s = c.snowflake.settings();
         assert!(!s.enabled);
-        assert_eq!(s.bits, Bits { time: 36, worker: 5, sequence: 22 });
+        assert_eq!(
+            s.bits,
+            Bits {
+                time: 36,
+                worker: 5,
+                sequence: 22
+            }
+        );
         assert_eq!(s.time_unit, Duration::from_secs(1));
         assert_eq!(s.epoch_ms, 1_577_836_800_000);
-        assert_eq!((s.clock_tolerance, s.lease), (Duration::from_millis(20), Duration::from_secs(60)));
+        assert_eq!(
+            (s.clock_tolerance, s.lease),
+            (Duration::from_millis(20), Duration::from_secs(60))
+        );
         assert!(s.validate(1_750_000_000_000).is_ok());
     }
 
@@ -101,11 +127,20 @@ mod tests {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
         let now = 1_750_000_000_000;
-        let s = SnowflakeSettings { time_unit: Duration::from_micros(1500), ..Default::default() };
+        let s = SnowflakeSettings {
+            time_unit: Duration::from_micros(1500),
+            ..Default::default()
+        };
         assert!(s.validate(now).is_err());
-        let s = SnowflakeSettings { epoch_ms: now + 1, ..Default::default() };
+        let s = SnowflakeSettings {
+            epoch_ms: now + 1,
+            ..Default::default()
+        };
         assert!(s.validate(now).unwrap_err().contains("past"));
-        let s = SnowflakeSettings { lease: Duration::from_millis(500), ..Default::default() };
+        let s = SnowflakeSettings {
+            lease: Duration::from_millis(500),
+            ..Default::default()
+        };
         assert!(s.validate(now).is_err());
     }
 }

@@ -56,12 +56,18 @@ pub struct ManualWallClock {
 impl ManualWallClock {
     /// A clock that reads `ms` until told otherwise.
     pub fn frozen(ms: i64) -> Self {
-        ManualWallClock { offset_ms: Arc::new(AtomicI64::new(ms)), ticking_since: None }
+        ManualWallClock {
+            offset_ms: Arc::new(AtomicI64::new(ms)),
+            ticking_since: None,
+        }
     }
 
     /// A clock that reads `ms` now and advances with tokio's clock.
     pub fn ticking(ms: i64) -> Self {
-        ManualWallClock { offset_ms: Arc::new(AtomicI64::new(ms)), ticking_since: Some(tokio::time::Instant::now()) }
+        ManualWallClock {
+            offset_ms: Arc::new(AtomicI64::new(ms)),
+            ticking_since: Some(tokio::time::Instant::now()),
+        }
     }
 
     /// Makes the clock read `ms` now (may move it backwards).
@@ -76,7 +82,8 @@ impl ManualWallClock {
     }
 
     fn ticked_ms(&self) -> i64 {
-        self.ticking_since.map_or(0, |t| t.elapsed().as_millis() as i64)
+        self.ticking_since
+            .map_or(0, |t| t.elapsed().as_millis() as i64)
     }
 }
 

@@ -107,7 +107,10 @@ struct State {
 enum Step {
     Done,
     /// Sleep this long (µs), then try again; `behind_ms` if the clock is behind.
-    Wait { us: i64, behind_ms: Option<i64> },
+    Wait {
+        us: i64,
+        behind_ms: Option<i64>,
+    },
 }
 
 /// Where issued IDs go: a `Vec` for batches, one slot for `next` (no allocation).
@@ -146,7 +149,10 @@ pub struct Generator {
 
 impl std::fmt::Debug for Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Generator").field("layout", &self.layout).field("tolerance_ms", &self.tolerance_ms).finish()
+        f.debug_struct("Generator")
+            .field("layout", &self.layout)
+            .field("tolerance_ms", &self.tolerance_ms)
+            .finish()
     }
 }
 
@@ -164,7 +170,10 @@ impl Generator {
                 seq: max_seq + 1,
                 floor_ms: i64::MIN,
                 closed: false,
-                status: GeneratorStatus { last_timestamp: -1, ..Default::default() },
+                status: GeneratorStatus {
+                    last_timestamp: -1,
+                    ..Default::default()
+                },
             }),
         }
     }
@@ -244,7 +253,11 @@ impl Generator {
         st.closed = true;
         st.status.grant = None;
         let grant = st.grant.take()?;
-        let used = if st.last_t >= 0 { self.layout.unit_end_ms(st.last_t) } else { self.layout.epoch_ms() - 1 };
+        let used = if st.last_t >= 0 {
+            self.layout.unit_end_ms(st.last_t)
+        } else {
+            self.layout.epoch_ms() - 1
+        };
         Some((grant.worker_id, used.max(st.floor_ms)))
     }
 
@@ -299,7 +312,9 @@ impl Generator {
                     if waited + d > budget {
                         return Err(match behind_ms {
                             Some(behind_ms) => SnowflakeError::ClockMovedBackwards { behind_ms },
-                            None => SnowflakeError::ClockStalled { waited_ms: waited.as_millis() as u64 },
+                            None => SnowflakeError::ClockStalled {
+                                waited_ms: waited.as_millis() as u64,
+                            },
                         });
                     }
                     tokio::time::sleep(d).await;
@@ -334,8 +349,15 @@ impl Generator {
             }
             st.status.clock_waits += 1;
             metrics::counter!(CLOCK_WAITS_METRIC).increment(1);
-            let target = if st.seq <= max_seq { st.last_t } else { st.last_t + 1 };
-            return Ok(Step::Wait { us: until(target), behind_ms: Some(behind_ms) });
+            let target = if st.seq <= max_seq {
+                st.last_t
+            } else {
+                st.last_t + 1
+            };
+            return Ok(Step::Wait {
+                us: until(target),
+                behind_ms: Some(behind_ms),
+            });
         }
         if t > l.max_timestamp() {
             return Err(SnowflakeError::Exhausted);
@@ -347,7 +369,10 @@ impl Generator {
         }
         if st.seq > max_seq {
             st.status.sequence_waits += 1;
-            return Ok(Step::Wait { us: until(t + 1), behind_ms: None });
+            return Ok(Step::Wait {
+                us: until(t + 1),
+                behind_ms: None,
+            });
         }
         if l.unit_end_ms(t) > grant.bound_ms {
             return Err(SnowflakeError::LeaseExpiring);
@@ -362,7 +387,10 @@ impl Generator {
             Ok(Step::Done)
         } else {
             st.status.sequence_waits += 1;
-            Ok(Step::Wait { us: until(t + 1), behind_ms: None })
+            Ok(Step::Wait {
+                us: until(t + 1),
+                behind_ms: None,
+            })
         }
     }
 }
@@ -376,8 +404,19 @@ mod tests {
     const T0: i64 = DEFAULT_EPOCH_MS + 1_000_000;
 
     fn generator(clock: &ManualWallClock) -> Generator {
-        let g = Generator::new(Layout::default(), Arc::new(clock.clone()), Duration::from_millis(5));
-        g.install(Grant { worker_id: 7, issue_until_ms: i64::MAX, bound_ms: i64::MAX }, Some(0));
+        let g = Generator::new(
+            Layout::default(),
+            Arc::new(clock.clone()),
+            Duration::from_millis(5),
+        );
+        g.install(
+            Grant {
+                worker_id: 7,
+                issue_until_ms: i64::MAX,
+                bound_ms: i64::MAX,
+            },
+            Some(0),
+        );
         g
     }
 
@@ -389,16 +428,30 @@ mod tests {
         let l = Layout::default();
         for (i, id) in ids.iter().enumerate() {
             let d = l.decode(*id).unwrap();
-            assert_eq!((d.timestamp, d.worker, d.sequence), (1_000_000, 7, i as u64));
+            assert_eq!(
+                (d.timestamp, d.worker, d.sequence),
+                (1_000_000, 7, i as u64)
+            );
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn no_grant_and_late_lease_refuse() {
         let clock = ManualWallClock::ticking(T0);
-        let g = Generator::new(Layout::default(), Arc::new(clock.clone()), Duration::from_millis(5));
+        let g = Generator::new(
+            Layout::default(),
+            Arc::new(clock.clone()),
+            Duration::from_millis(5),
+        );
         assert_eq!(g.next().await, Err(SnowflakeError::NoWorker));
-        g.install(Grant { worker_id: 1, issue_until_ms: T0 + 10, bound_ms: T0 + 20 }, None);
+        g.install(
+            Grant {
+                worker_id: 1,
+                issue_until_ms: T0 + 10,
+                bound_ms: T0 + 20,
+            },
+            None,
+        );
         assert!(g.next().await.is_ok());
         clock.set(T0 + 10);
         assert_eq!(g.next().await, Err(SnowflakeError::LeaseExpiring));
@@ -414,7 +467,10 @@ mod tests {
         let g = generator(&clock);
         assert_eq!(g.batch(4096).await.unwrap().len(), 4096);
         let started = tokio::time::Instant::now();
-        assert!(matches!(g.next().await, Err(SnowflakeError::ClockStalled { .. })));
+        assert!(matches!(
+            g.next().await,
+            Err(SnowflakeError::ClockStalled { .. })
+        ));
         assert!(started.elapsed() <= g.wait_budget(1));
     }
 

@@ -33,7 +33,11 @@ pub struct Bits {
 
 impl Default for Bits {
     fn default() -> Self {
-        Bits { time: 41, worker: 10, sequence: 12 }
+        Bits {
+            time: 41,
+            worker: 10,
+            sequence: 12,
+        }
     }
 }
 
@@ -68,9 +72,16 @@ impl FromStr for Bits {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split('/').map(str::trim).collect();
         let bad = || LayoutError::BitsSyntax(s.to_string());
-        let [t, w, q] = parts.as_slice() else { return Err(bad()) };
+        let [t, w, q] = parts.as_slice() else {
+            return Err(bad());
+        };
         let n = |p: &str| p.parse::<u8>().map_err(|_| bad());
-        Bits { time: n(t)?, worker: n(w)?, sequence: n(q)? }.validate()
+        Bits {
+            time: n(t)?,
+            worker: n(w)?,
+            sequence: n(q)?,
+        }
+        .validate()
     }
 }
 
@@ -111,7 +122,11 @@ pub struct Layout {
 impl Default for Layout {
     /// 41/10/12, milliseconds since 2024-01-01T00:00:00Z.
     fn default() -> Self {
-        Layout { bits: Bits::default(), unit_ms: 1, epoch_ms: DEFAULT_EPOCH_MS }
+        Layout {
+            bits: Bits::default(),
+            unit_ms: 1,
+            epoch_ms: DEFAULT_EPOCH_MS,
+        }
     }
 }
 
@@ -137,7 +152,11 @@ impl Layout {
         if epoch_ms < 0 || epoch_ms > now_ms {
             return Err(LayoutError::Epoch(iso_ms(epoch_ms)));
         }
-        let layout = Layout { bits, unit_ms, epoch_ms };
+        let layout = Layout {
+            bits,
+            unit_ms,
+            epoch_ms,
+        };
         if layout.unit_at(now_ms) > layout.max_timestamp() {
             return Err(LayoutError::RanOut(iso_ms(layout.runs_out_at_ms())));
         }
@@ -198,7 +217,10 @@ impl Layout {
     /// The ID of (`timestamp`, `worker`, `sequence`). The parts must fit
     /// their fields (checked in debug builds).
     pub fn encode(&self, timestamp: i64, worker: u32, sequence: u64) -> i64 {
-        debug_assert!((0..=self.max_timestamp()).contains(&timestamp), "timestamp {timestamp}");
+        debug_assert!(
+            (0..=self.max_timestamp()).contains(&timestamp),
+            "timestamp {timestamp}"
+        );
         debug_assert!(worker < self.worker_count(), "worker {worker}");
         debug_assert!(sequence <= self.max_sequence(), "sequence {sequence}");
         let shift_t = self.bits.worker + self.bits.sequence;
@@ -221,7 +243,12 @@ impl Layout {
 
     /// `41/10/12 bits, 1ms units since 2024-01-01T00:00:00.000Z`.
     pub fn describe(&self) -> String {
-        format!("{} bits, {}ms units since {}", self.bits, self.unit_ms, iso_ms(self.epoch_ms))
+        format!(
+            "{} bits, {}ms units since {}",
+            self.bits,
+            self.unit_ms,
+            iso_ms(self.epoch_ms)
+        )
     }
 }
 
@@ -250,34 +277,85 @@ mod tests {
     #[test]
     fn default_layout_is_41_10_12_ms_since_2024() {
         let l = Layout::default();
-        assert_eq!(l, Layout::new(Bits::default(), 1, parse_epoch("2024-01-01T00:00:00Z").unwrap(), NOW).unwrap());
+        assert_eq!(
+            l,
+            Layout::new(
+                Bits::default(),
+                1,
+                parse_epoch("2024-01-01T00:00:00Z").unwrap(),
+                NOW
+            )
+            .unwrap()
+        );
         assert_eq!(l.worker_count(), 1024);
         assert_eq!(l.max_sequence(), 4095);
         // 2^41 ms is about 69.7 years.
-        assert!(iso_ms(l.runs_out_at_ms()).starts_with("2093-09-0"), "{}", iso_ms(l.runs_out_at_ms()));
+        assert!(
+            iso_ms(l.runs_out_at_ms()).starts_with("2093-09-0"),
+            "{}",
+            iso_ms(l.runs_out_at_ms())
+        );
     }
 
     #[test]
     fn bits_parse_and_validate() {
-        assert_eq!("36/5/22".parse::<Bits>().unwrap(), Bits { time: 36, worker: 5, sequence: 22 });
+        assert_eq!(
+            "36/5/22".parse::<Bits>().unwrap(),
+            Bits {
+                time: 36,
+                worker: 5,
+                sequence: 22
+            }
+        );
         assert_eq!(" 41 / 10 / 12 ".parse::<Bits>().unwrap(), Bits::default());
-        assert!(matches!("41/10/13".parse::<Bits>(), Err(LayoutError::BitsSum(_, 64))));
-        assert!(matches!("41/10".parse::<Bits>(), Err(LayoutError::BitsSyntax(_))));
-        assert!(matches!("a/b/c".parse::<Bits>(), Err(LayoutError::BitsSyntax(_))));
-        assert!(matches!("63/0/0".parse::<Bits>(), Err(LayoutError::ZeroPart(_))));
-        assert!(matches!("30/17/16".parse::<Bits>(), Err(LayoutError::TooManyWorkerBits(17))));
+        assert!(matches!(
+            "41/10/13".parse::<Bits>(),
+            Err(LayoutError::BitsSum(_, 64))
+        ));
+        assert!(matches!(
+            "41/10".parse::<Bits>(),
+            Err(LayoutError::BitsSyntax(_))
+        ));
+        assert!(matches!(
+            "a/b/c".parse::<Bits>(),
+            Err(LayoutError::BitsSyntax(_))
+        ));
+        assert!(matches!(
+            "63/0/0".parse::<Bits>(),
+            Err(LayoutError::ZeroPart(_))
+        ));
+        assert!(matches!(
+            "30/17/16".parse::<Bits>(),
+            Err(LayoutError::TooManyWorkerBits(17))
+        ));
         assert!("51/0/12".parse::<Bits>().is_ok());
     }
 
     #[test]
     fn layouts_that_cannot_work_are_refused() {
         let b = Bits::default();
-        assert_eq!(Layout::new(b, 0, DEFAULT_EPOCH_MS, NOW), Err(LayoutError::Unit));
-        assert!(matches!(Layout::new(b, 1, NOW + 1, NOW), Err(LayoutError::Epoch(_))));
-        assert!(matches!(Layout::new(b, 1, -1, NOW), Err(LayoutError::Epoch(_))));
+        assert_eq!(
+            Layout::new(b, 0, DEFAULT_EPOCH_MS, NOW),
+            Err(LayoutError::Unit)
+        );
+        assert!(matches!(
+            Layout::new(b, 1, NOW + 1, NOW),
+            Err(LayoutError::Epoch(_))
+        ));
+        assert!(matches!(
+            Layout::new(b, 1, -1, NOW),
+            Err(LayoutError::Epoch(_))
+        ));
         // 24 time bits of milliseconds last 4.6 hours.
-        let short = Bits { time: 24, worker: 16, sequence: 23 };
-        assert!(matches!(Layout::new(short, 1, DEFAULT_EPOCH_MS, NOW), Err(LayoutError::RanOut(_))));
+        let short = Bits {
+            time: 24,
+            worker: 16,
+            sequence: 23,
+        };
+        assert!(matches!(
+            Layout::new(short, 1, DEFAULT_EPOCH_MS, NOW),
+            Err(LayoutError::RanOut(_))
+        ));
         assert!(Layout::new(short, 1, NOW - 1000, NOW).is_ok());
     }
 
@@ -289,7 +367,14 @@ mod tests {
         assert_eq!(l.encode(0, 0, 1), 1);
         let max = l.encode(l.max_timestamp(), 1023, 4095);
         assert_eq!(max, i64::MAX);
-        assert_eq!(l.decode(max), Some(Decoded { timestamp: l.max_timestamp(), worker: 1023, sequence: 4095 }));
+        assert_eq!(
+            l.decode(max),
+            Some(Decoded {
+                timestamp: l.max_timestamp(),
+                worker: 1023,
+                sequence: 4095
+            })
+        );
         assert_eq!(l.decode(-1), None);
     }
 

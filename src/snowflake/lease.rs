@@ -89,14 +89,21 @@ pub enum Candidate {
 /// Picks the worker ID to claim among `rows` (those below `capacity`), at
 /// `now`, for `owner`; `None` when every worker ID is leased by someone else.
 pub fn choose(rows: &[WorkerRow], capacity: u32, owner: &str, now: i64) -> Option<Candidate> {
-    if let Some(own) = rows.iter().find(|r| r.owner == owner && r.worker_id < capacity) {
+    if let Some(own) = rows
+        .iter()
+        .find(|r| r.owner == owner && r.worker_id < capacity)
+    {
         return Some(Candidate::Existing(own.clone()));
     }
     let free = |r: &&WorkerRow| r.worker_id < capacity && r.lease_until < now;
     if let Some(r) = rows.iter().filter(free).find(|r| r.last_timestamp < now) {
         return Some(Candidate::Existing(r.clone()));
     }
-    let mut used: Vec<u32> = rows.iter().map(|r| r.worker_id).filter(|w| *w < capacity).collect();
+    let mut used: Vec<u32> = rows
+        .iter()
+        .map(|r| r.worker_id)
+        .filter(|w| *w < capacity)
+        .collect();
     used.sort_unstable();
     let mut next = 0u32;
     for w in used {
@@ -108,7 +115,11 @@ pub fn choose(rows: &[WorkerRow], capacity: u32, owner: &str, now: i64) -> Optio
     if next < capacity {
         return Some(Candidate::New(next));
     }
-    rows.iter().filter(free).min_by_key(|r| (r.last_timestamp, r.worker_id)).cloned().map(Candidate::Existing)
+    rows.iter()
+        .filter(free)
+        .min_by_key(|r| (r.last_timestamp, r.worker_id))
+        .cloned()
+        .map(Candidate::Existing)
 }
 
 /// A fresh owner string for this process: `host/pid/random`, ASCII, at most
@@ -125,8 +136,18 @@ pub fn new_owner() -> String {
         .take(32)
         .collect();
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    let mut owner = format!("{}/{}/{:016x}", if host.is_empty() { "host" } else { &host }, std::process::id(), h.finish());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let mut owner = format!(
+        "{}/{}/{:016x}",
+        if host.is_empty() { "host" } else { &host },
+        std::process::id(),
+        h.finish()
+    );
     owner.truncate(MAX_OWNER_LEN);
     owner
 }
@@ -165,7 +186,10 @@ pub struct Snowflake {
 
 impl std::fmt::Debug for Snowflake {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snowflake").field("owner", &self.inner.owner).field("config", &self.inner.config).finish()
+        f.debug_struct("Snowflake")
+            .field("owner", &self.inner.owner)
+            .field("config", &self.inner.config)
+            .finish()
     }
 }
 
@@ -249,7 +273,10 @@ impl Snowflake {
     async fn delay_after(&self, outcome: TickOutcome) -> Duration {
         let every = self.inner.config.renew_every;
         match outcome {
-            TickOutcome::Claimed(_) | TickOutcome::Renewed(_) | TickOutcome::NoneFree | TickOutcome::Closed => every,
+            TickOutcome::Claimed(_)
+            | TickOutcome::Renewed(_)
+            | TickOutcome::NoneFree
+            | TickOutcome::Closed => every,
             TickOutcome::Lost(_) => Duration::ZERO,
             TickOutcome::Failed => {
                 let failures = self.inner.held.lock().await.failures.min(10);
@@ -288,7 +315,11 @@ impl Snowflake {
         self.inner.generator.batch(n).await
     }
 
-    async fn bounded<T>(&self, what: &str, op: impl std::future::Future<Output = Result<T, StoreError>>) -> Option<T> {
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        op: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Option<T> {
         match tokio::time::timeout(self.inner.config.op_timeout, op).await {
             Ok(Ok(v)) => Some(v),
             Ok(Err(e)) => {
@@ -320,7 +351,11 @@ impl Snowflake {
     async fn tick_locked(&self, held: &mut Held) -> TickOutcome {
         let inner = &self.inner;
         if !held.migrated {
-            if self.bounded("migrating the workers table", inner.leases.migrate()).await.is_none() {
+            if self
+                .bounded("migrating the workers table", inner.leases.migrate())
+                .await
+                .is_none()
+            {
                 return TickOutcome::Failed;
             }
             held.migrated = true;
@@ -328,15 +363,25 @@ impl Snowflake {
         if let Some(w) = held.worker {
             let now = inner.generator.clock().now_ms();
             let until = now.saturating_add(inner.config.ttl.as_millis() as i64);
-            match self.bounded("renewal", inner.leases.renew(w, &inner.owner, until)).await {
+            match self
+                .bounded("renewal", inner.leases.renew(w, &inner.owner, until))
+                .await
+            {
                 Some(true) => {
-                    inner.generator.extend(w, until - inner.config.margin.as_millis() as i64, until);
+                    inner.generator.extend(
+                        w,
+                        until - inner.config.margin.as_millis() as i64,
+                        until,
+                    );
                     return TickOutcome::Renewed(w);
                 }
                 Some(false) => {
                     inner.generator.revoke(w);
                     held.worker = None;
-                    tracing::warn!(worker_id = w, "snowflake worker ID taken over by another instance; no longer used");
+                    tracing::warn!(
+                        worker_id = w,
+                        "snowflake worker ID taken over by another instance; no longer used"
+                    );
                     return TickOutcome::Lost(w);
                 }
                 None => return TickOutcome::Failed,
@@ -351,23 +396,44 @@ impl Snowflake {
         let ttl_ms = inner.config.ttl.as_millis() as i64;
         let margin_ms = inner.config.margin.as_millis() as i64;
         for _ in 0..8 {
-            let Some(rows) = self.bounded("reading workers", inner.leases.list(capacity)).await else {
+            let Some(rows) = self
+                .bounded("reading workers", inner.leases.list(capacity))
+                .await
+            else {
                 return TickOutcome::Failed;
             };
             let now = inner.generator.clock().now_ms();
             let until = now.saturating_add(ttl_ms);
             let (won, worker, floor) = match choose(&rows, capacity, &inner.owner, now) {
                 None => {
-                    tracing::warn!(workers = capacity, "no snowflake worker ID free: all are leased by other instances");
+                    tracing::warn!(
+                        workers = capacity,
+                        "no snowflake worker ID free: all are leased by other instances"
+                    );
                     return TickOutcome::NoneFree;
                 }
                 Some(Candidate::New(w)) => {
-                    let row = WorkerRow { worker_id: w, owner: inner.owner.clone(), lease_until: until, last_timestamp: until };
-                    (self.bounded("claim (insert)", inner.leases.insert(&row)).await, w, None)
+                    let row = WorkerRow {
+                        worker_id: w,
+                        owner: inner.owner.clone(),
+                        lease_until: until,
+                        last_timestamp: until,
+                    };
+                    (
+                        self.bounded("claim (insert)", inner.leases.insert(&row))
+                            .await,
+                        w,
+                        None,
+                    )
                 }
                 Some(Candidate::Existing(seen)) => {
                     let bound = seen.last_timestamp.max(until);
-                    let won = self.bounded("claim", inner.leases.claim(&seen, &inner.owner, until, bound, now)).await;
+                    let won = self
+                        .bounded(
+                            "claim",
+                            inner.leases.claim(&seen, &inner.owner, until, bound, now),
+                        )
+                        .await;
                     // Our own row: nobody held it since we did, and we know what we issued.
                     let floor = (seen.owner != inner.owner).then_some(seen.last_timestamp);
                     (won, seen.worker_id, floor)
@@ -377,7 +443,11 @@ impl Snowflake {
                 None => return TickOutcome::Failed,
                 Some(false) => continue,
                 Some(true) => {
-                    let grant = Grant { worker_id: worker, issue_until_ms: until - margin_ms, bound_ms: until };
+                    let grant = Grant {
+                        worker_id: worker,
+                        issue_until_ms: until - margin_ms,
+                        bound_ms: until,
+                    };
                     inner.generator.install(grant, floor);
                     held.worker = Some(worker);
                     tracing::info!(
@@ -390,7 +460,9 @@ impl Snowflake {
                 }
             }
         }
-        tracing::warn!("snowflake worker lease: lost 8 races for a worker ID in a row; retrying later");
+        tracing::warn!(
+            "snowflake worker lease: lost 8 races for a worker ID in a row; retrying later"
+        );
         TickOutcome::Failed
     }
 
@@ -407,10 +479,20 @@ impl Snowflake {
         inner.stop.notify_one();
         if let Some((w, last)) = closed {
             match tokio::time::timeout(bound, inner.leases.release(w, &inner.owner, last)).await {
-                Ok(Ok(true)) => tracing::info!(worker_id = w, last_timestamp = %super::layout::iso_ms(last), "snowflake worker ID released"),
-                Ok(Ok(false)) => tracing::warn!(worker_id = w, "snowflake worker ID was taken over before release"),
-                Ok(Err(e)) => tracing::warn!(worker_id = w, error = %e, "snowflake worker ID release failed; it expires by itself"),
-                Err(_) => tracing::warn!(worker_id = w, "snowflake worker ID release timed out; it expires by itself"),
+                Ok(Ok(true)) => {
+                    tracing::info!(worker_id = w, last_timestamp = %super::layout::iso_ms(last), "snowflake worker ID released")
+                }
+                Ok(Ok(false)) => tracing::warn!(
+                    worker_id = w,
+                    "snowflake worker ID was taken over before release"
+                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(worker_id = w, error = %e, "snowflake worker ID release failed; it expires by itself")
+                }
+                Err(_) => tracing::warn!(
+                    worker_id = w,
+                    "snowflake worker ID release timed out; it expires by itself"
+                ),
             }
         }
         if let Some(h) = held.as_mut() {
@@ -424,24 +506,45 @@ mod tests {
     use super::*;
 
     fn row(w: u32, owner: &str, lease_until: i64, last: i64) -> WorkerRow {
-        WorkerRow { worker_id: w, owner: owner.into(), lease_until, last_timestamp: last }
+        WorkerRow {
+            worker_id: w,
+            owner: owner.into(),
+            lease_until,
+            last_timestamp: last,
+        }
     }
 
     #[test]
     fn choose_prefers_own_then_free_past_then_new_then_free_future() {
         let now = 1000;
-        let rows = vec![row(0, "a", 2000, 2000), row(1, "me", 500, 500), row(2, "b", 900, 900)];
-        assert_eq!(choose(&rows, 4, "me", now), Some(Candidate::Existing(rows[1].clone())));
-        assert_eq!(choose(&rows, 4, "x", now), Some(Candidate::Existing(rows[1].clone())));
+        let rows = vec![
+            row(0, "a", 2000, 2000),
+            row(1, "me", 500, 500),
+            row(2, "b", 900, 900),
+        ];
+        assert_eq!(
+            choose(&rows, 4, "me", now),
+            Some(Candidate::Existing(rows[1].clone()))
+        );
+        assert_eq!(
+            choose(&rows, 4, "x", now),
+            Some(Candidate::Existing(rows[1].clone()))
+        );
         let held = vec![row(0, "a", 2000, 2000), row(1, "b", 2000, 2000)];
         assert_eq!(choose(&held, 4, "x", now), Some(Candidate::New(2)));
         assert_eq!(choose(&held, 2, "x", now), None);
         // Expired but with a stored timestamp ahead of the clock: after new IDs.
         let ahead = vec![row(0, "a", 900, 5000), row(1, "b", 900, 3000)];
         assert_eq!(choose(&ahead, 3, "x", now), Some(Candidate::New(2)));
-        assert_eq!(choose(&ahead, 2, "x", now), Some(Candidate::Existing(ahead[1].clone())));
+        assert_eq!(
+            choose(&ahead, 2, "x", now),
+            Some(Candidate::Existing(ahead[1].clone()))
+        );
         // Rows of a larger layout are ignored.
-        assert_eq!(choose(&[row(5, "me", 0, 0)], 4, "me", now), Some(Candidate::New(0)));
+        assert_eq!(
+            choose(&[row(5, "me", 0, 0)], 4, "me", now),
+            Some(Candidate::New(0))
+        );
     }
 
     #[test]
@@ -454,7 +557,10 @@ mod tests {
     #[test]
     fn lease_timing_stops_issuing_well_before_expiry() {
         let c = LeaseConfig::default();
-        assert_eq!((c.renew_every, c.margin), (Duration::from_millis(7500), Duration::from_secs(10)));
+        assert_eq!(
+            (c.renew_every, c.margin),
+            (Duration::from_millis(7500), Duration::from_secs(10))
+        );
         assert!(c.renew_every < c.margin && c.op_timeout < c.renew_every);
     }
 }

@@ -69,13 +69,24 @@ impl SnowflakeSettings {
         if unit.subsec_nanos() % 1_000_000 != 0 {
             return Err(LayoutError::Unit.to_string());
         }
-        let layout = Layout::new(self.bits, unit.as_millis().min(i64::MAX as u128) as i64, self.epoch_ms, now_ms)
-            .map_err(|e| e.to_string())?;
+        let layout = Layout::new(
+            self.bits,
+            unit.as_millis().min(i64::MAX as u128) as i64,
+            self.epoch_ms,
+            now_ms,
+        )
+        .map_err(|e| e.to_string())?;
         if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.lease) {
-            return Err(format!("snowflake lease {:?} must be between 1s and 1h", self.lease));
+            return Err(format!(
+                "snowflake lease {:?} must be between 1s and 1h",
+                self.lease
+            ));
         }
         if self.clock_tolerance > Duration::from_secs(60) {
-            return Err(format!("snowflake clock tolerance {:?} must be at most 1m", self.clock_tolerance));
+            return Err(format!(
+                "snowflake clock tolerance {:?} must be at most 1m",
+                self.clock_tolerance
+            ));
         }
         Ok(layout)
     }
@@ -86,7 +97,10 @@ impl SnowflakeSettings {
 /// out, opens lease storage on `database_url` (lazily: a database that is
 /// down only delays the first worker ID) and spawns the lease task.
 /// `Ok(None)` when disabled.
-pub fn start(settings: &SnowflakeSettings, database_url: &str) -> anyhow::Result<Option<Snowflake>> {
+pub fn start(
+    settings: &SnowflakeSettings,
+    database_url: &str,
+) -> anyhow::Result<Option<Snowflake>> {
     if !settings.enabled {
         tracing::info!("snowflake IDs disabled (--snowflake false)");
         return Ok(None);
@@ -111,5 +125,11 @@ pub fn start(settings: &SnowflakeSettings, database_url: &str) -> anyhow::Result
     }
     let leases = crate::store::workers::connect_leases(database_url)
         .map_err(|e| anyhow::anyhow!("snowflake worker leases: {e}"))?;
-    Ok(Some(Snowflake::start(layout, settings.clock_tolerance, clock, leases, LeaseConfig::new(settings.lease))))
+    Ok(Some(Snowflake::start(
+        layout,
+        settings.clock_tolerance,
+        clock,
+        leases,
+        LeaseConfig::new(settings.lease),
+    )))
 }

@@ -122,7 +122,12 @@ impl MemoryStore {
 
     fn faults_of(&self, name: &str) -> Faults {
         let key = SeqName::parse(name).expect("valid name");
-        self.faults.lock().unwrap().get(&key).cloned().unwrap_or_default()
+        self.faults
+            .lock()
+            .unwrap()
+            .get(&key)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn with_faults<R>(&self, name: &str, f: impl FnOnce(&mut Faults) -> R) -> R {
@@ -156,7 +161,11 @@ impl MemoryStore {
         };
         row.max_id += size;
         row.updated_at = Utc::now();
-        Ok(Reservation { max_id: row.max_id, size, row_step: row.step })
+        Ok(Reservation {
+            max_id: row.max_id,
+            size,
+            row_step: row.step,
+        })
     }
 }
 
@@ -211,7 +220,11 @@ impl Store for MemoryStore {
         Ok(self.rows.lock().unwrap().values().cloned().collect())
     }
 
-    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError> {
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
         let mut rows = self.rows.lock().unwrap();
         let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
         if let Some(step) = patch.step {

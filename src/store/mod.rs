@@ -110,7 +110,11 @@ pub trait Store: Send + Sync + 'static {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError>;
 
     /// Changes `step` and/or `description` of an existing row.
-    async fn update(&self, name: &SeqName, patch: &SequencePatch) -> Result<SequenceRow, StoreError>;
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError>;
 
     /// Applies the embedded migrations of this backend (idempotent).
     async fn migrate(&self) -> Result<(), StoreError>;
@@ -253,16 +257,33 @@ fn initial_max_id(seq: &NewSequence) -> Result<i64, StoreError> {
 }
 
 /// One row as PostgreSQL and SQLite return it (`TIMESTAMP` without zone, in UTC).
-type NaiveRow = (String, i64, i64, String, chrono::NaiveDateTime, chrono::NaiveDateTime);
+type NaiveRow = (
+    String,
+    i64,
+    i64,
+    String,
+    chrono::NaiveDateTime,
+    chrono::NaiveDateTime,
+);
 
 /// Converts a fetched [`NaiveRow`] (`None` for an invalid stored name).
-fn naive_row((name, max_id, step, description, created_at, updated_at): NaiveRow) -> Option<SequenceRow> {
-    row_from_columns(name, max_id, step, description, created_at.and_utc(), updated_at.and_utc())
+fn naive_row(
+    (name, max_id, step, description, created_at, updated_at): NaiveRow,
+) -> Option<SequenceRow> {
+    row_from_columns(
+        name,
+        max_id,
+        step,
+        description,
+        created_at.and_utc(),
+        updated_at.and_utc(),
+    )
 }
 
 /// Like [`naive_row`] for a row looked up by a valid name, which must convert.
 fn naive_found_row(row: NaiveRow) -> Result<SequenceRow, StoreError> {
-    naive_row(row).ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
+    naive_row(row)
+        .ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
 }
 
 /// Builds a [`SequenceRow`] from the columns of the table, or `None` when the

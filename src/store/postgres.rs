@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::{
-    initial_max_id, insert_failed, migrate_failed, reservation, unavailable,
-    Reservation, SequencePatch, SequenceRow, Store, StoreError,
+    initial_max_id, insert_failed, migrate_failed, reservation, unavailable, Reservation,
+    SequencePatch, SequenceRow, Store, StoreError,
 };
 use crate::domain::{NewSequence, SeqName};
 

@@ -18,8 +18,8 @@ use sqlx::sqlite::{
 };
 
 use super::{
-    initial_max_id, insert_failed, migrate_failed, reservation, unavailable,
-    Reservation, SequencePatch, SequenceRow, Store, StoreError,
+    initial_max_id, insert_failed, migrate_failed, reservation, unavailable, Reservation,
+    SequencePatch, SequenceRow, Store, StoreError,
 };
 use crate::domain::{NewSequence, SeqName};
 

@@ -75,12 +75,22 @@ pub trait WorkerLeases: Send + Sync + 'static {
     /// Extends `owner`'s lease of `worker_id` to `lease_until` and raises
     /// `last_timestamp` to at least `lease_until`; `false` if `owner` no
     /// longer holds the row.
-    async fn renew(&self, worker_id: u32, owner: &str, lease_until: i64) -> Result<bool, StoreError>;
+    async fn renew(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError>;
 
     /// Frees `owner`'s lease of `worker_id` (`lease_until = 0`), recording
     /// `last_timestamp` (the exact bound of what `owner` issued); `false` if
     /// `owner` no longer holds the row.
-    async fn release(&self, worker_id: u32, owner: &str, last_timestamp: i64) -> Result<bool, StoreError>;
+    async fn release(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        last_timestamp: i64,
+    ) -> Result<bool, StoreError>;
 
     /// A short name of the backend ("postgres", ...).
     fn backend(&self) -> &'static str;
@@ -90,7 +100,10 @@ pub trait WorkerLeases: Send + Sync + 'static {
 /// [`super::connect`]) with a small pool of its own, connected lazily: this
 /// never waits for the database, whose errors surface on the first call.
 pub fn connect_leases(url: &str) -> Result<Arc<dyn WorkerLeases>, StoreError> {
-    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
+    let scheme = url
+        .split_once(':')
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
     let leases: Arc<dyn WorkerLeases> = match scheme.as_str() {
         "postgres" | "postgresql" => Arc::new(PgWorkerLeases::connect_lazy(url)?),
         "mysql" => Arc::new(MySqlWorkerLeases::connect_lazy(url)?),
@@ -106,16 +119,29 @@ pub fn connect_leases(url: &str) -> Result<Arc<dyn WorkerLeases>, StoreError> {
 }
 
 /// Converts a fetched `(worker_id, owner, lease_until, last_timestamp)`.
-pub(super) fn worker_row(worker_id: i64, owner: String, lease_until: i64, last_timestamp: i64) -> Result<WorkerRow, StoreError> {
-    let worker_id = u32::try_from(worker_id)
-        .map_err(|_| StoreError::Unavailable(format!("workers row with an invalid worker_id {worker_id}")))?;
-    Ok(WorkerRow { worker_id, owner, lease_until, last_timestamp })
+pub(super) fn worker_row(
+    worker_id: i64,
+    owner: String,
+    lease_until: i64,
+    last_timestamp: i64,
+) -> Result<WorkerRow, StoreError> {
+    let worker_id = u32::try_from(worker_id).map_err(|_| {
+        StoreError::Unavailable(format!("workers row with an invalid worker_id {worker_id}"))
+    })?;
+    Ok(WorkerRow {
+        worker_id,
+        owner,
+        lease_until,
+        last_timestamp,
+    })
 }
 
 /// Checks an owner string before it is written.
 pub(super) fn check_owner(owner: &str) -> Result<(), StoreError> {
     if owner.is_empty() || owner.len() > MAX_OWNER_LEN || !owner.is_ascii() {
-        return Err(StoreError::Config(format!("invalid worker owner {owner:?}: 1..={MAX_OWNER_LEN} ASCII characters")));
+        return Err(StoreError::Config(format!(
+            "invalid worker owner {owner:?}: 1..={MAX_OWNER_LEN} ASCII characters"
+        )));
     }
     Ok(())
 }

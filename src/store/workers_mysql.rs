@@ -12,7 +12,8 @@ use super::{insert_failed, migrate_failed, unavailable, StoreError};
 
 const LIST: &str = "SELECT CAST(worker_id AS SIGNED), owner, lease_until, last_timestamp \
      FROM workers WHERE worker_id < ? ORDER BY worker_id";
-const INSERT: &str = "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES (?, ?, ?, ?)";
+const INSERT: &str =
+    "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES (?, ?, ?, ?)";
 /// Compare-and-set on the row as read, and only if its lease expired or is
 /// ours. Binds: owner, lease_until, last_timestamp, worker_id, seen owner,
 /// seen lease_until, seen last_timestamp, now, owner. (sqlx asks the server
@@ -56,13 +57,19 @@ impl MySqlWorkerLeases {
 #[async_trait]
 impl WorkerLeases for MySqlWorkerLeases {
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/mysql").run(&self.pool).await.map_err(migrate_failed)
+        sqlx::migrate!("./migrations/mysql")
+            .run(&self.pool)
+            .await
+            .map_err(migrate_failed)
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
         // `owner` has a binary collation: sqlx reads it as bytes.
-        let rows: Vec<(i64, Vec<u8>, i64, i64)> =
-            sqlx::query_as(LIST).bind(below as i64).fetch_all(&self.pool).await.map_err(unavailable)?;
+        let rows: Vec<(i64, Vec<u8>, i64, i64)> = sqlx::query_as(LIST)
+            .bind(below as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
         rows.into_iter()
             .map(|(w, o, l, t)| worker_row(w, String::from_utf8_lossy(&o).into_owned(), l, t))
             .collect()
@@ -84,7 +91,14 @@ impl WorkerLeases for MySqlWorkerLeases {
         }
     }
 
-    async fn claim(&self, seen: &WorkerRow, owner: &str, lease_until: i64, last_timestamp: i64, now: i64) -> Result<bool, StoreError> {
+    async fn claim(
+        &self,
+        seen: &WorkerRow,
+        owner: &str,
+        lease_until: i64,
+        last_timestamp: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         check_owner(owner)?;
         let r = sqlx::query(CLAIM)
             .bind(owner)
@@ -102,7 +116,12 @@ impl WorkerLeases for MySqlWorkerLeases {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn renew(&self, worker_id: u32, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
+    async fn renew(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
         let r = sqlx::query(RENEW)
             .bind(lease_until)
             .bind(lease_until)
@@ -114,7 +133,12 @@ impl WorkerLeases for MySqlWorkerLeases {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn release(&self, worker_id: u32, owner: &str, last_timestamp: i64) -> Result<bool, StoreError> {
+    async fn release(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        last_timestamp: i64,
+    ) -> Result<bool, StoreError> {
         let r = sqlx::query(RELEASE)
             .bind(last_timestamp)
             .bind(worker_id as i64)

@@ -12,7 +12,8 @@ use super::{insert_failed, migrate_failed, unavailable, StoreError};
 
 const LIST: &str = "SELECT worker_id::BIGINT, owner, lease_until, last_timestamp \
      FROM workers WHERE worker_id < $1 ORDER BY worker_id";
-const INSERT: &str = "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES ($1, $2, $3, $4)";
+const INSERT: &str =
+    "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES ($1, $2, $3, $4)";
 /// Compare-and-set on the row as read, and only if its lease expired or is ours.
 const CLAIM: &str = "UPDATE workers \
      SET owner = $1, lease_until = $2, last_timestamp = $3, updated_at = CURRENT_TIMESTAMP \
@@ -51,13 +52,21 @@ impl PgWorkerLeases {
 #[async_trait]
 impl WorkerLeases for PgWorkerLeases {
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/postgres").run(&self.pool).await.map_err(migrate_failed)
+        sqlx::migrate!("./migrations/postgres")
+            .run(&self.pool)
+            .await
+            .map_err(migrate_failed)
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64)> =
-            sqlx::query_as(LIST).bind(below as i64).fetch_all(&self.pool).await.map_err(unavailable)?;
-        rows.into_iter().map(|(w, o, l, t)| worker_row(w, o, l, t)).collect()
+        let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(LIST)
+            .bind(below as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        rows.into_iter()
+            .map(|(w, o, l, t)| worker_row(w, o, l, t))
+            .collect()
     }
 
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
@@ -76,7 +85,14 @@ impl WorkerLeases for PgWorkerLeases {
         }
     }
 
-    async fn claim(&self, seen: &WorkerRow, owner: &str, lease_until: i64, last_timestamp: i64, now: i64) -> Result<bool, StoreError> {
+    async fn claim(
+        &self,
+        seen: &WorkerRow,
+        owner: &str,
+        lease_until: i64,
+        last_timestamp: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         check_owner(owner)?;
         let r = sqlx::query(CLAIM)
             .bind(owner)
@@ -93,7 +109,12 @@ impl WorkerLeases for PgWorkerLeases {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn renew(&self, worker_id: u32, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
+    async fn renew(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
         let r = sqlx::query(RENEW)
             .bind(lease_until)
             .bind(worker_id as i32)
@@ -104,7 +125,12 @@ impl WorkerLeases for PgWorkerLeases {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn release(&self, worker_id: u32, owner: &str, last_timestamp: i64) -> Result<bool, StoreError> {
+    async fn release(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        last_timestamp: i64,
+    ) -> Result<bool, StoreError> {
         let r = sqlx::query(RELEASE)
             .bind(last_timestamp)
             .bind(worker_id as i32)

@@ -5,14 +5,17 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use super::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
 use super::{insert_failed, migrate_failed, unavailable, StoreError};
 
 const LIST: &str = "SELECT worker_id, owner, lease_until, last_timestamp \
      FROM workers WHERE worker_id < ?1 ORDER BY worker_id";
-const INSERT: &str = "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES (?1, ?2, ?3, ?4)";
+const INSERT: &str =
+    "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES (?1, ?2, ?3, ?4)";
 /// Compare-and-set on the row as read, and only if its lease expired or is ours.
 const CLAIM: &str = "UPDATE workers \
      SET owner = ?1, lease_until = ?2, last_timestamp = ?3, updated_at = CURRENT_TIMESTAMP \
@@ -41,9 +44,14 @@ impl SqliteWorkerLeases {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5));
-        let mut pool = SqlitePoolOptions::new().max_connections(2).acquire_timeout(Duration::from_secs(5));
+        let mut pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(5));
         if url.contains(":memory:") || url.contains("mode=memory") {
-            pool = pool.max_connections(1).idle_timeout(None).max_lifetime(None);
+            pool = pool
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
         }
         Ok(Self::from_pool(pool.connect_lazy_with(options)))
     }
@@ -57,13 +65,21 @@ impl SqliteWorkerLeases {
 #[async_trait]
 impl WorkerLeases for SqliteWorkerLeases {
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/sqlite").run(&self.pool).await.map_err(migrate_failed)
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&self.pool)
+            .await
+            .map_err(migrate_failed)
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64)> =
-            sqlx::query_as(LIST).bind(below as i64).fetch_all(&self.pool).await.map_err(unavailable)?;
-        rows.into_iter().map(|(w, o, l, t)| worker_row(w, o, l, t)).collect()
+        let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(LIST)
+            .bind(below as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        rows.into_iter()
+            .map(|(w, o, l, t)| worker_row(w, o, l, t))
+            .collect()
     }
 
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
@@ -82,7 +98,14 @@ impl WorkerLeases for SqliteWorkerLeases {
         }
     }
 
-    async fn claim(&self, seen: &WorkerRow, owner: &str, lease_until: i64, last_timestamp: i64, now: i64) -> Result<bool, StoreError> {
+    async fn claim(
+        &self,
+        seen: &WorkerRow,
+        owner: &str,
+        lease_until: i64,
+        last_timestamp: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         check_owner(owner)?;
         let r = sqlx::query(CLAIM)
             .bind(owner)
@@ -99,7 +122,12 @@ impl WorkerLeases for SqliteWorkerLeases {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn renew(&self, worker_id: u32, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
+    async fn renew(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
         let r = sqlx::query(RENEW)
             .bind(lease_until)
             .bind(worker_id as i64)
@@ -110,7 +138,12 @@ impl WorkerLeases for SqliteWorkerLeases {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn release(&self, worker_id: u32, owner: &str, last_timestamp: i64) -> Result<bool, StoreError> {
+    async fn release(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        last_timestamp: i64,
+    ) -> Result<bool, StoreError> {
         let r = sqlx::query(RELEASE)
             .bind(last_timestamp)
             .bind(worker_id as i64)

@@ -47,7 +47,9 @@ impl Proxy {
         let st = state.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((client, _)) = listener.accept().await else { continue };
+                let Ok((client, _)) = listener.accept().await else {
+                    continue;
+                };
                 st.accepted.fetch_add(1, Ordering::Relaxed);
                 if st.down.load(Ordering::SeqCst) {
                     drop(client); // refused: closed at once
@@ -74,7 +76,9 @@ impl Proxy {
     /// Adds `d` before every chunk sent towards the database (one round trip
     /// of a request/response protocol pays it once).
     pub fn set_latency(&self, d: Duration) {
-        self.state.latency_ms.store(d.as_millis() as u64, Ordering::SeqCst);
+        self.state
+            .latency_ms
+            .store(d.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// How many times the proxy was cut.
@@ -102,14 +106,22 @@ impl Drop for Proxy {
 pub fn upstream_of(url: &str) -> SocketAddr {
     let u = url::Url::parse(url).expect("database URL");
     let host = u.host_str().unwrap_or("127.0.0.1");
-    let host = if host == "localhost" { "127.0.0.1" } else { host };
-    format!("{}:{}", host, u.port().expect("explicit port")).parse().expect("socket address")
+    let host = if host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    format!("{}:{}", host, u.port().expect("explicit port"))
+        .parse()
+        .expect("socket address")
 }
 
 async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
     let mut epoch = st.epoch.subscribe();
     let born = *epoch.borrow_and_update();
-    let Ok(server) = TcpStream::connect(upstream).await else { return };
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return;
+    };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (mut cr, mut cw) = client.into_split();

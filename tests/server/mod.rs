@@ -27,13 +27,17 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server on `settings.database_url` (migrated first).
     pub async fn start(settings: Settings) -> TestServer {
-        let store = startup::open_store(&settings.database_url).await.expect("open store");
+        let store = startup::open_store(&settings.database_url)
+            .await
+            .expect("open store");
         Self::start_with_store(settings, store).await
     }
 
     /// Starts a server on an already opened store.
     pub async fn start_with_store(settings: Settings, store: Arc<dyn Store>) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let served = store.clone();
@@ -47,7 +51,14 @@ impl TestServer {
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .unwrap();
-        TestServer { addr, base: format!("http://{addr}"), store, http, stop: Some(tx), task: Some(task) }
+        TestServer {
+            addr,
+            base: format!("http://{addr}"),
+            store,
+            http,
+            stop: Some(tx),
+            task: Some(task),
+        }
     }
 
     /// The full URL of `path`.
@@ -104,7 +115,9 @@ impl Process {
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let addr = tokio::time::timeout(std::time::Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.unwrap() {
-                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
                 if let Some(listen) = v["listen"].as_str() {
                     return listen.to_string();
                 }
@@ -115,7 +128,11 @@ impl Process {
         .expect("seqd did not start in time");
         // Keep draining stderr so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Process { child, base: format!("http://{addr}"), pid }
+        Process {
+            child,
+            base: format!("http://{addr}"),
+            pid,
+        }
     }
 
     /// Sends a signal (`"TERM"`, `"KILL"`) to the process.
