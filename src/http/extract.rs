@@ -136,3 +136,22 @@ mod tests {
         }
     }
 }
+
+/// Whether the client asked for a plain-text answer (`Accept: text/plain`
+/// without `application/json`). Reads the header in place: no copy of the
+/// header map on the ID path.
+#[derive(Debug, Clone, Copy)]
+pub struct WantsText(pub bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for WantsText {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let text = parts
+            .headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/plain") && !a.contains("application/json"));
+        Ok(WantsText(text))
+    }
+}

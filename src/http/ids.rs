@@ -5,12 +5,12 @@
 //! alphabet, and IDs are integers, so nothing needs escaping.
 
 use axum::extract::{RawQuery, State};
-use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::extract::{count_from_query, Name};
+use super::extract::{count_from_query, Name, WantsText};
 use super::openapi::{BatchDoc, ErrorBody, NextIdDoc};
 use super::AppState;
 use crate::allocator::Batch;
@@ -41,14 +41,14 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 pub async fn next(
     State(st): State<AppState>,
     Name(name): Name,
-    headers: HeaderMap,
+    WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
     let id = st
         .allocator
         .next(&name)
         .await
         .map_err(|e| ApiError::from_alloc(&name, e))?;
-    if wants_text(&headers) {
+    if text {
         Ok(text_id(id))
     } else {
         let mut buf = itoa::Buffer::new();
@@ -122,13 +122,6 @@ pub async fn leaf_get(State(st): State<AppState>, Name(name): Name) -> Result<Re
         .await
         .map_err(|e| ApiError::from_alloc(&name, e))?;
     Ok(text_id(id))
-}
-
-fn wants_text(headers: &HeaderMap) -> bool {
-    headers
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/plain") && !a.contains("application/json"))
 }
 
 fn text_id(id: i64) -> Response {
