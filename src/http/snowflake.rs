@@ -8,15 +8,15 @@
 //! (and many JSON parsers) silently round.
 
 use axum::extract::{Path, RawQuery};
-use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use super::extract::count_from_query;
+use super::extract::{count_from_query, WantsText};
 use super::openapi::ErrorBody;
 use crate::snowflake::layout::iso_ms;
 use crate::snowflake::Snowflake;
@@ -53,12 +53,12 @@ fn service(s: Service) -> Result<Snowflake, ApiError> {
             `clock_stalled`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn next(sf: Service, headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn next(sf: Service, WantsText(text): WantsText) -> Result<Response, ApiError> {
     let id = service(sf)?
         .next()
         .await
         .map_err(ApiError::from_snowflake)?;
-    if wants_text(&headers) {
+    if text {
         return Ok(respond(TEXT, itoa::Buffer::new().format(id).to_owned()));
     }
     let mut buf = itoa::Buffer::new();
@@ -172,13 +172,6 @@ fn parse_id(raw: &str) -> Result<i64, ApiError> {
     raw.parse::<i64>().map_err(|_| {
         ApiError::InvalidRequest("the ID must be a non-negative 64-bit decimal integer".into())
     })
-}
-
-fn wants_text(headers: &HeaderMap) -> bool {
-    headers
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/plain") && !a.contains("application/json"))
 }
 
 fn respond(content_type: HeaderValue, body: String) -> Response {
