@@ -193,14 +193,15 @@ pub struct ServeArgs {
     pub snowflake: crate::snowflake::SnowflakeArgs,
 }
 
-/// A secret string: shown as `***` in `Debug` and `Display`.
+/// A secret string: shown as `***` in `Debug` (it has no `Display`). Shared, so
+/// cloning it (with the router state, once per request) does not allocate.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret(std::sync::Arc<str>);
 
 impl Secret {
     /// Wraps a secret.
     pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
+        Secret(s.into().into())
     }
 
     /// The secret itself; keep it out of logs.
@@ -215,7 +216,7 @@ impl std::str::FromStr for Secret {
         if s.is_empty() {
             Err("the token must not be empty".into())
         } else {
-            Ok(Secret(s.to_string()))
+            Ok(Secret(s.into()))
         }
     }
 }

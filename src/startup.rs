@@ -105,14 +105,19 @@ pub async fn run(
         );
     }
     let allocator = Allocator::new(store, settings.allocator.clone());
-    let app = router_with_limits(AppState { allocator, admin }, &settings.limits);
-    let app = match &snowflake {
-        Some(sf) => app.layer(axum::Extension(sf.clone())),
-        None => app,
+    let state = AppState {
+        allocator,
+        admin,
+        snowflake: snowflake.clone(),
     };
+    let app = router_with_limits(state, &settings.limits);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let server = axum::serve(
+        listener,
+        axum::ServiceExt::<axum::extract::Request>::into_make_service(app),
+    )
+    .with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests");
         let _ = stop_tx.send(true);

@@ -13,7 +13,7 @@ use seqd::store::memory::MemoryStore;
 use serde_json::Value;
 use tower::ServiceExt;
 
-fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> axum::Router {
+fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> seqd::http::App {
     let cfg = AllocatorConfig {
         wait_timeout: Duration::from_millis(200),
         ..AllocatorConfig::default()
@@ -21,10 +21,14 @@ fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> axum::Router {
     router(AppState {
         allocator: Allocator::new(store, cfg),
         admin,
+        snowflake: None,
     })
 }
 
-async fn call(app: axum::Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
+async fn call(
+    app: seqd::http::App,
+    req: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
     let resp = app.oneshot(req).await.unwrap();
     let (parts, body) = resp.into_parts();
     let bytes = to_bytes(body, 1 << 20).await.unwrap();

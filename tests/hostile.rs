@@ -26,7 +26,7 @@ const CODES: &[&str] = &[
     "method_not_allowed",
 ];
 
-fn app(store: Arc<MemoryStore>) -> axum::Router {
+fn app(store: Arc<MemoryStore>) -> seqd::http::App {
     let cfg = AllocatorConfig {
         wait_timeout: Duration::from_millis(50),
         ..AllocatorConfig::default()
@@ -34,6 +34,7 @@ fn app(store: Arc<MemoryStore>) -> axum::Router {
     router(AppState {
         allocator: Allocator::new(store, cfg),
         admin: AdminAuth::OpenOnLoopback,
+        snowflake: None,
     })
 }
 

@@ -2,8 +2,8 @@
 //! that describes exactly the routes the router serves, with the statuses
 //! and the fields they really answer with.
 //!
-//! The served routes are found without a list to keep up to date: every
-//! `.route("...")` under `src/` gives the paths, and probing each path with
+//! The served routes come from the table the router is built from
+//! (`seqd::http::route_templates`), and probing each path with
 //! each method gives its methods (an unserved method answers 405). So a route
 //! or a method added without its `#[utoipa::path]` fails here. (Swagger UI's
 //! pages under `/docs/`, merged from `utoipa-swagger-ui`, are not API
@@ -14,7 +14,6 @@ mod common;
 mod server;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use common::Backend;
 use reqwest::{Method, StatusCode};
@@ -58,35 +57,6 @@ fn shape(path: &str) -> String {
         }
     }
     out
-}
-
-/// The path literal of every `.route("...", ...)` call in the `.rs` files under `dir`.
-fn routes_in_source(dir: &Path, found: &mut BTreeSet<String>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            routes_in_source(&path, found);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            // Code only: comment lines may mention `.route(` in prose.
-            let text: String = std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            for (i, _) in text.match_indices(".route(") {
-                let rest = text[i + ".route(".len()..].trim_start();
-                let literal = rest
-                    .strip_prefix('"')
-                    .and_then(|r| r.split_once('"'))
-                    .map(|(lit, _)| lit);
-                let literal = literal.unwrap_or_else(|| {
-                    panic!("{}: a .route( whose path is not a string literal; teach this test to read it", path.display())
-                });
-                found.insert(literal.to_string());
-            }
-        }
-    }
 }
 
 /// `(METHOD, path)` of every operation in the document.
@@ -283,21 +253,19 @@ async fn the_document_lists_exactly_the_routes_the_router_serves() {
     let doc = fetch_doc(&s).await;
     let documented = documented(&doc);
 
-    // Paths: the router's (from the source) against the document's.
-    let mut in_source = BTreeSet::new();
-    routes_in_source(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut in_source,
-    );
-    let served: BTreeSet<String> = in_source.iter().map(|p| shape(p)).collect();
+    // Paths: the router's (the table it is built from) against the document's.
+    let served: BTreeSet<String> = seqd::http::route_templates()
+        .into_iter()
+        .map(shape)
+        .collect();
     let listed: BTreeSet<String> = documented.keys().map(|p| shape(p)).collect();
     assert!(
         served.contains("/v1/sequences/{}/next"),
-        "the source scan found {served:?}"
+        "the route table holds {served:?}"
     );
     assert_eq!(
         served, listed,
-        "routes in src/ (left) vs paths in /openapi.json (right)"
+        "routes served (left) vs paths in /openapi.json (right)"
     );
 
     // Methods: probe each path with each method. A documented method must be

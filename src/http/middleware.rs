@@ -1,85 +1,103 @@
-//! What wraps every request ([`layers`]): a request id, a tracing span that
-//! carries it, and the per-route request count and latency for `/metrics`.
+//! What wraps every request: [`Front`], one service applied once around the
+//! whole router. In order:
 //!
+//! - Route label: the route template the path matches (`unmatched` when none),
+//!   from [`RouteLabels`], a table built from the same list as the router, so
+//!   raw paths never become labels.
+//! - Concurrency limit: at most `max_concurrency` requests in flight; beyond
+//!   it a request is shed at once with 503 `overloaded` (never queued, so a
+//!   flood cannot pile up memory or latency).
 //! - Request id: the client's `x-request-id` if it sent one, else one made
 //!   here (`<instance>-<n>`: 8 random hex digits per process, then a counter);
 //!   echoed in the response's `x-request-id`.
-//! - Span `request` with `request_id`, `method` and `route` (the route template). It is
-//!   at DEBUG on the ID routes, so at the default `info` level they create no
-//!   span and format nothing; at INFO on the others, so the admin routes' log
-//!   lines carry their request id. Per-request events (`started`, `finished`
-//!   with latency) are at DEBUG; 5xx answers are not logged again here
-//!   (`error.rs` logs their cause).
+//! - Span `request` with `request_id`, `method` and `route`. It is at DEBUG on
+//!   the ID routes, so at the default `info` level they create no span and
+//!   format nothing; at INFO on the others, so the admin routes' log lines
+//!   carry their request id. One DEBUG event per request (`finished`, with
+//!   status and latency); 5xx answers are not logged again here (`error.rs`
+//!   logs their cause).
+//! - Request timeout: a request still running `request_timeout` after it
+//!   arrived answers 408 `request_timeout`. The timer is only created when the
+//!   handler does not answer on its first poll, so an ID served from memory
+//!   costs no timer.
 //! - Metrics: [`HTTP_REQUESTS`] and [`HTTP_REQUEST_DURATION`] labelled by route
-//!   template (`unmatched` when no route matched, so raw paths never become
-//!   labels), method (known methods, else `OTHER`) and status. Each worker
-//!   thread keeps the handles it resolved, so a request costs a small map
-//!   lookup, an atomic add and a histogram push.
+//!   template, method (known methods, else `OTHER`) and status. Each worker
+//!   thread keeps the handles it resolved.
+//!
+//! Why one hand-written service rather than a stack of tower layers
+//! (`SetRequestId`, `Trace`, `PropagateRequestId`, `LoadShed`,
+//! `GlobalConcurrencyLimit`, `Timeout`, applied per route by
+//! `Router::layer`): hyper clones the service once per request, and that
+//! stack cost 20 more heap allocations, 8 more clock reads and twice the
+//! instructions of an answer from memory (BENCHMARKS.md, "HTTP load"). This
+//! one clones two `Arc`s and reads the clock twice.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
+use std::time::Duration;
 
-use axum::extract::MatchedPath;
-use axum::http::{HeaderValue, Method, Request, Response, StatusCode};
-use tower::layer::util::{Identity, Stack};
-use tower::{Layer, Service, ServiceBuilder};
-use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
-use tower_http::trace::{
-    DefaultOnBodyChunk, DefaultOnEos, DefaultOnRequest, DefaultOnResponse, MakeSpan, TraceLayer,
-};
+use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+use tower::Service;
 use tracing::Span;
 
+use super::error::ApiError;
+use super::limits::Limits;
 use super::metrics::{HTTP_REQUESTS, HTTP_REQUEST_DURATION};
 
 /// The `route` label of requests that matched no route.
 pub const UNMATCHED: &str = "unmatched";
 
-/// The tracing layer as configured here.
-pub type Trace = TraceLayer<
-    SharedClassifier<ServerErrorsAsFailures>,
-    RequestSpan,
-    DefaultOnRequest,
-    DefaultOnResponse,
-    DefaultOnBodyChunk,
-    DefaultOnEos,
-    (),
->;
+/// The request id header, read from requests and written to responses.
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The whole stack, outermost first: set the request id, open the span,
-/// echo the id, count the request.
-pub type Layers = ServiceBuilder<
-    Stack<
-        RequestMetricsLayer,
-        Stack<
-            PropagateRequestIdLayer,
-            Stack<Trace, Stack<SetRequestIdLayer<RequestIds>, Identity>>,
-        >,
-    >,
->;
+/// Route templates, looked up by path with the same matcher (and syntax) as
+/// axum's router.
+#[derive(Debug, Clone)]
+pub struct RouteLabels {
+    matcher: matchit::Router<u16>,
+    /// Index 0 is [`UNMATCHED`].
+    names: Vec<&'static str>,
+}
 
-/// The layers for `Router::layer` (applied per route, so the route template
-/// is known to each of them). Installs the metrics recorder if needed.
-pub fn layers() -> Layers {
-    super::metrics::handle();
-    ServiceBuilder::new()
-        .layer(SetRequestIdLayer::x_request_id(RequestIds))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(RequestSpan)
-                .on_failure(()),
-        )
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(RequestMetricsLayer)
+impl RouteLabels {
+    /// A table of `templates` (axum syntax: `{name}`, `{*rest}`).
+    ///
+    /// # Panics
+    /// On a template the matcher refuses; the router would refuse it too.
+    pub fn new(templates: impl IntoIterator<Item = &'static str>) -> Self {
+        let mut labels = RouteLabels {
+            matcher: matchit::Router::new(),
+            names: vec![UNMATCHED],
+        };
+        for t in templates {
+            let i = u16::try_from(labels.names.len()).expect("fewer than 65536 routes");
+            labels
+                .matcher
+                .insert(t, i)
+                .unwrap_or_else(|e| panic!("route {t:?}: {e}"));
+            labels.names.push(t);
+        }
+        labels
+    }
+
+    /// The index of the template `path` matches (0: none).
+    fn index(&self, path: &str) -> u16 {
+        self.matcher.at(path).map_or(0, |m| *m.value)
+    }
+
+    /// The template `path` matches, or [`UNMATCHED`].
+    pub fn label(&self, path: &str) -> &'static str {
+        self.names[usize::from(self.index(path))]
+    }
 }
 
 /// True for the ID routes (`.../next`, `.../batch`, and Leaf's `/api/...`),
@@ -88,10 +106,158 @@ fn is_hot(route: &str) -> bool {
     route.ends_with("/next") || route.ends_with("/batch") || route.starts_with("/api/")
 }
 
-/// Makes request ids `<instance>-<n>`, unique per process and, through the
-/// random instance part, very likely across instances and restarts.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestIds;
+struct Shared {
+    labels: RouteLabels,
+    permits: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+/// The service around the router; see the module documentation.
+#[derive(Clone)]
+pub struct Front<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> Front<S> {
+    /// Wraps `inner` (the router) in the request id, span, limits and metrics.
+    /// Installs the metrics recorder if needed.
+    pub fn new(inner: S, labels: RouteLabels, limits: &Limits) -> Self {
+        super::metrics::handle();
+        Front {
+            inner,
+            shared: Arc::new(Shared {
+                labels,
+                permits: Arc::new(Semaphore::new(limits.max_concurrency)),
+                timeout: limits.request_timeout,
+            }),
+        }
+    }
+}
+
+impl<S, B> Service<Request<B>> for Front<S>
+where
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = FrontFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let start = Instant::now();
+        let route = self.shared.labels.index(req.uri().path());
+        let label = self.shared.labels.names[usize::from(route)];
+        let method = method_label(req.method());
+        let request_id = req
+            .headers()
+            .get(&X_REQUEST_ID)
+            .cloned()
+            .unwrap_or_else(make_request_id);
+        let span = request_span(label, method, &request_id);
+        let state = match self.shared.permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let _entered = span.enter();
+                State::Running {
+                    fut: self.inner.call(req),
+                    _permit: permit,
+                    timer: None,
+                }
+            }
+            Err(_) => State::Shed {
+                resp: Some(ApiError::Overloaded.into_response()),
+            },
+        };
+        FrontFuture {
+            state,
+            span,
+            start,
+            timeout: self.shared.timeout,
+            route,
+            label,
+            method,
+            request_id: Some(request_id),
+        }
+    }
+}
+
+fn request_span(route: &'static str, method: &'static str, request_id: &HeaderValue) -> Span {
+    let id = || request_id.to_str().unwrap_or("-");
+    if is_hot(route) {
+        tracing::debug_span!("request", request_id = id(), method, route)
+    } else {
+        tracing::info_span!("request", request_id = id(), method, route)
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Running {
+            #[pin]
+            fut: F,
+            _permit: OwnedSemaphorePermit,
+            // Boxed, and only made when the handler did not answer at once.
+            timer: Option<Pin<Box<Sleep>>>,
+        },
+        Shed { resp: Option<Response> },
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`Front`].
+    pub struct FrontFuture<F> {
+        #[pin]
+        state: State<F>,
+        span: Span,
+        start: Instant,
+        timeout: Duration,
+        route: u16,
+        label: &'static str,
+        method: &'static str,
+        request_id: Option<HeaderValue>,
+    }
+}
+
+impl<F> Future for FrontFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let _entered = this.span.enter();
+        let mut resp = match this.state.project() {
+            StateProj::Shed { resp } => resp.take().expect("polled after completion"),
+            StateProj::Running { fut, timer, .. } => match fut.poll(cx) {
+                Poll::Ready(Ok(resp)) => resp,
+                Poll::Pending => {
+                    let deadline = *this.start + *this.timeout;
+                    let timer =
+                        timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                    ready!(timer.as_mut().poll(cx));
+                    ApiError::RequestTimeout.into_response()
+                }
+            },
+        };
+        let elapsed = this.start.elapsed();
+        let status = resp.status();
+        if let Some(id) = this.request_id.take() {
+            resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
+        }
+        record(*this.route, this.label, this.method, status, elapsed);
+        tracing::debug!(
+            status = status.as_u16(),
+            latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            "finished"
+        );
+        Poll::Ready(Ok(resp))
+    }
+}
 
 /// Request numbers are handed to threads in blocks, so threads do not contend
 /// on one counter.
@@ -127,118 +293,16 @@ fn instance_tag() -> &'static [u8; 8] {
     })
 }
 
-impl MakeRequestId for RequestIds {
-    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
-        let mut buf = [0u8; 29];
-        buf[..8].copy_from_slice(instance_tag());
-        buf[8] = b'-';
-        let mut digits = itoa::Buffer::new();
-        let n = digits.format(next_request_number()).as_bytes();
-        buf[9..9 + n.len()].copy_from_slice(n);
-        HeaderValue::from_bytes(&buf[..9 + n.len()])
-            .ok()
-            .map(RequestId::new)
-    }
-}
-
-/// Opens the `request` span: DEBUG on the ID routes, INFO elsewhere.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestSpan;
-
-impl<B> MakeSpan<B> for RequestSpan {
-    fn make_span(&mut self, req: &Request<B>) -> Span {
-        let route = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or(UNMATCHED, MatchedPath::as_str);
-        let id = || {
-            req.headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("-")
-        };
-        if is_hot(route) {
-            tracing::debug_span!("request", request_id = id(), method = %req.method(), route)
-        } else {
-            tracing::info_span!("request", request_id = id(), method = %req.method(), route)
-        }
-    }
-}
-
-/// Counts requests and their latency per route template, method and status.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestMetricsLayer;
-
-impl<S> Layer<S> for RequestMetricsLayer {
-    type Service = RequestMetrics<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestMetrics { inner }
-    }
-}
-
-/// The service of [`RequestMetricsLayer`].
-#[derive(Debug, Clone)]
-pub struct RequestMetrics<S> {
-    inner: S,
-}
-
-impl<S, B, ResB> Service<Request<B>> for RequestMetrics<S>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = RequestMetricsFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let route = req.extensions().get::<MatchedPath>().cloned();
-        let method = method_label(req.method());
-        let start = Instant::now();
-        RequestMetricsFuture {
-            inner: self.inner.call(req),
-            route,
-            method,
-            start,
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The response future of [`RequestMetrics`].
-    pub struct RequestMetricsFuture<F> {
-        #[pin]
-        inner: F,
-        route: Option<MatchedPath>,
-        method: &'static str,
-        start: Instant,
-    }
-}
-
-impl<F, ResB, E> Future for RequestMetricsFuture<F>
-where
-    F: Future<Output = Result<Response<ResB>, E>>,
-{
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let out = ready!(this.inner.poll(cx));
-        if let Ok(resp) = &out {
-            let route = this.route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
-            record(
-                route,
-                this.method,
-                resp.status(),
-                this.start.elapsed().as_secs_f64(),
-            );
-        }
-        Poll::Ready(out)
-    }
+/// A request id `<instance>-<n>`, unique per process and, through the random
+/// instance part, very likely across instances and restarts.
+fn make_request_id() -> HeaderValue {
+    let mut buf = [0u8; 29];
+    buf[..8].copy_from_slice(instance_tag());
+    buf[8] = b'-';
+    let mut digits = itoa::Buffer::new();
+    let n = digits.format(next_request_number()).as_bytes();
+    buf[9..9 + n.len()].copy_from_slice(n);
+    HeaderValue::from_bytes(&buf[..9 + n.len()]).expect("hex digits, '-' and digits")
 }
 
 /// A bounded set of method labels.
@@ -263,17 +327,24 @@ struct Handles {
 }
 
 thread_local! {
-    /// Route template -> the handles this thread resolved for it.
-    static HANDLES: RefCell<HashMap<Box<str>, Vec<Handles>>> = RefCell::new(HashMap::new());
+    /// Route index -> the handles this thread resolved for it.
+    static HANDLES: RefCell<Vec<Vec<Handles>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn record(route: &str, method: &'static str, status: StatusCode, secs: f64) {
+fn record(
+    route: u16,
+    label: &'static str,
+    method: &'static str,
+    status: StatusCode,
+    elapsed: Duration,
+) {
     HANDLES.with(|cache| {
         let mut cache = cache.borrow_mut();
-        if !cache.contains_key(route) {
-            cache.insert(route.into(), Vec::new());
+        let route = usize::from(route);
+        if cache.len() <= route {
+            cache.resize_with(route + 1, Vec::new);
         }
-        let per_route = cache.get_mut(route).expect("inserted above");
+        let per_route = &mut cache[route];
         let i = match per_route
             .iter()
             .position(|h| h.method == method && h.status == status)
@@ -281,7 +352,7 @@ fn record(route: &str, method: &'static str, status: StatusCode, secs: f64) {
             Some(i) => i,
             None => {
                 let labels = [
-                    ("route", route.to_owned()),
+                    ("route", label.to_owned()),
                     ("method", method.to_owned()),
                     ("status", status.as_str().to_owned()),
                 ];
@@ -296,7 +367,7 @@ fn record(route: &str, method: &'static str, status: StatusCode, secs: f64) {
         };
         let h = &per_route[i];
         h.requests.increment(1);
-        h.duration.record(secs);
+        h.duration.record(elapsed.as_secs_f64());
     });
 }
 
@@ -306,11 +377,9 @@ mod tests {
 
     #[test]
     fn request_ids_are_unique_and_well_formed() {
-        let req = Request::new(());
         let mut ids = std::collections::HashSet::new();
         for _ in 0..3000 {
-            let id = RequestIds.make_request_id(&req).unwrap();
-            let s = id.header_value().to_str().unwrap().to_owned();
+            let s = make_request_id().to_str().unwrap().to_owned();
             let (tag, n) = s.split_once('-').unwrap();
             assert_eq!(tag.len(), 8);
             assert!(tag.bytes().all(|b| b.is_ascii_hexdigit()));
@@ -336,5 +405,101 @@ mod tests {
         ] {
             assert!(!is_hot(cold), "{cold}");
         }
+    }
+
+    #[test]
+    fn labels_are_templates_and_unknown_paths_are_unmatched() {
+        let labels = RouteLabels::new([
+            "/v1/sequences",
+            "/v1/sequences/{name}",
+            "/v1/sequences/{name}/next",
+            "/docs/{*rest}",
+        ]);
+        assert_eq!(labels.label("/v1/sequences"), "/v1/sequences");
+        assert_eq!(labels.label("/v1/sequences/a.b"), "/v1/sequences/{name}");
+        assert_eq!(
+            labels.label("/v1/sequences/%61/next"),
+            "/v1/sequences/{name}/next"
+        );
+        assert_eq!(labels.label("/docs/x/y.js"), "/docs/{*rest}");
+        for raw in [
+            "/",
+            "/v1/sequences/",
+            "/v1/sequences/a/b/next",
+            "/v1/sequences/a/next/",
+            "",
+        ] {
+            assert_eq!(labels.label(raw), UNMATCHED, "{raw:?}");
+        }
+    }
+
+    /// The labels and axum's router match every path the same way: paths of
+    /// up to four segments drawn from the routes' own words, with empty and
+    /// percent-encoded segments and trailing slashes.
+    #[tokio::test]
+    async fn labels_agree_with_the_router_on_every_path() {
+        use axum::body::Body;
+        use axum::extract::MatchedPath;
+        use axum::routing::any;
+        use tower::ServiceExt;
+
+        let templates: Vec<&'static str> = crate::http::route_templates()
+            .into_iter()
+            .chain(crate::http::openapi::SWAGGER_UI_ROUTES)
+            .collect();
+        let labels = RouteLabels::new(templates.iter().copied());
+        let mirror = templates
+            .iter()
+            .fold(axum::Router::new(), |r, t| {
+                r.route(
+                    t,
+                    any(|m: MatchedPath| async move { m.as_str().to_owned() }),
+                )
+            })
+            .fallback(|| async { UNMATCHED });
+        let words = [
+            "",
+            "v1",
+            "sequences",
+            "next",
+            "batch",
+            "api",
+            "segment",
+            "get",
+            "snowflake",
+            "decode",
+            "docs",
+            "assets",
+            "a.b",
+            "%61",
+            "openapi.json",
+        ];
+        let mut paths = vec![String::from("/")];
+        let mut frontier = vec![String::new()];
+        for _ in 0..4 {
+            let mut grown = Vec::new();
+            for p in &frontier {
+                for w in words {
+                    grown.push(format!("{p}/{w}"));
+                }
+            }
+            paths.extend(grown.iter().cloned());
+            paths.extend(grown.iter().map(|p| format!("{p}/")));
+            frontier = grown;
+        }
+        let mut matched = 0;
+        for path in &paths {
+            let req = Request::get(path.as_str()).body(Body::empty()).unwrap();
+            let resp = mirror.clone().oneshot(req).await.unwrap();
+            let body = axum::body::to_bytes(resp.into_body(), 1024).await.unwrap();
+            let routed = std::str::from_utf8(&body).unwrap();
+            assert_eq!(labels.label(path), routed, "{path}");
+            matched += usize::from(routed != UNMATCHED);
+        }
+        assert!(
+            matched > 100,
+            "only {matched} of {} paths matched a route",
+            paths.len()
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The HTTP API (DESIGN.md, HTTP API v1): `router(state) -> Router`.
+//! The HTTP API (DESIGN.md, HTTP API v1): `router(state) -> App`.
 //!
 //! - [`ids`]: the ID routes (hot path).
 //! - [`sequences`]: create, list, read, patch.
@@ -6,12 +6,14 @@
 //! - [`snowflake`]: snowflake ID routes (next, batch, decode, Leaf's).
 //! - [`metrics`]: `/metrics` (Prometheus) and the metric names.
 //! - [`monitor`]: the monitor page at `/` and `/v1/info`.
-//! - [`middleware`]: request ids, request spans, per-route request metrics.
+//! - [`middleware`]: what wraps every request: limits, request ids, spans,
+//!   per-route request metrics.
 //! - [`openapi`]: `/openapi.json`, generated from the handlers' annotations.
 //! - [`extract`]: parsing of path, query, body and admin token.
 //! - [`error`]: the only place that maps errors to status codes.
 
-use axum::routing::get;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, MethodRouter};
 use axum::Router;
 
 use crate::allocator::Allocator;
@@ -62,58 +64,95 @@ impl AdminAuth {
     }
 }
 
-/// What every handler can reach.
+/// What every handler can reach. Cloned once per request by the handlers'
+/// `State` extractor: every field is a shared handle, so that costs no allocation.
 #[derive(Clone)]
 pub struct AppState {
     /// The allocator (and through it, the store).
     pub allocator: Allocator,
     /// Admin authorization mode.
     pub admin: AdminAuth,
+    /// The snowflake service, when this instance serves snowflake IDs.
+    pub snowflake: Option<crate::snowflake::Snowflake>,
 }
 
-/// Builds the router with every route of the API and the default limits.
-pub fn router(state: AppState) -> Router {
+/// The whole HTTP application: the router inside [`middleware::Front`].
+pub type App = middleware::Front<Router>;
+
+/// Builds the application with every route of the API and the default limits.
+pub fn router(state: AppState) -> App {
     router_with_limits(state, &limits::Limits::default())
 }
 
-/// Builds the router with every route of the API and the given limits.
-pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> Router {
-    let routes = Router::new()
-        .route("/v1/sequences/{name}/next", get(ids::next).post(ids::next))
-        .route(
-            "/v1/sequences/{name}/batch",
-            get(ids::batch).post(ids::batch),
-        )
-        .route(
-            "/v1/sequences",
-            get(sequences::list).post(sequences::create),
-        )
-        .route(
-            "/v1/sequences/{name}",
-            get(sequences::get).patch(sequences::patch),
-        )
-        .route("/api/segment/get/{name}", get(ids::leaf_get))
-        .route(
-            "/v1/snowflake/next",
-            get(snowflake::next).post(snowflake::next),
-        )
-        .route(
-            "/v1/snowflake/batch",
-            get(snowflake::batch).post(snowflake::batch),
-        )
-        .route("/v1/snowflake/decode/{id}", get(snowflake::decode))
-        .route("/api/snowflake/get/{key}", get(snowflake::leaf_get))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::metrics))
-        .route("/", get(monitor::index))
-        .route("/assets/{file}", get(monitor::asset))
-        .route("/v1/info", get(monitor::info))
-        .route("/openapi.json", get(openapi::openapi_json))
+/// Builds the application with every route of the API and the given limits.
+pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> App {
+    let routes = routes(limits);
+    let labels = middleware::RouteLabels::new(
+        routes
+            .iter()
+            .map(|(path, _)| *path)
+            .chain(openapi::SWAGGER_UI_ROUTES),
+    );
+    let router = routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, handlers)| r.route(path, handlers))
         .merge(openapi::swagger_ui())
         .fallback(|| async { ApiError::RouteNotFound })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    limits::apply(routes, limits)
-        .layer(middleware::layers())
-        .with_state(state)
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state);
+    middleware::Front::new(router, labels, limits)
+}
+
+/// The template of every API route (Swagger UI's pages aside), from the table
+/// the router is built from.
+pub fn route_templates() -> Vec<&'static str> {
+    routes(&limits::Limits::default())
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// Every API route: its template and handlers. The router and the request
+/// metrics' `route` labels are both built from this table, so a route goes
+/// here and nowhere else.
+fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)> {
+    // Only these routes read a body; the others never buffer one.
+    let body_limit = DefaultBodyLimit::max(limits.body_bytes);
+    vec![
+        ("/v1/sequences/{name}/next", get(ids::next).post(ids::next)),
+        (
+            "/v1/sequences/{name}/batch",
+            get(ids::batch).post(ids::batch),
+        ),
+        (
+            "/v1/sequences",
+            get(sequences::list)
+                .post(sequences::create)
+                .layer(body_limit),
+        ),
+        (
+            "/v1/sequences/{name}",
+            get(sequences::get)
+                .patch(sequences::patch)
+                .layer(body_limit),
+        ),
+        ("/api/segment/get/{name}", get(ids::leaf_get)),
+        (
+            "/v1/snowflake/next",
+            get(snowflake::next).post(snowflake::next),
+        ),
+        (
+            "/v1/snowflake/batch",
+            get(snowflake::batch).post(snowflake::batch),
+        ),
+        ("/v1/snowflake/decode/{id}", get(snowflake::decode)),
+        ("/api/snowflake/get/{key}", get(snowflake::leaf_get)),
+        ("/healthz", get(health::healthz)),
+        ("/readyz", get(health::readyz)),
+        ("/metrics", get(metrics::metrics)),
+        ("/", get(monitor::index)),
+        ("/assets/{file}", get(monitor::asset)),
+        ("/v1/info", get(monitor::info)),
+        ("/openapi.json", get(openapi::openapi_json)),
+    ]
 }

@@ -175,10 +175,16 @@ pub fn document() -> &'static str {
     })
 }
 
+/// Where the Swagger UI is served.
+const SWAGGER_UI: &str = "/docs";
+
+/// The routes [`swagger_ui`] adds (for the request metrics' labels).
+pub const SWAGGER_UI_ROUTES: [&str; 3] = ["/docs", "/docs/", "/docs/{*rest}"];
+
 /// Swagger UI at `/docs/` (and `/docs`, redirecting), showing `/openapi.json`.
 /// Its pages are not API operations, so the document does not list them.
 pub fn swagger_ui<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    SwaggerUi::new("/docs")
+    SwaggerUi::new(SWAGGER_UI)
         .config(Config::new(["/openapi.json"]))
         .into()
 }

@@ -1,23 +1,23 @@
 //! Snowflake ID routes: `/v1/snowflake/next`, `/v1/snowflake/batch?count=N`,
 //! `/v1/snowflake/decode/{id}`, and Leaf's `/api/snowflake/get/{key}`.
 //!
-//! The [`Snowflake`] comes from a request extension that `startup` adds when
-//! snowflake IDs are enabled; without it every route answers 404
+//! The [`Snowflake`] is in the router state when snowflake IDs are enabled;
+//! without it every route answers 404
 //! `snowflake_disabled`. JSON answers carry each ID twice, as a number and as
 //! a string: snowflake IDs exceed 2^53, beyond which JavaScript's numbers
 //! (and many JSON parsers) silently round.
 
-use axum::extract::{Path, RawQuery};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
 use super::extract::{count_from_query, WantsText};
 use super::openapi::ErrorBody;
+use super::AppState;
 use crate::snowflake::layout::iso_ms;
 use crate::snowflake::Snowflake;
 
@@ -26,10 +26,10 @@ const TEXT: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 
 /// The snowflake service, if this instance serves snowflake IDs.
-type Service = Option<Extension<Snowflake>>;
+type Service = State<AppState>;
 
-fn service(s: Service) -> Result<Snowflake, ApiError> {
-    s.map(|Extension(s)| s).ok_or(ApiError::SnowflakeDisabled)
+fn service(State(st): Service) -> Result<Snowflake, ApiError> {
+    st.snowflake.ok_or(ApiError::SnowflakeDisabled)
 }
 
 /// `GET|POST /v1/snowflake/next`: one ID, JSON or (with `Accept: text/plain`)
