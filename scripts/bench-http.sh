@@ -38,7 +38,12 @@
 #   BENCH_WRITE [1]           1: write the results into BENCHMARKS.md; 0: print only
 #   BENCH_OUT [BENCHMARKS.md] the file to write
 #   BENCH_NO_BUILD [0]        1: use the binaries already in target/release
-#   BENCH_SEQD_ARGS []        extra flags for every seqd (e.g. "--max-step 10000000")
+#   BENCH_SEQD_ARGS [--max-step 100000000]
+#                             extra flags for every seqd. The default raises the segment cap: at the
+#                             /batch rates here (about 60 M IDs/s on one sequence) a segment of the
+#                             default --max-step (1,000,000) lasts 16 ms, and a fetch that CPU
+#                             contention delays past that makes requests wait. 100,000,000 is 1.6 s of
+#                             that traffic. BENCH_SEQD_ARGS="" measures the defaults.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -56,7 +61,7 @@ USE_PG=${BENCH_POSTGRES:-1}
 WRITE=${BENCH_WRITE:-1}
 OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
 NO_BUILD=${BENCH_NO_BUILD:-0}
-read -r -a SEQD_ARGS <<<"${BENCH_SEQD_ARGS:-}"
+read -r -a SEQD_ARGS <<<"${BENCH_SEQD_ARGS---max-step 100000000}"
 LUA_DIR="$ROOT/scripts/bench"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
