@@ -28,7 +28,7 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_DURATION [10s]      wrk duration of each measured run (wrk syntax: 10s, 1m)
-#   BENCH_ROUNDS [3]          rounds of every (target, endpoint) run
+#   BENCH_ROUNDS [5]          rounds of every (target, endpoint) run
 #   BENCH_WARMUP [2s]         wrk warm-up per target and endpoint (0 skips)
 #   BENCH_CONNECTIONS [50]    wrk connections
 #   BENCH_THREADS [2]         wrk threads
@@ -50,7 +50,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 DURATION=${BENCH_DURATION:-10s}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 WARMUP=${BENCH_WARMUP:-2s}
 CONNECTIONS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-2}
