@@ -9,8 +9,8 @@
 //!   time comes from an injected [`allocator::Clock`].
 //! - [`store`]: the [`store::Store`] trait and one implementation per backend,
 //!   plus an in-memory store with fault injection for tests and benchmarks.
-//! - [`http`]: `router(state) -> Router`, handlers, and `error.rs`, the only
-//!   place that knows status codes.
+//! - [`http`]: `router(state) -> App` (the router inside one request service),
+//!   handlers, and `error.rs`, the only place that knows status codes.
 //! - [`config`]: flags and environment variables (`clap`).
 //! - [`telemetry`]: the tracing subscriber.
 //! - [`startup`]: wires store + allocator + router; `run(listener, shutdown)`.
