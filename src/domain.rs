@@ -19,6 +19,55 @@ pub const MAX_DESCRIPTION_LEN: usize = 256;
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeqName(Arc<str>);
 
+/// A valid sequence name borrowed from elsewhere (a request path): what the
+/// allocator's hot path looks up, without allocating a [`SeqName`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NameRef<'a>(&'a str);
+
+impl<'a> NameRef<'a> {
+    /// Checks `s` against `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+    pub fn parse(s: &'a str) -> Result<Self, ParseError> {
+        let bytes = s.as_bytes();
+        let first_ok = bytes.first().is_some_and(|b| b.is_ascii_alphanumeric());
+        let rest_ok = bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        if first_ok && rest_ok && bytes.len() <= MAX_NAME_LEN {
+            Ok(NameRef(s))
+        } else {
+            Err(ParseError::Name)
+        }
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(self) -> &'a str {
+        self.0
+    }
+
+    /// An owned copy (allocates).
+    pub fn to_owned(self) -> SeqName {
+        SeqName(Arc::from(self.0))
+    }
+}
+
+impl<'a> From<&'a SeqName> for NameRef<'a> {
+    fn from(name: &'a SeqName) -> Self {
+        NameRef(&name.0)
+    }
+}
+
+impl fmt::Display for NameRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl fmt::Debug for NameRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
 /// Why a value was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
@@ -45,16 +94,7 @@ pub enum ParseError {
 impl SeqName {
     /// Parses a sequence name, accepting only `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
     pub fn parse(s: &str) -> Result<Self, ParseError> {
-        let bytes = s.as_bytes();
-        let first_ok = bytes.first().is_some_and(|b| b.is_ascii_alphanumeric());
-        let rest_ok = bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-        if first_ok && rest_ok && bytes.len() <= MAX_NAME_LEN {
-            Ok(SeqName(Arc::from(s)))
-        } else {
-            Err(ParseError::Name)
-        }
+        NameRef::parse(s).map(NameRef::to_owned)
     }
 
     /// The name as a string slice.
@@ -202,6 +242,22 @@ mod tests {
                 "{bad:?} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn a_borrowed_name_follows_the_same_rule_and_converts_both_ways() {
+        for s in ["a", "biz:order.v1_x", "", "-a", "a b", "é"] {
+            assert_eq!(
+                NameRef::parse(s).map(NameRef::to_owned),
+                SeqName::parse(s),
+                "{s:?}"
+            );
+        }
+        let owned = SeqName::parse("order").unwrap();
+        let borrowed = NameRef::from(&owned);
+        assert_eq!(borrowed.as_str(), "order");
+        assert_eq!(borrowed.to_owned(), owned);
+        assert_eq!(format!("{borrowed} {borrowed:?}"), "order \"order\"");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::domain::{Count, SeqName};
+use crate::domain::{Count, NameRef, SeqName};
 use crate::store::Store;
 
 pub mod buffer;
@@ -212,11 +212,13 @@ impl Allocator {
         &self.inner.shared.config
     }
 
-    /// The next ID of `name`.
-    pub async fn next(&self, name: &SeqName) -> Result<i64, AllocError> {
+    /// The next ID of `name` (a `&SeqName` or a borrowed [`NameRef`]; the
+    /// name is only copied when this instance has not served it yet).
+    pub async fn next<'n>(&self, name: impl Into<NameRef<'n>>) -> Result<i64, AllocError> {
+        let name = name.into();
         {
             let live = self.inner.live.load();
-            if let Some(buf) = live.get(name) {
+            if let Some(buf) = live.get(name.as_str()) {
                 if let Some(r) = buf.take_fast(1) {
                     return Ok(r.first);
                 }
@@ -227,16 +229,20 @@ impl Allocator {
         Box::pin(self.next_slow(name)).await
     }
 
-    async fn next_slow(&self, name: &SeqName) -> Result<i64, AllocError> {
+    async fn next_slow(&self, name: NameRef<'_>) -> Result<i64, AllocError> {
         let mut out = Vec::with_capacity(1);
         self.take_into(name, 1, &mut out).await?;
         Ok(out[0].first)
     }
 
     /// `count` consecutive-in-order IDs of `name`, strictly increasing.
-    pub async fn batch(&self, name: &SeqName, count: Count) -> Result<Batch, AllocError> {
+    pub async fn batch<'n>(
+        &self,
+        name: impl Into<NameRef<'n>>,
+        count: Count,
+    ) -> Result<Batch, AllocError> {
         let mut ranges = Vec::with_capacity(1);
-        self.take_into(name, u64::from(count.get()), &mut ranges)
+        self.take_into(name.into(), u64::from(count.get()), &mut ranges)
             .await?;
         Ok(Batch { ranges })
     }
@@ -244,15 +250,15 @@ impl Allocator {
     /// Claims `n` IDs of `name` and appends their runs to `out`.
     async fn take_into(
         &self,
-        name: &SeqName,
+        name: NameRef<'_>,
         n: u64,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
-        let live = self.inner.live.load().get(name).cloned();
+        let live = self.inner.live.load().get(name.as_str()).cloned();
         if let Some(buf) = live {
             return buf.take(n, out).await;
         }
-        self.take_cold(name, n, out).await
+        self.take_cold(&name.to_owned(), n, out).await
     }
 
     /// First use of a name in this instance: load it (one fetch shared by all
@@ -270,13 +276,18 @@ impl Allocator {
             let mut pending = self.inner.pending.lock().unwrap();
             if let Some(buf) = self.inner.live.load().get(name) {
                 buf.clone()
+            } else if let Some(buf) = pending.get(name) {
+                buf.clone()
             } else {
-                pending
-                    .entry(name.clone())
-                    .or_insert_with(|| {
-                        Arc::new(SeqBuffer::new(name.clone(), self.inner.shared.clone()))
-                    })
-                    .clone()
+                // Again under the lock: a load that just found the name missing
+                // records that before it leaves `pending` (`forget_pending`), so
+                // a caller that checked above, before that, does not query again.
+                if self.recently_missing(name) {
+                    return Err(AllocError::NotFound);
+                }
+                let buf = Arc::new(SeqBuffer::new(name.clone(), self.inner.shared.clone()));
+                pending.insert(name.clone(), buf.clone());
+                buf
             }
         };
         let result = buf.take(n, out).await;
@@ -300,14 +311,18 @@ impl Allocator {
         self.inner.live.store(Arc::new(live));
     }
 
+    /// Records that `buf`'s name is missing, then drops `buf` from `pending`,
+    /// both under the `pending` lock (lock order: `pending`, then `missing`).
     fn forget_pending(&self, buf: &Arc<SeqBuffer>) {
         let now = self.inner.shared.clock.now();
-        {
-            let mut pending = self.inner.pending.lock().unwrap();
-            if pending.get(buf.name()).is_some_and(|b| Arc::ptr_eq(b, buf)) {
-                pending.remove(buf.name());
-            }
+        let mut pending = self.inner.pending.lock().unwrap();
+        self.record_missing(buf.name(), now);
+        if pending.get(buf.name()).is_some_and(|b| Arc::ptr_eq(b, buf)) {
+            pending.remove(buf.name());
         }
+    }
+
+    fn record_missing(&self, name: &SeqName, now: Duration) {
         let mut missing = self.inner.missing.lock().unwrap();
         if missing.len() >= MISSING_CAP {
             let ttl = self.inner.shared.config.negative_ttl;
@@ -316,7 +331,7 @@ impl Allocator {
                 missing.clear();
             }
         }
-        missing.insert(buf.name().clone(), now);
+        missing.insert(name.clone(), now);
     }
 
     fn recently_missing(&self, name: &SeqName) -> bool {

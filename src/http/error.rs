@@ -9,7 +9,7 @@ use axum::Json;
 use serde_json::json;
 
 use crate::allocator::AllocError;
-use crate::domain::{ParseError, SeqName};
+use crate::domain::{NameRef, ParseError, SeqName};
 use crate::snowflake::SnowflakeError;
 use crate::store::StoreError;
 
@@ -71,10 +71,11 @@ pub enum ApiError {
 
 impl ApiError {
     /// Maps an allocator error for `name`.
-    pub fn from_alloc(name: &SeqName, e: AllocError) -> Self {
+    pub fn from_alloc<'n>(name: impl Into<NameRef<'n>>, e: AllocError) -> Self {
+        let name = name.into();
         match e {
-            AllocError::NotFound => ApiError::SequenceNotFound(name.clone()),
-            AllocError::Exhausted => ApiError::SequenceExhausted(name.clone()),
+            AllocError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
+            AllocError::Exhausted => ApiError::SequenceExhausted(name.to_owned()),
             AllocError::Unavailable { storage_failing } => {
                 tracing::warn!(sequence = %name, storage_failing, "no segment available within the wait timeout");
                 ApiError::StorageUnavailable

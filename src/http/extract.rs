@@ -2,7 +2,7 @@
 //! documented 400s (never axum's plain-text rejections).
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
@@ -10,7 +10,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::{AdminAuth, AppState};
-use crate::domain::{Count, SeqName};
+use crate::domain::{Count, NameRef, SeqName};
 
 /// The `{name}` path segment, parsed as a [`SeqName`].
 #[derive(Debug)]
@@ -26,6 +26,33 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
         SeqName::parse(&raw)
             .map(Name)
             .map_err(ApiError::InvalidName)
+    }
+}
+
+/// The `{name}` path segment, validated and borrowed: what the ID routes use,
+/// so that an ID served from memory allocates nothing for the name (against
+/// two allocations for [`Name`]: the decoded `String` and the `SeqName`).
+#[derive(Debug)]
+pub struct NameParam(RawPathParams);
+
+impl NameParam {
+    /// The validated name.
+    pub fn get(&self) -> NameRef<'_> {
+        let raw = self.0.iter().next().map_or("", |(_, v)| v);
+        NameRef::parse(raw).expect("validated when extracted")
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for NameParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))?;
+        let raw = params.iter().next().map_or("", |(_, v)| v);
+        NameRef::parse(raw).map_err(ApiError::InvalidName)?;
+        Ok(NameParam(params))
     }
 }
 

@@ -10,11 +10,11 @@ use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::extract::{count_from_query, Name, WantsText};
+use super::extract::{count_from_query, NameParam, WantsText};
 use super::openapi::{BatchDoc, ErrorBody, NextIdDoc};
 use super::AppState;
 use crate::allocator::Batch;
-use crate::domain::SeqName;
+use crate::domain::NameRef;
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const TEXT: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
@@ -40,14 +40,15 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 )]
 pub async fn next(
     State(st): State<AppState>,
-    Name(name): Name,
+    name: NameParam,
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
+    let name = name.get();
     let id = st
         .allocator
-        .next(&name)
+        .next(name)
         .await
-        .map_err(|e| ApiError::from_alloc(&name, e))?;
+        .map_err(|e| ApiError::from_alloc(name, e))?;
     if text {
         Ok(text_id(id))
     } else {
@@ -84,16 +85,17 @@ pub async fn next(
 )]
 pub async fn batch(
     State(st): State<AppState>,
-    Name(name): Name,
+    name: NameParam,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
+    let name = name.get();
     let count = count_from_query(q.as_deref())?;
     let batch = st
         .allocator
-        .batch(&name, count)
+        .batch(name, count)
         .await
-        .map_err(|e| ApiError::from_alloc(&name, e))?;
-    Ok(respond(JSON, batch_json(&name, &batch)))
+        .map_err(|e| ApiError::from_alloc(name, e))?;
+    Ok(respond(JSON, batch_json(name, &batch)))
 }
 
 /// `GET /api/segment/get/{key}`: Leaf's route, a plain-text ID; errors keep
@@ -115,12 +117,13 @@ pub async fn batch(
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn leaf_get(State(st): State<AppState>, Name(name): Name) -> Result<Response, ApiError> {
+pub async fn leaf_get(State(st): State<AppState>, name: NameParam) -> Result<Response, ApiError> {
+    let name = name.get();
     let id = st
         .allocator
-        .next(&name)
+        .next(name)
         .await
-        .map_err(|e| ApiError::from_alloc(&name, e))?;
+        .map_err(|e| ApiError::from_alloc(name, e))?;
     Ok(text_id(id))
 }
 
@@ -137,7 +140,7 @@ fn respond(content_type: HeaderValue, body: String) -> Response {
 }
 
 /// `{"name":"order","ids":[1,2,3]}`.
-fn batch_json(name: &SeqName, batch: &Batch) -> String {
+fn batch_json(name: NameRef<'_>, batch: &Batch) -> String {
     let mut body = String::with_capacity(name.as_str().len() + 20 + batch.len() as usize * 20);
     body.push_str("{\"name\":\"");
     body.push_str(name.as_str());
@@ -160,7 +163,7 @@ mod tests {
 
     #[test]
     fn batch_json_is_valid_json_with_every_id() {
-        let name = SeqName::parse("a.b:c-d_e").unwrap();
+        let name = NameRef::parse("a.b:c-d_e").unwrap();
         let batch = Batch {
             ranges: vec![
                 IdRange { first: 1, last: 3 },
@@ -170,7 +173,7 @@ mod tests {
                 },
             ],
         };
-        let v: serde_json::Value = serde_json::from_str(&batch_json(&name, &batch)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&batch_json(name, &batch)).unwrap();
         assert_eq!(v["name"], "a.b:c-d_e");
         let ids: Vec<i64> = v["ids"]
             .as_array()
