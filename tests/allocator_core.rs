@@ -30,9 +30,12 @@ fn fixed(store: &Arc<MemoryStore>, cfg: AllocatorConfig) -> Allocator {
     )
 }
 
-/// Lets spawned fetch tasks run until `cond` holds (bounded; no sleeping).
+/// Lets spawned fetch tasks run until `cond` holds (bounded; no sleeping, so
+/// paused time does not move). The bound is large: on a multi-thread runtime
+/// the other tasks run on worker threads that a loaded machine may not
+/// schedule for a while, and 10,000 yields once passed before they did.
 async fn until(mut cond: impl FnMut() -> bool) {
-    for _ in 0..10_000 {
+    for _ in 0..2_000_000 {
         if cond() {
             return;
         }
@@ -348,5 +351,29 @@ async fn a_range_below_ids_already_served_is_never_reissued() {
         assert!(id > last, "{id} after {last}");
         assert!(seen.insert(id));
         last = id;
+    }
+}
+
+/// Discovery of a missing name under parallel threads: however the callers
+/// interleave with the load that finds the name missing, the name costs one
+/// query per negative-cache interval (the manual clock never advances here).
+/// Repeated on fresh allocators to give the interleavings many chances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_callers_of_a_missing_name_cost_one_query() {
+    for round in 0..200 {
+        let store = Arc::new(MemoryStore::new());
+        let alloc = fixed(&store, config());
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let alloc = alloc.clone();
+                let n = name(if i % 2 == 0 { "ghost-a" } else { "ghost-b" });
+                tokio::spawn(async move { alloc.next(&n).await })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), Err(AllocError::NotFound), "round {round}");
+        }
+        assert_eq!(store.reserves("ghost-a"), 1, "round {round}");
+        assert_eq!(store.reserves("ghost-b"), 1, "round {round}");
     }
 }

@@ -128,6 +128,19 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
             Outcome::Unavailable => panic!("503 while the database is up"),
         }
     }
+    // Cut only once the next segment is in memory: cut while its fetch is in
+    // flight (a slow machine), both segments could be empty at once.
+    let next_in_memory = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v = s.get_json("/v1/sequences/gone").await;
+            if v["buffer"]["next"].is_object() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(next_in_memory.is_ok(), "the next segment was never fetched");
     proxy.cut();
     // Memory first, then 503s.
     let mut served_after_cut = 0;
@@ -202,15 +215,7 @@ async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
         TestServer::start_with_store(Settings::for_database(proxy.url_for(&db.url)), store).await;
     let url = s.url("/v1/sequences/slow/next");
     let waits = || async {
-        let v: serde_json::Value = s
-            .http
-            .get(s.url("/v1/sequences/slow"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = s.get_json("/v1/sequences/slow").await;
         v["buffer"]["waits"].as_u64().unwrap()
     };
     // Warm-up: the first load waits for the database, and the rate estimate

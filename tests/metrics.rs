@@ -160,15 +160,7 @@ async fn get_ok(srv: &TestServer, path: &str) {
 async fn quiet_sequences(srv: &TestServer) -> BTreeMap<String, Value> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let v: Value = srv
-            .http
-            .get(srv.url("/v1/sequences"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = srv.get_json("/v1/sequences").await;
         let seqs = v["sequences"].as_array().unwrap();
         if seqs
             .iter()

@@ -360,15 +360,7 @@ fn int_of(v: &Value) -> i128 {
 type Api = BTreeMap<String, Value>;
 
 async fn api(srv: &TestServer) -> Api {
-    let v: Value = srv
-        .http
-        .get(srv.url("/v1/sequences"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = srv.get_json("/v1/sequences").await;
     v["sequences"]
         .as_array()
         .unwrap()

@@ -66,6 +66,14 @@ impl TestServer {
         format!("{}{}", self.base, path)
     }
 
+    /// `GET path`, answered 2xx with a JSON body (panics otherwise).
+    #[allow(dead_code)] // not every test binary reads JSON this way
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let resp = self.http.get(self.url(path)).send().await.unwrap();
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.json().await.unwrap()
+    }
+
     /// Stops the server and waits for it to finish.
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
