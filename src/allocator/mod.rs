@@ -258,35 +258,38 @@ impl Allocator {
         if let Some(buf) = live {
             return buf.take(n, out).await;
         }
-        self.take_cold(&name.to_owned(), n, out).await
+        self.take_cold(name, n, out).await
     }
 
     /// First use of a name in this instance: load it (one fetch shared by all
     /// concurrent callers), then make it live, or remember that it is missing.
     async fn take_cold(
         &self,
-        name: &SeqName,
+        name: NameRef<'_>,
         n: u64,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
-        if self.recently_missing(name) {
+        if self.recently_missing(name.as_str()) {
             return Err(AllocError::NotFound);
         }
         let buf = {
             let mut pending = self.inner.pending.lock().unwrap();
-            if let Some(buf) = self.inner.live.load().get(name) {
+            if let Some(buf) = self.inner.live.load().get(name.as_str()) {
                 buf.clone()
-            } else if let Some(buf) = pending.get(name) {
+            } else if let Some(buf) = pending.get(name.as_str()) {
                 buf.clone()
             } else {
                 // Again under the lock: a load that just found the name missing
                 // records that before it leaves `pending` (`forget_pending`), so
                 // a caller that checked above, before that, does not query again.
-                if self.recently_missing(name) {
+                if self.recently_missing(name.as_str()) {
                     return Err(AllocError::NotFound);
                 }
-                let buf = Arc::new(SeqBuffer::new(name.clone(), self.inner.shared.clone()));
-                pending.insert(name.clone(), buf.clone());
+                // The name's only copy on this path: a name seen before is
+                // found above, and a missing one is answered from `missing`.
+                let owned = name.to_owned();
+                let buf = Arc::new(SeqBuffer::new(owned.clone(), self.inner.shared.clone()));
+                pending.insert(owned, buf.clone());
                 buf
             }
         };
@@ -334,7 +337,7 @@ impl Allocator {
         missing.insert(name.clone(), now);
     }
 
-    fn recently_missing(&self, name: &SeqName) -> bool {
+    fn recently_missing(&self, name: &str) -> bool {
         let missing = self.inner.missing.lock().unwrap();
         let ttl = self.inner.shared.config.negative_ttl;
         missing

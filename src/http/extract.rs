@@ -29,17 +29,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
     }
 }
 
-/// The `{name}` path segment, validated and borrowed: what the ID routes use,
-/// so that an ID served from memory allocates nothing for the name (against
-/// two allocations for [`Name`]: the decoded `String` and the `SeqName`).
+/// The `{name}` path segment, borrowed: what the ID routes use, so that an
+/// ID served from memory allocates nothing for the name (against two
+/// allocations for [`Name`]: the decoded `String` and the `SeqName`).
+/// Validated once, by [`NameParam::get`].
 #[derive(Debug)]
 pub struct NameParam(RawPathParams);
 
 impl NameParam {
-    /// The validated name.
-    pub fn get(&self) -> NameRef<'_> {
+    /// The name, or `invalid_name`.
+    pub fn get(&self) -> Result<NameRef<'_>, ApiError> {
         let raw = self.0.iter().next().map_or("", |(_, v)| v);
-        NameRef::parse(raw).expect("validated when extracted")
+        NameRef::parse(raw).map_err(ApiError::InvalidName)
     }
 }
 
@@ -47,12 +48,10 @@ impl<S: Send + Sync> FromRequestParts<S> for NameParam {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let params = RawPathParams::from_request_parts(parts, state)
+        RawPathParams::from_request_parts(parts, state)
             .await
-            .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))?;
-        let raw = params.iter().next().map_or("", |(_, v)| v);
-        NameRef::parse(raw).map_err(ApiError::InvalidName)?;
-        Ok(NameParam(params))
+            .map(NameParam)
+            .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))
     }
 }
 

@@ -16,7 +16,8 @@ use super::AppState;
 use crate::allocator::Batch;
 use crate::domain::NameRef;
 
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
+/// `Content-Type` of the ID routes' JSON answers (snowflake's too).
+pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const TEXT: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 
@@ -43,12 +44,8 @@ pub async fn next(
     name: NameParam,
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
-    let name = name.get();
-    let id = st
-        .allocator
-        .next(name)
-        .await
-        .map_err(|e| ApiError::from_alloc(name, e))?;
+    let name = name.get()?;
+    let id = next_id(&st, name).await?;
     if text {
         Ok(text_id(id))
     } else {
@@ -88,7 +85,7 @@ pub async fn batch(
     name: NameParam,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let name = name.get();
+    let name = name.get()?;
     let count = count_from_query(q.as_deref())?;
     let batch = st
         .allocator
@@ -118,20 +115,23 @@ pub async fn batch(
     )
 )]
 pub async fn leaf_get(State(st): State<AppState>, name: NameParam) -> Result<Response, ApiError> {
-    let name = name.get();
-    let id = st
-        .allocator
-        .next(name)
-        .await
-        .map_err(|e| ApiError::from_alloc(name, e))?;
-    Ok(text_id(id))
+    Ok(text_id(next_id(&st, name.get()?).await?))
 }
 
-fn text_id(id: i64) -> Response {
+async fn next_id(st: &AppState, name: NameRef<'_>) -> Result<i64, ApiError> {
+    st.allocator
+        .next(name)
+        .await
+        .map_err(|e| ApiError::from_alloc(name, e))
+}
+
+/// An ID as a plain-text answer (snowflake's routes use it too).
+pub(super) fn text_id(id: i64) -> Response {
     respond(TEXT, itoa::Buffer::new().format(id).to_owned())
 }
 
-fn respond(content_type: HeaderValue, body: String) -> Response {
+/// An ID answer: `body` with `content_type` and `Cache-Control: no-store`.
+pub(super) fn respond(content_type: HeaderValue, body: String) -> Response {
     let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, content_type);

@@ -89,15 +89,27 @@ impl RouteLabels {
         labels
     }
 
-    /// The index of the template `path` matches (0: none).
-    fn index(&self, path: &str) -> u16 {
-        self.matcher.at(path).map_or(0, |m| *m.value)
+    /// The route `path` matches (index 0, [`UNMATCHED`], when none).
+    fn route(&self, path: &str) -> Route {
+        let index = self.matcher.at(path).map_or(0, |m| *m.value);
+        Route {
+            index,
+            label: self.names[usize::from(index)],
+        }
     }
 
     /// The template `path` matches, or [`UNMATCHED`].
     pub fn label(&self, path: &str) -> &'static str {
-        self.names[usize::from(self.index(path))]
+        self.route(path).label
     }
+}
+
+/// A matched route: its place in [`RouteLabels`] (the per-thread metric
+/// handles are kept by it) and its template.
+#[derive(Debug, Clone, Copy)]
+struct Route {
+    index: u16,
+    label: &'static str,
 }
 
 /// True for the ID routes (`.../next`, `.../batch`, and Leaf's `/api/...`),
@@ -149,15 +161,14 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let start = Instant::now();
-        let route = self.shared.labels.index(req.uri().path());
-        let label = self.shared.labels.names[usize::from(route)];
+        let route = self.shared.labels.route(req.uri().path());
         let method = method_label(req.method());
         let request_id = req
             .headers()
             .get(&X_REQUEST_ID)
             .cloned()
             .unwrap_or_else(make_request_id);
-        let span = request_span(label, method, &request_id);
+        let span = request_span(route.label, method, &request_id);
         let state = match self.shared.permits.clone().try_acquire_owned() {
             Ok(permit) => {
                 let _entered = span.enter();
@@ -177,7 +188,6 @@ where
             start,
             timeout: self.shared.timeout,
             route,
-            label,
             method,
             request_id: Some(request_id),
         }
@@ -215,8 +225,7 @@ pin_project_lite::pin_project! {
         span: Span,
         start: Instant,
         timeout: Duration,
-        route: u16,
-        label: &'static str,
+        route: Route,
         method: &'static str,
         request_id: Option<HeaderValue>,
     }
@@ -249,7 +258,7 @@ where
         if let Some(id) = this.request_id.take() {
             resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
         }
-        record(*this.route, this.label, this.method, status, elapsed);
+        record(*this.route, this.method, status, elapsed);
         tracing::debug!(
             status = status.as_u16(),
             latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
@@ -331,20 +340,14 @@ thread_local! {
     static HANDLES: RefCell<Vec<Vec<Handles>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn record(
-    route: u16,
-    label: &'static str,
-    method: &'static str,
-    status: StatusCode,
-    elapsed: Duration,
-) {
+fn record(route: Route, method: &'static str, status: StatusCode, elapsed: Duration) {
     HANDLES.with(|cache| {
         let mut cache = cache.borrow_mut();
-        let route = usize::from(route);
-        if cache.len() <= route {
-            cache.resize_with(route + 1, Vec::new);
+        let index = usize::from(route.index);
+        if cache.len() <= index {
+            cache.resize_with(index + 1, Vec::new);
         }
-        let per_route = &mut cache[route];
+        let per_route = &mut cache[index];
         let i = match per_route
             .iter()
             .position(|h| h.method == method && h.status == status)
@@ -352,7 +355,7 @@ fn record(
             Some(i) => i,
             None => {
                 let labels = [
-                    ("route", label.to_owned()),
+                    ("route", route.label.to_owned()),
                     ("method", method.to_owned()),
                     ("status", status.as_str().to_owned()),
                 ];

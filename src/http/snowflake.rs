@@ -7,29 +7,33 @@
 //! a string: snowflake IDs exceed 2^53, beyond which JavaScript's numbers
 //! (and many JSON parsers) silently round.
 
-use axum::extract::{Path, RawQuery, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{FromRequestParts, Path, RawQuery};
+use axum::http::request::Parts;
+use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
 use super::extract::{count_from_query, WantsText};
+use super::ids::{respond, text_id, JSON};
 use super::openapi::ErrorBody;
 use super::AppState;
 use crate::snowflake::layout::iso_ms;
 use crate::snowflake::Snowflake;
 
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
-const TEXT: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
-const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+/// The snowflake service, taken from the router state; 404
+/// `snowflake_disabled` when this instance does not serve snowflake IDs.
+pub struct Service(Snowflake);
 
-/// The snowflake service, if this instance serves snowflake IDs.
-type Service = State<AppState>;
+impl FromRequestParts<AppState> for Service {
+    type Rejection = ApiError;
 
-fn service(State(st): Service) -> Result<Snowflake, ApiError> {
-    st.snowflake.ok_or(ApiError::SnowflakeDisabled)
+    async fn from_request_parts(_: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        st.snowflake
+            .clone()
+            .map(Service)
+            .ok_or(ApiError::SnowflakeDisabled)
+    }
 }
 
 /// `GET|POST /v1/snowflake/next`: one ID, JSON or (with `Accept: text/plain`)
@@ -53,13 +57,10 @@ fn service(State(st): Service) -> Result<Snowflake, ApiError> {
             `clock_stalled`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn next(sf: Service, WantsText(text): WantsText) -> Result<Response, ApiError> {
-    let id = service(sf)?
-        .next()
-        .await
-        .map_err(ApiError::from_snowflake)?;
+pub async fn next(Service(sf): Service, WantsText(text): WantsText) -> Result<Response, ApiError> {
+    let id = sf.next().await.map_err(ApiError::from_snowflake)?;
     if text {
-        return Ok(respond(TEXT, itoa::Buffer::new().format(id).to_owned()));
+        return Ok(text_id(id));
     }
     let mut buf = itoa::Buffer::new();
     let digits = buf.format(id);
@@ -87,8 +88,7 @@ pub async fn next(sf: Service, WantsText(text): WantsText) -> Result<Response, A
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn batch(sf: Service, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
-    let sf = service(sf)?;
+pub async fn batch(Service(sf): Service, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
     let ids = sf
         .batch(count.get() as usize)
@@ -112,8 +112,7 @@ pub async fn batch(sf: Service, RawQuery(q): RawQuery) -> Result<Response, ApiEr
         (status = 404, description = "`snowflake_disabled`", body = ErrorBody),
     )
 )]
-pub async fn decode(sf: Service, Path(raw): Path<String>) -> Result<Response, ApiError> {
-    let sf = service(sf)?;
+pub async fn decode(Service(sf): Service, Path(raw): Path<String>) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let layout = sf.layout();
     let d = layout
@@ -129,9 +128,8 @@ pub async fn decode(sf: Service, Path(raw): Path<String>) -> Result<Response, Ap
         worker: d.worker,
         sequence: d.sequence,
     };
-    let mut resp = axum::Json(body).into_response();
-    resp.headers_mut().insert(CACHE_CONTROL, NO_STORE);
-    Ok(resp)
+    let json = serde_json::to_string(&body).expect("plain fields serialize");
+    Ok(respond(JSON, json))
 }
 
 /// `GET /api/snowflake/get/{key}`: Leaf's snowflake route, a plain-text ID.
@@ -154,12 +152,9 @@ pub async fn decode(sf: Service, Path(raw): Path<String>) -> Result<Response, Ap
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn leaf_get(sf: Service) -> Result<Response, ApiError> {
-    let id = service(sf)?
-        .next()
-        .await
-        .map_err(ApiError::from_snowflake)?;
-    Ok(respond(TEXT, itoa::Buffer::new().format(id).to_owned()))
+pub async fn leaf_get(Service(sf): Service) -> Result<Response, ApiError> {
+    let id = sf.next().await.map_err(ApiError::from_snowflake)?;
+    Ok(text_id(id))
 }
 
 /// A decimal `i64` of at most 19 digits, no sign.
@@ -172,14 +167,6 @@ fn parse_id(raw: &str) -> Result<i64, ApiError> {
     raw.parse::<i64>().map_err(|_| {
         ApiError::InvalidRequest("the ID must be a non-negative 64-bit decimal integer".into())
     })
-}
-
-fn respond(content_type: HeaderValue, body: String) -> Response {
-    let mut resp = body.into_response();
-    let h = resp.headers_mut();
-    h.insert(CONTENT_TYPE, content_type);
-    h.insert(CACHE_CONTROL, NO_STORE);
-    resp
 }
 
 /// `{"ids":[1,2],"ids_str":["1","2"]}`.
