@@ -125,14 +125,20 @@ async fn the_body_limit_is_configurable() {
         "{{\"name\":\"x\",\"description\":\"{}\"}}",
         "d".repeat(2000)
     );
-    let resp = reqwest::Client::new()
-        .post(s.url("/v1/sequences"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 413);
-    let v: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "payload_too_large");
+    // Both routes that read a body (the limit wraps only them).
+    let http = reqwest::Client::new();
+    for req in [
+        http.post(s.url("/v1/sequences")),
+        http.patch(s.url("/v1/sequences/x")),
+    ] {
+        let resp = req
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 413);
+        let v: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "payload_too_large");
+    }
 }
