@@ -8,7 +8,7 @@ mod server;
 use std::collections::HashSet;
 
 use common::TestDb;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use seqd::config::Secret;
 use seqd::startup::Settings;
 use serde_json::{json, Value};
@@ -34,12 +34,12 @@ async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -
 }
 
 async fn create(s: &TestServer, body: Value) -> reqwest::Response {
-    s.http
-        .post(s.url("/v1/sequences"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
+    s.send_json(Method::POST, "/v1/sequences", &body).await
+}
+
+/// `GET url` with `http`, read as JSON (from tasks holding a clone of the client).
+async fn get_value(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
 }
 
 async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
@@ -61,12 +61,7 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
     );
     assert_eq!(row["description"], "orders");
 
-    let resp = s
-        .http
-        .get(s.url("/v1/sequences/order/next"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/v1/sequences/order/next").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     assert_eq!(json_of(resp).await, json!({"name": "order", "id": 1001}));
@@ -86,12 +81,7 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
     assert_eq!(resp.headers()["cache-control"], "no-store");
     assert_eq!(resp.text().await.unwrap(), "1002");
 
-    let resp = s
-        .http
-        .get(s.url("/v1/sequences/order/batch?count=25"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/v1/sequences/order/batch?count=25").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     let body = json_of(resp).await;
@@ -115,12 +105,7 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
         .unwrap();
     assert_eq!(json_of(resp).await["ids"], json!([1028]));
 
-    let resp = s
-        .http
-        .get(s.url("/api/segment/get/order"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/api/segment/get/order").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.text().await.unwrap(), "1029");
     s.stop().await;
@@ -134,13 +119,9 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
             StatusCode::CREATED
         );
     }
-    s.http
-        .get(s.url("/v1/sequences/a-seq/next"))
-        .send()
-        .await
-        .unwrap();
+    s.get("/v1/sequences/a-seq/next").await;
 
-    let list = json_of(s.http.get(s.url("/v1/sequences")).send().await.unwrap()).await;
+    let list = s.get_json("/v1/sequences").await;
     let names: Vec<&str> = list["sequences"]
         .as_array()
         .unwrap()
@@ -157,14 +138,7 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
         "b-seq was never served"
     );
 
-    let one = json_of(
-        s.http
-            .get(s.url("/v1/sequences/a-seq"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let one = s.get_json("/v1/sequences/a-seq").await;
     assert_eq!(one["name"], "a-seq");
     assert_eq!(one["step"], 5);
     let buf = &one["buffer"];
@@ -174,26 +148,19 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
     assert!(buf["current_step"].as_i64().unwrap() >= 5);
 
     let patched = s
-        .http
-        .patch(s.url("/v1/sequences/a-seq"))
-        .json(&json!({"step": 50, "description": "bigger"}))
-        .send()
-        .await
-        .unwrap();
+        .send_json(
+            Method::PATCH,
+            "/v1/sequences/a-seq",
+            &json!({"step": 50, "description": "bigger"}),
+        )
+        .await;
     assert_eq!(patched.status(), StatusCode::OK);
     let patched = json_of(patched).await;
     assert_eq!(
         (patched["step"].clone(), patched["description"].clone()),
         (json!(50), json!("bigger"))
     );
-    let again = json_of(
-        s.http
-            .get(s.url("/v1/sequences/a-seq"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let again = s.get_json("/v1/sequences/a-seq").await;
     assert_eq!(again["step"], 50);
     s.stop().await;
 }
@@ -206,7 +173,7 @@ async fn unknown_sequences_get_404_saying_how_to_create_them(db: TestDb) {
         "/v1/sequences/nope",
         "/api/segment/get/nope",
     ] {
-        let resp = s.http.get(s.url(path)).send().await.unwrap();
+        let resp = s.get(path).await;
         let msg = expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
         assert!(
             msg.contains("POST /v1/sequences") && msg.contains("seqd sequences create nope"),
@@ -214,12 +181,8 @@ async fn unknown_sequences_get_404_saying_how_to_create_them(db: TestDb) {
         );
     }
     let resp = s
-        .http
-        .patch(s.url("/v1/sequences/nope"))
-        .json(&json!({"step": 3}))
-        .send()
-        .await
-        .unwrap();
+        .send_json(Method::PATCH, "/v1/sequences/nope", &json!({"step": 3}))
+        .await;
     expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
     s.stop().await;
 }
@@ -231,13 +194,7 @@ async fn a_row_inserted_by_sql_is_served_without_restart(db: TestDb) {
         "INSERT INTO sequences (name, max_id, step) VALUES ('by-sql', 41, 3)",
     )
     .await;
-    let resp = s
-        .http
-        .get(s.url("/v1/sequences/by-sql/next"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(json_of(resp).await["id"], 42);
+    assert_eq!(s.get_json("/v1/sequences/by-sql/next").await["id"], 42);
     s.stop().await;
 }
 
@@ -261,7 +218,7 @@ async fn bad_names_and_counts_get_400(db: TestDb) {
             format!("/v1/sequences/{bad}/batch?count=2"),
             format!("/api/segment/get/{bad}"),
         ] {
-            let resp = s.http.get(s.url(&path)).send().await.unwrap();
+            let resp = s.get(&path).await;
             expect_error(resp, StatusCode::BAD_REQUEST, "invalid_name").await;
         }
     }
@@ -274,20 +231,10 @@ async fn bad_names_and_counts_get_400(db: TestDb) {
         "?count=abc",
         "?count=1&count=2",
     ] {
-        let resp = s
-            .http
-            .get(s.url(&format!("/v1/sequences/ok/batch{q}")))
-            .send()
-            .await
-            .unwrap();
+        let resp = s.get(&format!("/v1/sequences/ok/batch{q}")).await;
         expect_error(resp, StatusCode::BAD_REQUEST, "invalid_count").await;
     }
-    let resp = s
-        .http
-        .get(s.url("/v1/sequences/ok/batch?count=10000"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/v1/sequences/ok/batch?count=10000").await;
     assert_eq!(json_of(resp).await["ids"].as_array().unwrap().len(), 10000);
     s.stop().await;
 }
@@ -305,11 +252,11 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
     )
     .await;
     // Still a plain duplicate once this instance has served the sequence.
-    s.http
-        .get(s.url("/v1/sequences/dup/next"))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(
+        s.get("/v1/sequences/dup/next").await.status(),
+        StatusCode::OK,
+        "served"
+    );
     expect_error(
         create(&s, json!({"name": "dup"})).await,
         StatusCode::CONFLICT,
@@ -362,13 +309,7 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
         json!({"step": "x"}),
         json!({"name": "renamed"}),
     ] {
-        let resp = s
-            .http
-            .patch(s.url("/v1/sequences/dup"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let resp = s.send_json(Method::PATCH, "/v1/sequences/dup", &body).await;
         expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
     }
     let big = "x".repeat(200 * 1024);
@@ -383,7 +324,7 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
         .unwrap();
     expect_error(resp, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
     // Nothing above changed the row.
-    let row = json_of(s.http.get(s.url("/v1/sequences/dup")).send().await.unwrap()).await;
+    let row = s.get_json("/v1/sequences/dup").await;
     assert_eq!(row["step"], json!(1000), "no bad request changed the row");
     s.stop().await;
 }
@@ -397,25 +338,20 @@ async fn exhausted_sequences_get_409(db: TestDb) {
             .status(),
         StatusCode::CREATED
     );
-    let resp = s
-        .http
-        .get(s.url("/v1/sequences/top/next"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/v1/sequences/top/next").await;
     expect_error(resp, StatusCode::CONFLICT, "sequence_exhausted").await;
     s.stop().await;
 }
 
 async fn health_readiness_and_unknown_routes(db: TestDb) {
     let s = start(&db).await;
-    let resp = s.http.get(s.url("/healthz")).send().await.unwrap();
+    let resp = s.get("/healthz").await;
     assert_eq!(resp.status(), StatusCode::OK);
-    let resp = s.http.get(s.url("/readyz")).send().await.unwrap();
+    let resp = s.get("/readyz").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json_of(resp).await["checks"]["database"], "ok");
     expect_error(
-        s.http.get(s.url("/v2/nothing")).send().await.unwrap(),
+        s.get("/v2/nothing").await,
         StatusCode::NOT_FOUND,
         "not_found",
     )
@@ -438,13 +374,7 @@ async fn admin_token_is_required_when_set(db: TestDb) {
     settings.admin_token = Some(Secret::new("s3cret"));
     let s = TestServer::start(settings).await;
     let body = json!({"name": "guarded"});
-    let resp = s
-        .http
-        .post(s.url("/v1/sequences"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = create(&s, body.clone()).await;
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     let resp = s
         .http
@@ -465,20 +395,11 @@ async fn admin_token_is_required_when_set(db: TestDb) {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::CREATED);
     let resp = s
-        .http
-        .patch(s.url("/v1/sequences/guarded"))
-        .json(&json!({"step": 2}))
-        .send()
-        .await
-        .unwrap();
+        .send_json(Method::PATCH, "/v1/sequences/guarded", &json!({"step": 2}))
+        .await;
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     // Reads of IDs need no token.
-    let resp = s
-        .http
-        .get(s.url("/v1/sequences/guarded/next"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/v1/sequences/guarded/next").await;
     assert_eq!(resp.status(), StatusCode::OK);
     s.stop().await;
 }
@@ -495,14 +416,7 @@ async fn concurrent_clients_over_http_get_unique_increasing_ids(db: TestDb) {
             let mut mine = Vec::new();
             for i in 0..100 {
                 if (c + i) % 4 == 0 {
-                    let v: Value = http
-                        .get(&url_batch)
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let v = get_value(&http, &url_batch).await;
                     mine.extend(
                         v["ids"]
                             .as_array()
@@ -511,14 +425,7 @@ async fn concurrent_clients_over_http_get_unique_increasing_ids(db: TestDb) {
                             .map(|x| x.as_i64().unwrap()),
                     );
                 } else {
-                    let v: Value = http
-                        .get(&url_next)
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let v = get_value(&http, &url_next).await;
                     mine.push(v["id"].as_i64().unwrap());
                 }
             }

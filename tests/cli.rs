@@ -142,11 +142,7 @@ async fn create_then_list_shows_the_sequence(db: TestDb) {
     }
 
     let store = common::connect(&db).await;
-    let row = store
-        .get(&common::name("order"))
-        .await
-        .unwrap()
-        .expect("created");
+    let row = common::row(&store, "order").await;
     assert_eq!(
         (row.max_id, row.step, row.description.as_str()),
         (1000, 50, "order IDs")
@@ -158,16 +154,7 @@ async fn create_of_an_existing_name_fails_readably(db: TestDb) {
     let err = fails(&seqd_on(&db, &["sequences", "create", "order", "--step", "20"]).await);
     assert!(err.contains("sequence 'order' already exists"), "{err}");
     let store = common::connect(&db).await;
-    assert_eq!(
-        store
-            .get(&common::name("order"))
-            .await
-            .unwrap()
-            .unwrap()
-            .step,
-        10,
-        "unchanged"
-    );
+    assert_eq!(common::row(&store, "order").await.step, 10, "unchanged");
 }
 
 async fn create_rejects_invalid_names_and_values(db: TestDb) {
@@ -212,14 +199,7 @@ async fn create_rejects_invalid_names_and_values(db: TestDb) {
     )
     .await);
     let store = common::connect(&db).await;
-    let names: Vec<String> = store
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.name.to_string())
-        .collect();
-    assert_eq!(names, ["big"]);
+    assert_eq!(common::names(&store).await, ["big"]);
 }
 
 async fn set_step_changes_the_step_and_rejects_unknown_names(db: TestDb) {

@@ -11,13 +11,19 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestDb;
+use common::{name, new_seq, TestDb};
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, ManualClock};
-use seqd::domain::{Count, NewSequence, SeqName};
+use seqd::domain::Count;
 use seqd::store::memory::MemoryStore;
 
-fn name(s: &str) -> SeqName {
-    SeqName::parse(s).unwrap()
+/// An allocator on `store` with a manual clock and the fixed-step policy.
+fn fixed_step_allocator(store: &Arc<MemoryStore>, cfg: AllocatorConfig) -> Allocator {
+    Allocator::with_parts(
+        store.clone(),
+        cfg,
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    )
 }
 
 fn spawn_next(alloc: &Allocator, seq: &str) -> tokio::task::JoinHandle<Result<i64, AllocError>> {
@@ -36,12 +42,7 @@ async fn a_hanging_and_a_failing_sequence_do_not_slow_or_fail_another() {
         fetch_timeout: Duration::from_secs(3600),
         ..AllocatorConfig::default()
     };
-    let alloc = Allocator::with_parts(
-        store.clone(),
-        cfg,
-        Arc::new(ManualClock::new()),
-        Arc::new(FixedStep),
-    );
+    let alloc = fixed_step_allocator(&store, cfg);
     store.set_delay("hangs", Duration::from_secs(3600));
     store.set_failing("fails", true);
     let start = tokio::time::Instant::now();
@@ -99,12 +100,7 @@ async fn a_fetch_hanging_in_the_database_is_abandoned_and_retried() {
         wait_timeout: Duration::from_secs(10),
         ..AllocatorConfig::default()
     };
-    let alloc = Allocator::with_parts(
-        store.clone(),
-        cfg,
-        Arc::new(ManualClock::new()),
-        Arc::new(FixedStep),
-    );
+    let alloc = fixed_step_allocator(&store, cfg);
     store.set_delay("a", Duration::from_secs(3600));
     let start = tokio::time::Instant::now();
     let waiter = spawn_next(&alloc, "a");
@@ -137,12 +133,7 @@ async fn a_hot_sequence_keeps_one_fetch_in_flight_and_cold_ones_are_served() {
         max_step: 1,
         ..AllocatorConfig::default()
     };
-    let alloc = Allocator::with_parts(
-        store.clone(),
-        cfg,
-        Arc::new(ManualClock::new()),
-        Arc::new(FixedStep),
-    );
+    let alloc = fixed_step_allocator(&store, cfg);
     let hot: Vec<_> = (0..16)
         .map(|_| {
             let alloc = alloc.clone();
@@ -183,12 +174,7 @@ async fn ten_thousand_concurrent_requests_on_a_fresh_sequence_all_succeed() {
         store.set_delay("burst", Duration::from_millis(1));
         let cfg = AllocatorConfig::default();
         let alloc = match policy {
-            "fixed" => Allocator::with_parts(
-                store.clone(),
-                cfg,
-                Arc::new(ManualClock::new()),
-                Arc::new(FixedStep),
-            ),
+            "fixed" => fixed_step_allocator(&store, cfg),
             _ => Allocator::new(store.clone(), cfg),
         };
         let tasks: Vec<_> = (0..requests).map(|_| spawn_next(&alloc, "burst")).collect();
@@ -223,13 +209,10 @@ async fn ten_thousand_concurrent_requests_on_a_fresh_sequence_all_succeed() {
 /// 20 cold sequences served meanwhile, with no error anywhere.
 async fn hot_and_cold_sequences_share_the_database(db: TestDb) {
     let store = common::store(&db).await;
-    store
-        .create(&NewSequence::new(name("hot"), 1, 1, String::new(), 1).unwrap())
-        .await
-        .unwrap();
+    store.create(&new_seq("hot", 1, 1)).await.unwrap();
     for i in 0..20 {
         store
-            .create(&NewSequence::new(name(&format!("cold{i}")), 1, 1, String::new(), 1).unwrap())
+            .create(&new_seq(&format!("cold{i}"), 1, 1))
             .await
             .unwrap();
     }

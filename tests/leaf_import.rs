@@ -134,20 +134,12 @@ async fn import_continues_each_leaf_sequence_at_leafs_next_id(db: TestDb) {
         (3, 0, 0, 0)
     );
 
-    let order = store
-        .get(&common::name("order"))
-        .await
-        .unwrap()
-        .expect("order imported");
+    let order = common::row(&store, "order").await;
     assert_eq!(
         (order.max_id, order.step, order.description.as_str()),
         (4000, 2000, "orders")
     );
-    let user = store
-        .get(&common::name("user"))
-        .await
-        .unwrap()
-        .expect("user imported");
+    let user = common::row(&store, "user").await;
     assert_eq!(
         (user.max_id, user.step, user.description.as_str()),
         (0, 1000, "")
@@ -182,14 +174,7 @@ async fn invalid_tags_are_reported_and_skipped(db: TestDb) {
         .collect();
     invalid.sort_unstable(); // Leaf's ORDER BY follows the database's collation
     assert_eq!(invalid, vec!["-leading-dash", "bad tag", "zero-step"]);
-    let names: Vec<String> = store
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.name.to_string())
-        .collect();
-    assert_eq!(names, vec!["good"]);
+    assert_eq!(common::names(&store).await, vec!["good"]);
     assert_eq!(first_id(&store, "good").await, 101);
 }
 
@@ -237,15 +222,7 @@ async fn existing_names_are_skipped_and_raise_lifts_those_behind(db: TestDb) {
             leaf_max_id: behind_next
         }
     );
-    assert_eq!(
-        store
-            .get(&common::name("behind"))
-            .await
-            .unwrap()
-            .unwrap()
-            .max_id,
-        0
-    );
+    assert_eq!(common::row(&store, "behind").await.max_id, 0);
 
     // --raise lifts only the one behind, to exactly Leaf's max_id - 1 (the gap exceeds its step).
     let raise = ImportOptions {
@@ -267,15 +244,7 @@ async fn existing_names_are_skipped_and_raise_lifts_those_behind(db: TestDb) {
         }
     );
     assert_eq!(first_id(&store, "behind").await, behind_next);
-    assert_eq!(
-        store
-            .get(&common::name("ahead"))
-            .await
-            .unwrap()
-            .unwrap()
-            .max_id,
-        9_999
-    );
+    assert_eq!(common::row(&store, "ahead").await.max_id, 9_999);
 }
 
 async fn dry_run_writes_nothing(db: TestDb) {
@@ -492,15 +461,7 @@ async fn import_into_sqlite_from(source: Backend) {
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("1 imported"), "{stdout}");
     let store = common::store(&sqlite).await;
-    assert_eq!(
-        store
-            .get(&common::name("order"))
-            .await
-            .unwrap()
-            .unwrap()
-            .description,
-        "orders"
-    );
+    assert_eq!(common::row(&store, "order").await.description, "orders");
     assert_eq!(first_id(&store, "order").await, next);
 }
 

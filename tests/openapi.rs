@@ -380,6 +380,7 @@ async fn check_response(
     path: &str,
     template: &str,
     body: Option<Value>,
+    expected: &[u16],
 ) -> Value {
     let mut req = s
         .http
@@ -388,6 +389,11 @@ async fn check_response(
         req = req.json(&b);
     }
     let resp = req.send().await.unwrap();
+    assert!(
+        expected.contains(&resp.status().as_u16()),
+        "{method} {path}: status {} (expected one of {expected:?})",
+        resp.status()
+    );
     let status = resp.status().as_u16().to_string();
     let value: Value = resp.json().await.expect("a JSON body");
     let documented = &doc["paths"][template][method.to_ascii_lowercase()]["responses"][&status];
@@ -406,162 +412,152 @@ async fn check_response(
     value
 }
 
+/// One request of [`real_responses_carry_exactly_the_documented_fields`]:
+/// method, path, documented template, JSON body, the statuses it may answer.
+type Probe<'a> = (&'a str, &'a str, &'a str, Option<Value>, &'a [u16]);
+
 #[tokio::test]
 async fn real_responses_carry_exactly_the_documented_fields() {
     let (s, _db) = start().await;
     let doc = fetch_doc(&s).await;
     let one = "/v1/sequences/{name}";
 
-    check_response(
-        &s,
-        &doc,
-        "POST",
-        "/v1/sequences",
-        "/v1/sequences",
-        Some(json!({"name": "order", "step": 10})),
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "POST",
-        "/v1/sequences",
-        "/v1/sequences",
-        Some(json!({"name": "order"})),
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "POST",
-        "/v1/sequences",
-        "/v1/sequences",
-        Some(json!({"name": "x", "bogus": 1})),
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/sequences/order/next",
-        "/v1/sequences/{name}/next",
-        None,
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "POST",
-        "/v1/sequences/order/next",
-        "/v1/sequences/{name}/next",
-        None,
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/sequences/order/batch?count=3",
-        "/v1/sequences/{name}/batch",
-        None,
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/sequences/order/batch?count=0",
-        "/v1/sequences/{name}/batch",
-        None,
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/sequences/nope/next",
-        "/v1/sequences/{name}/next",
-        None,
-    )
-    .await;
-    // With a buffer: current and next segments, counters.
-    let seq = check_response(&s, &doc, "GET", "/v1/sequences/order", one, None).await;
+    // (method, path, documented template, JSON body, expected statuses), sent in
+    // this order: the first request creates "order", which the later ones read
+    // and change.
+    let requests: Vec<Probe> = vec![
+        (
+            "POST",
+            "/v1/sequences",
+            "/v1/sequences",
+            Some(json!({"name": "order", "step": 10})),
+            &[201],
+        ),
+        (
+            "POST",
+            "/v1/sequences",
+            "/v1/sequences",
+            Some(json!({"name": "order"})),
+            &[409],
+        ),
+        (
+            "POST",
+            "/v1/sequences",
+            "/v1/sequences",
+            Some(json!({"name": "x", "bogus": 1})),
+            &[400],
+        ),
+        (
+            "GET",
+            "/v1/sequences/order/next",
+            "/v1/sequences/{name}/next",
+            None,
+            &[200],
+        ),
+        (
+            "POST",
+            "/v1/sequences/order/next",
+            "/v1/sequences/{name}/next",
+            None,
+            &[200],
+        ),
+        (
+            "GET",
+            "/v1/sequences/order/batch?count=3",
+            "/v1/sequences/{name}/batch",
+            None,
+            &[200],
+        ),
+        (
+            "GET",
+            "/v1/sequences/order/batch?count=0",
+            "/v1/sequences/{name}/batch",
+            None,
+            &[400],
+        ),
+        (
+            "GET",
+            "/v1/sequences/nope/next",
+            "/v1/sequences/{name}/next",
+            None,
+            &[404],
+        ),
+        // With a buffer: current and next segments, counters (checked below).
+        ("GET", "/v1/sequences/order", one, None, &[200]),
+        ("GET", "/v1/sequences/a%20b", one, None, &[400]),
+        (
+            "PATCH",
+            "/v1/sequences/order",
+            one,
+            Some(json!({"step": 20, "description": "d"})),
+            &[200],
+        ),
+        ("PATCH", "/v1/sequences/order", one, Some(json!({})), &[400]),
+        ("GET", "/v1/sequences", "/v1/sequences", None, &[200]),
+        (
+            "GET",
+            "/api/segment/get/nope",
+            "/api/segment/get/{key}",
+            None,
+            &[404],
+        ),
+        ("GET", "/healthz", "/healthz", None, &[200]),
+        ("GET", "/readyz", "/readyz", None, &[200]),
+        ("GET", "/v1/info", "/v1/info", None, &[200]),
+        // Snowflake: whatever the worker lease's state (200, or 503 before it is leased).
+        (
+            "GET",
+            "/v1/snowflake/next",
+            "/v1/snowflake/next",
+            None,
+            &[200, 503],
+        ),
+        (
+            "POST",
+            "/v1/snowflake/batch?count=2",
+            "/v1/snowflake/batch",
+            None,
+            &[200, 503],
+        ),
+        (
+            "GET",
+            "/v1/snowflake/decode/2199023255552001",
+            "/v1/snowflake/decode/{id}",
+            None,
+            &[200],
+        ),
+        (
+            "GET",
+            "/v1/snowflake/decode/-1",
+            "/v1/snowflake/decode/{id}",
+            None,
+            &[400],
+        ),
+    ];
+    let mut answers = Vec::new();
+    for (method, path, template, body, expected) in requests {
+        let value = check_response(&s, &doc, method, path, template, body, expected).await;
+        answers.push((method, path, value));
+    }
+    // The body `method path` answered with (each of these is sent once).
+    let answer = |method: &str, path: &str| -> &Value {
+        let found = answers
+            .iter()
+            .find(|(m, p, _)| *m == method && *p == path)
+            .unwrap_or_else(|| panic!("{method} {path} was not sent"));
+        &found.2
+    };
+
+    let seq = answer("GET", "/v1/sequences/order");
     assert!(seq["buffer"]["current"].is_object(), "{seq}");
-    check_response(&s, &doc, "GET", "/v1/sequences/a%20b", one, None).await;
-    check_response(
-        &s,
-        &doc,
-        "PATCH",
-        "/v1/sequences/order",
-        one,
-        Some(json!({"step": 20, "description": "d"})),
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "PATCH",
-        "/v1/sequences/order",
-        one,
-        Some(json!({})),
-    )
-    .await;
-    let list = check_response(&s, &doc, "GET", "/v1/sequences", "/v1/sequences", None).await;
+    let list = answer("GET", "/v1/sequences");
     assert_eq!(
         list["sequences"].as_array().map(Vec::len),
         Some(1),
         "{list}"
     );
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/api/segment/get/nope",
-        "/api/segment/get/{key}",
-        None,
-    )
-    .await;
-    check_response(&s, &doc, "GET", "/healthz", "/healthz", None).await;
-    check_response(&s, &doc, "GET", "/readyz", "/readyz", None).await;
-    check_response(&s, &doc, "GET", "/v1/info", "/v1/info", None).await;
-    // Snowflake: whatever the worker lease's state (200, or 503 before it is leased).
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/snowflake/next",
-        "/v1/snowflake/next",
-        None,
-    )
-    .await;
-    check_response(
-        &s,
-        &doc,
-        "POST",
-        "/v1/snowflake/batch?count=2",
-        "/v1/snowflake/batch",
-        None,
-    )
-    .await;
-    let decoded = check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/snowflake/decode/2199023255552001",
-        "/v1/snowflake/decode/{id}",
-        None,
-    )
-    .await;
+    let decoded = answer("GET", "/v1/snowflake/decode/2199023255552001");
     assert_eq!(decoded["id_str"], "2199023255552001", "{decoded}");
-    check_response(
-        &s,
-        &doc,
-        "GET",
-        "/v1/snowflake/decode/-1",
-        "/v1/snowflake/decode/{id}",
-        None,
-    )
-    .await;
 
     // The plain-text answers are documented as such.
     let text_ct = &doc["paths"]["/v1/sequences/{name}/next"]["get"]["responses"]["200"]["content"]

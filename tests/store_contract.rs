@@ -7,12 +7,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use chrono::Utc;
 use common::{execute, name, new_seq, try_execute, Backend, TestDb};
 use seqd::domain::NewSequence;
-use seqd::store::{Reservation, SequencePatch, SequenceRow, Store, StoreError};
+use seqd::store::{Reservation, SequencePatch, Store, StoreError};
 
 /// Asserts that a timestamp read from the database is "now" in UTC (so the
 /// column was written and decoded as UTC, not as some local time).
@@ -43,14 +42,6 @@ fn assert_tiles(mut reservations: Vec<Reservation>, start: i64, end: i64) {
     );
 }
 
-async fn get_row(store: &Arc<dyn Store>, n: &str) -> SequenceRow {
-    store
-        .get(&name(n))
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("row {n:?} missing"))
-}
-
 // ---------------------------------------------------------------------------
 // create / get / list / update
 
@@ -64,7 +55,7 @@ async fn create_then_get_returns_the_row_with_max_id_start_minus_one(db: TestDb)
     assert_recent("created_at", created.created_at);
     assert_recent("updated_at", created.updated_at);
 
-    let got = get_row(&store, "order").await;
+    let got = common::row(&store, "order").await;
     assert_eq!(got, created);
 }
 
@@ -75,7 +66,10 @@ async fn create_keeps_the_description(db: TestDb) {
         store.create(&seq).await.unwrap().description,
         "payments, v2"
     );
-    assert_eq!(get_row(&store, "payment").await.description, "payments, v2");
+    assert_eq!(
+        common::row(&store, "payment").await.description,
+        "payments, v2"
+    );
 }
 
 async fn create_with_start_one_has_max_id_zero(db: TestDb) {
@@ -89,7 +83,7 @@ async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
     assert_eq!(description.chars().count(), 256);
     let seq = NewSequence::new(name("wide"), 1, 10, description.clone(), 1_000_000).unwrap();
     store.create(&seq).await.unwrap();
-    assert_eq!(get_row(&store, "wide").await.description, description);
+    assert_eq!(common::row(&store, "wide").await.description, description);
     let patch = SequencePatch {
         step: None,
         description: Some(description.chars().rev().collect()),
@@ -109,7 +103,7 @@ async fn create_of_an_existing_name_fails_with_already_exists(db: TestDb) {
         other => panic!("expected AlreadyExists, got {other:?}"),
     }
     // The first row is untouched.
-    let row = get_row(&store, "order").await;
+    let row = common::row(&store, "order").await;
     assert_eq!((row.max_id, row.step), (0, 10));
 }
 
@@ -125,13 +119,7 @@ async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
     for n in names {
         store.create(&new_seq(n, 1, 10)).await.unwrap();
     }
-    let listed: Vec<String> = store
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.name.to_string())
-        .collect();
+    let listed = common::names(&store).await;
     let mut expected: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     expected.sort(); // byte order, as `SeqName`'s `Ord`
     assert_eq!(listed, expected);
@@ -145,13 +133,7 @@ async fn list_ignores_rows_whose_name_is_not_a_valid_sequence_name(db: TestDb) {
         "INSERT INTO sequences (name, max_id, step) VALUES ('bad name', 0, 10)",
     )
     .await;
-    let listed: Vec<String> = store
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.name.to_string())
-        .collect();
+    let listed = common::names(&store).await;
     assert_eq!(listed, ["good"]);
 }
 
@@ -185,7 +167,7 @@ async fn update_changes_step_and_description(db: TestDb) {
     assert_eq!(row.created_at, created.created_at);
     assert!(row.updated_at >= created.updated_at);
     assert_recent("updated_at", row.updated_at);
-    assert_eq!(get_row(&store, "order").await, row);
+    assert_eq!(common::row(&store, "order").await, row);
 }
 
 async fn update_with_an_empty_patch_returns_the_unchanged_row(db: TestDb) {
@@ -233,21 +215,21 @@ async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
         Err(StoreError::Unavailable(_)) => {}
         other => panic!("expected the database to refuse step 0, got {other:?}"),
     }
-    assert_eq!(get_row(&store, "order").await.step, 10);
+    assert_eq!(common::row(&store, "order").await.step, 10);
 }
 
 async fn names_are_case_sensitive(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("Order", 1, 10)).await.unwrap();
     store.create(&new_seq("order", 1001, 100)).await.unwrap();
-    assert_eq!(get_row(&store, "Order").await.max_id, 0);
-    assert_eq!(get_row(&store, "order").await.max_id, 1000);
+    assert_eq!(common::row(&store, "Order").await.max_id, 0);
+    assert_eq!(common::row(&store, "order").await.max_id, 1000);
     assert_eq!(store.get(&name("ORDER")).await.unwrap(), None);
 
     let r = store.reserve(&name("Order"), 1).await.unwrap();
     assert_eq!((r.first(), r.max_id), (1, 10));
     assert_eq!(
-        get_row(&store, "order").await.max_id,
+        common::row(&store, "order").await.max_id,
         1000,
         "'order' must not move"
     );
@@ -266,7 +248,7 @@ async fn names_are_case_sensitive(db: TestDb) {
 async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("order", 1001, 100)).await.unwrap();
-    let before = get_row(&store, "order").await;
+    let before = common::row(&store, "order").await;
     let mut expected_first = 1001;
     for _ in 0..5 {
         let r = store.reserve(&name("order"), 1).await.unwrap();
@@ -281,7 +263,7 @@ async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
         assert_eq!(r.first(), expected_first);
         expected_first += 100;
     }
-    let after = get_row(&store, "order").await;
+    let after = common::row(&store, "order").await;
     assert_eq!(after.max_id, 1500);
     assert!(after.updated_at >= before.updated_at);
 }
@@ -308,7 +290,7 @@ async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
         }
     );
     assert_eq!(
-        get_row(&store, "order").await.step,
+        common::row(&store, "order").await.step,
         10,
         "reserve must not change the row's step"
     );
@@ -321,7 +303,7 @@ async fn reserve_with_min_size_below_the_step_reserves_the_step(db: TestDb) {
         let r = store.reserve(&name("order"), min_size).await.unwrap();
         assert_eq!((r.size, r.row_step), (100, 100), "min_size {min_size}");
     }
-    assert_eq!(get_row(&store, "order").await.max_id, 400);
+    assert_eq!(common::row(&store, "order").await.max_id, 400);
 }
 
 async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
@@ -368,7 +350,7 @@ async fn reserve_that_would_pass_i64_max_fails_with_exhausted(db: TestDb) {
         }
     }
     assert_eq!(
-        get_row(&store, "full").await.max_id,
+        common::row(&store, "full").await.max_id,
         i64::MAX - 6,
         "an exhausted row must not move"
     );
@@ -403,7 +385,7 @@ async fn reserve_ending_exactly_at_i64_max_succeeds_then_exhausted(db: TestDb) {
         store.reserve(&name("last"), 1).await,
         Err(StoreError::Exhausted)
     ));
-    assert_eq!(get_row(&store, "last").await.max_id, i64::MAX);
+    assert_eq!(common::row(&store, "last").await.max_id, i64::MAX);
 }
 
 async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(db: TestDb) {
@@ -439,7 +421,7 @@ async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(d
         store.reserve(&name("near"), 1000).await,
         Err(StoreError::Exhausted)
     ));
-    assert_eq!(get_row(&store, "near").await.max_id, i64::MAX);
+    assert_eq!(common::row(&store, "near").await.max_id, i64::MAX);
 }
 
 async fn row_inserted_with_plain_sql_gets_defaults_and_is_reservable(db: TestDb) {
@@ -450,7 +432,7 @@ async fn row_inserted_with_plain_sql_gets_defaults_and_is_reservable(db: TestDb)
     )
     .await;
     assert_eq!(n, 1);
-    let row = get_row(&store, "plain").await;
+    let row = common::row(&store, "plain").await;
     assert_eq!(
         (row.max_id, row.step, row.description.as_str()),
         (0, 1000, "")
@@ -492,7 +474,7 @@ async fn concurrent_reservations_never_overlap_and_leave_no_holes(db: TestDb) {
         all.extend(t.await.unwrap());
     }
     assert_eq!(all.len(), 32 * 50);
-    let end = get_row(&store, "hot").await.max_id;
+    let end = common::row(&store, "hot").await.max_id;
     assert_eq!(end, start - 1 + 16 * 50 * 7 + 16 * 50 * 11);
     assert_tiles(all, start, end);
 }
@@ -542,7 +524,7 @@ async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
     for r in &all {
         assert_eq!(r.size, r.row_step, "{r:?}");
     }
-    let end = get_row(&store, "moving").await.max_id;
+    let end = common::row(&store, "moving").await.max_id;
     assert_tiles(all, 1, end);
 }
 
@@ -566,7 +548,7 @@ async fn two_instances_on_one_database_never_overlap(db: TestDb) {
     for t in tasks {
         all.extend(t.await.unwrap());
     }
-    let end = get_row(&b, "shared").await.max_id;
+    let end = common::row(&b, "shared").await.max_id;
     assert_eq!(end, 16 * 25 * 13);
     assert_tiles(all, 1, end);
 }
@@ -581,7 +563,7 @@ async fn migrate_is_idempotent_and_keeps_data(db: TestDb) {
     store.migrate().await.unwrap();
     // A second instance migrating the same database is a no-op too.
     common::store(&db).await;
-    assert_eq!(get_row(&store, "kept").await.max_id, 0);
+    assert_eq!(common::row(&store, "kept").await.max_id, 0);
 }
 
 async fn ping_fails_without_the_schema_and_succeeds_after_migrate(db: TestDb) {
@@ -621,8 +603,8 @@ async fn each_test_database_is_isolated(db: TestDb) {
     assert_eq!(b.get(&name("mine")).await.unwrap(), None);
     assert!(b.list().await.unwrap().is_empty());
     b.create(&new_seq("mine", 500, 1)).await.unwrap();
-    assert_eq!(get_row(&a, "mine").await.max_id, 0);
-    assert_eq!(get_row(&b, "mine").await.max_id, 499);
+    assert_eq!(common::row(&a, "mine").await.max_id, 0);
+    assert_eq!(common::row(&b, "mine").await.max_id, 499);
 }
 
 /// Unreachable databases fail with `Unavailable`, not a panic or a hang.
@@ -704,7 +686,7 @@ async fn sqlite_in_memory_url_is_one_database_across_the_pool() {
     for t in tasks {
         all.extend(t.await.unwrap());
     }
-    assert_eq!(get_row(&store, "mem").await.max_id, 8 * 20 * 3);
+    assert_eq!(common::row(&store, "mem").await.max_id, 8 * 20 * 3);
     assert_tiles(all, 1, 8 * 20 * 3);
 }
 

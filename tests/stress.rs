@@ -26,6 +26,33 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A sequence `seq` (step [`STEP`]) in a fresh in-memory store, and an
+/// allocator on it with the fixed-step policy and a 10 s wait timeout.
+fn setup(seq: &str) -> (Arc<MemoryStore>, Allocator, SeqName) {
+    let store = Arc::new(MemoryStore::new());
+    store.insert(seq, 0, STEP);
+    let config = AllocatorConfig {
+        wait_timeout: Duration::from_secs(10),
+        ..AllocatorConfig::default()
+    };
+    let alloc = Allocator::with_parts(
+        store.clone(),
+        config,
+        Arc::new(SystemClock::default()),
+        Arc::new(FixedStep),
+    );
+    (store, alloc, SeqName::parse(seq).unwrap())
+}
+
+/// Asserts that each thread's IDs strictly increase.
+fn assert_increasing(per_thread: &[Vec<i64>]) {
+    for (i, ids) in per_thread.iter().enumerate() {
+        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+            panic!("thread {i}: {} came after {}", w[1], w[0]);
+        }
+    }
+}
+
 /// Asserts every ID of `ids` lies in 1..=max_id and appears once, with a
 /// bitmap (1 MB per 8M IDs) rather than a set of millions of entries.
 fn assert_unique<'a>(ids: impl Iterator<Item = &'a i64>, max_id: i64) -> usize {
@@ -47,19 +74,7 @@ fn assert_unique<'a>(ids: impl Iterator<Item = &'a i64>, max_id: i64) -> usize {
 #[test]
 fn eight_threads_take_a_million_ids_each_all_unique_increasing_one_fetch_at_a_time() {
     let rt = runtime();
-    let store = Arc::new(MemoryStore::new());
-    store.insert("stress", 0, STEP);
-    let config = AllocatorConfig {
-        wait_timeout: Duration::from_secs(10),
-        ..AllocatorConfig::default()
-    };
-    let alloc = Allocator::with_parts(
-        store.clone(),
-        config,
-        Arc::new(SystemClock::default()),
-        Arc::new(FixedStep),
-    );
-    let name = SeqName::parse("stress").unwrap();
+    let (store, alloc, name) = setup("stress");
 
     let started = Instant::now();
     let threads: Vec<_> = (0..THREADS)
@@ -84,12 +99,10 @@ fn eight_threads_take_a_million_ids_each_all_unique_increasing_one_fetch_at_a_ti
     let per_thread: Vec<Vec<i64>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     let took = started.elapsed();
 
-    for (i, ids) in per_thread.iter().enumerate() {
+    for ids in &per_thread {
         assert_eq!(ids.len(), PER_THREAD);
-        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
-            panic!("thread {i}: {} came after {}", w[1], w[0]);
-        }
     }
+    assert_increasing(&per_thread);
 
     let max_id = store.max_id("stress").unwrap();
     assert_unique(per_thread.iter().flatten(), max_id);
@@ -118,19 +131,7 @@ fn eight_threads_take_a_million_ids_each_all_unique_increasing_one_fetch_at_a_ti
 fn eight_threads_mixing_batches_and_single_ids_never_overlap_and_stay_in_order() {
     const REQUESTS: usize = 10_000;
     let rt = runtime();
-    let store = Arc::new(MemoryStore::new());
-    store.insert("mixed", 0, STEP);
-    let config = AllocatorConfig {
-        wait_timeout: Duration::from_secs(10),
-        ..AllocatorConfig::default()
-    };
-    let alloc = Allocator::with_parts(
-        store.clone(),
-        config,
-        Arc::new(SystemClock::default()),
-        Arc::new(FixedStep),
-    );
-    let name = SeqName::parse("mixed").unwrap();
+    let (store, alloc, name) = setup("mixed");
 
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -159,11 +160,7 @@ fn eight_threads_mixing_batches_and_single_ids_never_overlap_and_stay_in_order()
         .collect();
     let per_thread: Vec<Vec<i64>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
 
-    for (i, ids) in per_thread.iter().enumerate() {
-        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
-            panic!("thread {i}: {} came after {}", w[1], w[0]);
-        }
-    }
+    assert_increasing(&per_thread);
     let max_id = store.max_id("mixed").unwrap();
     let total = assert_unique(per_thread.iter().flatten(), max_id) as i64;
     let unused = max_id - total;

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use seqd::domain::{NewSequence, SeqName};
-use seqd::store::Store;
+use seqd::store::{SequenceRow, Store};
 use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
 
 /// Default base URL of the PostgreSQL test server.
@@ -268,6 +268,26 @@ pub fn name(s: &str) -> SeqName {
 pub fn new_seq(name_: &str, start: i64, step: i64) -> NewSequence {
     NewSequence::new(name(name_), start, step, String::new(), i64::MAX)
         .unwrap_or_else(|e| panic!("new sequence {name_:?}: {e}"))
+}
+
+/// The row of `name_` in `store` (panics if reading fails or the row is missing).
+pub async fn row(store: &Arc<dyn Store>, name_: &str) -> SequenceRow {
+    store
+        .get(&name(name_))
+        .await
+        .unwrap_or_else(|e| panic!("reading row {name_:?}: {e:?}"))
+        .unwrap_or_else(|| panic!("row {name_:?} missing"))
+}
+
+/// The names of the rows `store` lists, in its order (panics if listing fails).
+pub async fn names(store: &Arc<dyn Store>) -> Vec<String> {
+    store
+        .list()
+        .await
+        .unwrap_or_else(|e| panic!("listing the rows: {e:?}"))
+        .into_iter()
+        .map(|r| r.name.to_string())
+        .collect()
 }
 
 /// A fresh `seqd_t_<unixsecs>_<random>` name.

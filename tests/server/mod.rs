@@ -66,10 +66,30 @@ impl TestServer {
         format!("{}{}", self.base, path)
     }
 
+    /// `GET path` (panics if the request cannot be sent).
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// `method path` with a JSON body (panics if the request cannot be sent).
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> reqwest::Response {
+        self.http
+            .request(method, self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// `GET path`, answered 2xx with a JSON body (panics otherwise).
     #[allow(dead_code)] // not every test binary reads JSON this way
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
-        let resp = self.http.get(self.url(path)).send().await.unwrap();
+        let resp = self.get(path).await;
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
         resp.json().await.unwrap()
     }
