@@ -75,6 +75,7 @@ async fn create_keeps_the_description(db: TestDb) {
 async fn create_with_start_one_has_max_id_zero(db: TestDb) {
     let store = common::store(&db).await;
     assert_eq!(store.create(&new_seq("s", 1, 5)).await.unwrap().max_id, 0);
+    assert_eq!(common::row(&store, "s").await.max_id, 0, "as stored");
 }
 
 async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
