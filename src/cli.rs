@@ -3,20 +3,29 @@
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::config::{DatabaseArgs, SequencesCommand};
-use crate::domain::{validate_step, NewSequence, ParseError, SeqName};
+use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
+use crate::domain::{escape_controls, validate_step, NewSequence, ParseError, SeqName};
 use crate::startup::open_store;
-use crate::store::{self, SequencePatch, SequenceRow, StoreError};
+use crate::store::{self, BumpMode, Bumped, MigrateMode, SequencePatch, SequenceRow, StoreError};
 
-/// `seqd migrate`.
+/// `seqd migrate`: applies the migrations, whatever `--migrate` says.
 pub async fn migrate(db: &DatabaseArgs) -> anyhow::Result<()> {
     let url = db.url();
-    open_store(&url).await?;
+    open_store(&DatabaseArgs {
+        migrate: MigrateMode::Auto,
+        ..db.clone()
+    })
+    .await?;
     println!("migrations applied to {}", store::redact_url(&url));
     Ok(())
 }
 
-/// `seqd sequences create|list|set-step`.
+/// `seqd schema`: prints the complete DDL of a dialect.
+pub fn schema(args: &SchemaArgs) {
+    print!("{}", store::migrator::schema_sql(args.dialect));
+}
+
+/// `seqd sequences create|list|set-step|bump`.
 pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
     match cmd {
         SequencesCommand::Create {
@@ -37,9 +46,10 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             .map_err(|e| match e {
                 ParseError::Start => anyhow!("{e} (got {start})"),
                 ParseError::Step { .. } => anyhow!("{e} (got {step})"),
+                ParseError::DescriptionControl { .. } => anyhow!("{e}"),
                 _ => anyhow!("{e} (got {} characters)", description.chars().count()),
             })?;
-            let store = open_store(&db.url()).await?;
+            let store = open_store(db).await?;
             match store.create(&new).await {
                 Ok(row) => print_rows(&[row]),
                 Err(StoreError::AlreadyExists) => {
@@ -49,14 +59,14 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             }
         }
         SequencesCommand::List { db } => {
-            let store = open_store(&db.url()).await?;
+            let store = open_store(db).await?;
             print_rows(&store.list().await?);
         }
         SequencesCommand::SetStep { name, step, db } => {
             let name = parse_name(name)?;
             let step =
                 validate_step(*step, db.max_step).map_err(|e| anyhow!("{e} (got {step})"))?;
-            let store = open_store(&db.url()).await?;
+            let store = open_store(db).await?;
             let patch = SequencePatch {
                 step: Some(step),
                 description: None,
@@ -69,8 +79,63 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 Err(e) => return Err(e).context("updating the sequence"),
             }
         }
+        SequencesCommand::Bump(args) => bump(args).await?,
     }
     Ok(())
+}
+
+/// `seqd sequences bump`: checks the names, then bumps (or plans) in one
+/// transaction and prints each sequence's `max_id` before and after.
+async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
+    let names = if args.all {
+        None
+    } else {
+        Some(
+            args.names
+                .iter()
+                .map(|n| parse_name(n))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    };
+    let mode = if args.dry_run {
+        BumpMode::DryRun
+    } else {
+        BumpMode::Apply
+    };
+    let store = open_store(&args.db).await?;
+    match store.bump(names.as_deref(), args.by, mode).await {
+        Ok(plan) => print_bumped(&plan, args.by, mode).context("printing the bumped sequences")?,
+        Err(StoreError::BumpRefused(refusal)) => {
+            bail!("nothing bumped: {refusal}")
+        }
+        Err(e) => return Err(e).context("bumping the sequences"),
+    }
+    Ok(())
+}
+
+/// Prints one line per sequence (`NAME MAX_ID -> NEW_MAX_ID`) and a summary.
+fn print_bumped(plan: &[Bumped], by: i64, mode: BumpMode) -> std::io::Result<()> {
+    use std::io::Write;
+
+    // Locked and buffered: `--all` may print many thousands of lines.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "{:<32} {:>20}    NEW_MAX_ID", "NAME", "MAX_ID")?;
+    for b in plan {
+        writeln!(
+            out,
+            "{:<32} {:>20} -> {}",
+            b.name, b.old_max_id, b.new_max_id
+        )?;
+    }
+    match mode {
+        BumpMode::Apply => writeln!(out, "bumped {} sequences by {by}", plan.len())?,
+        BumpMode::DryRun => writeln!(
+            out,
+            "dry run: would bump {} sequences by {by}; nothing written",
+            plan.len()
+        )?,
+    }
+    out.flush()
 }
 
 /// Parses a name given on the command line, echoing it in the error.
@@ -78,6 +143,8 @@ fn parse_name(name: &str) -> anyhow::Result<SeqName> {
     SeqName::parse(name).map_err(|e| anyhow!("{e} (got {name:?})"))
 }
 
+/// Prints the rows as a table; text read from the database is printed with
+/// its control characters escaped (rows inserted by SQL may hold them).
 fn print_rows(rows: &[SequenceRow]) {
     println!(
         "{:<32} {:>20} {:>10}  DESCRIPTION",
@@ -90,7 +157,7 @@ fn print_rows(rows: &[SequenceRow]) {
             r.name.as_str(),
             r.max_id,
             r.step,
-            r.description
+            escape_controls(&r.description)
         );
     }
 }

@@ -1,12 +1,21 @@
 //! Typed settings from flags and environment variables (`clap`).
 //!
-//! Every flag of `seqd serve` has an environment variable (DESIGN.md,
-//! Configuration). Secrets are redacted in `Debug`.
+//! Every flag of `seqd serve` has an environment variable (docs/design.md,
+//! "Configuration"). Secrets are redacted in `Debug`.
 
 use std::fmt;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[cfg(not(seqd_loom))]
+mod settings;
+#[cfg(not(seqd_loom))]
+pub use settings::Settings;
+
+use crate::store::migrator::SchemaSetup;
+use crate::store::{Dialect, MigrateMode};
 
 /// The default database: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";
@@ -28,8 +37,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP server (the default).
     Serve(ServeArgs),
-    /// Apply the database migrations and exit.
+    /// Apply the database migrations and exit (whatever --migrate says).
     Migrate(DatabaseArgs),
+    /// Print seqd's complete DDL (every migration, in order, with its
+    /// seqd_migrations row) for an operator's own migration tool.
+    Schema(SchemaArgs),
     /// Manage sequences directly in the database (operators).
     #[command(subcommand)]
     Sequences(SequencesCommand),
@@ -121,10 +133,55 @@ pub enum SequencesCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
+    /// Raise max_id by N on the named sequences, or on all, in one transaction
+    /// (the fence after an unplanned failover).
+    #[command(long_about = BUMP_ABOUT)]
+    Bump(BumpArgs),
 }
 
-/// Where the database is.
+const BUMP_ABOUT: &str =
+    "Raise max_id by N on the named sequences, or on all, in one transaction: \
+all or nothing.
+
+Run it after an unplanned failover to an asynchronous replica, before any instance uses the \
+promoted database: the replica may have lost the last reservations, and an instance started \
+on it would hand those IDs out again. N must exceed the most IDs that could have been reserved \
+in the lost window (README, Operations). A missing name, or a sequence that would pass \
+9223372036854775807, refuses the whole bump and changes nothing. --dry-run prints the plan and \
+writes nothing.";
+
+/// Flags of `seqd sequences bump`.
 #[derive(Debug, Clone, Args)]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["names", "all"]))]
+pub struct BumpArgs {
+    /// The sequences to bump (a name given twice counts once).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Bump every sequence.
+    #[arg(long)]
+    pub all: bool,
+    /// How much to add to each max_id: 1 to 9223372036854775807.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub by: i64,
+    /// Print the plan (each sequence's max_id now and after) and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+}
+
+/// Flags of `seqd schema`.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// The SQL dialect of the DDL.
+    #[arg(long, default_value = "postgres", value_parser = clap::builder::PossibleValuesParser::new(Dialect::NAMES)
+        .map(|s| s.parse::<Dialect>().expect("a listed dialect")))]
+    pub dialect: Dialect,
+}
+
+/// Where the database is, and what seqd does with its schema. `Debug` shows
+/// the URL with its password redacted.
+#[derive(Clone, Args)]
 pub struct DatabaseArgs {
     /// Database URL: postgres://, mysql:// or sqlite:// [default: sqlite://seqd.db?mode=rwc,
     /// or $DATABASE_URL when set]
@@ -133,6 +190,31 @@ pub struct DatabaseArgs {
     /// Largest base step accepted.
     #[arg(long, env = "SEQD_MAX_STEP", default_value_t = 1_000_000)]
     pub max_step: i64,
+    /// Schema at start: `auto` applies missing migrations, `check` refuses to
+    /// start when one is missing, `off` touches no DDL (a role with row rights
+    /// only is enough). `seqd migrate` always applies.
+    #[arg(long = "migrate", value_name = "MODE", env = "SEQD_MIGRATE", default_value = "auto",
+        value_parser = clap::builder::PossibleValuesParser::new(MigrateMode::NAMES)
+            .map(|s| s.parse::<MigrateMode>().expect("a listed mode")))]
+    pub migrate: MigrateMode,
+    /// PostgreSQL: the schema of seqd's tables and migration history (set as
+    /// search_path on every connection; created by `--migrate auto` if missing).
+    #[arg(long, value_name = "NAME", env = "SEQD_SCHEMA")]
+    pub schema: Option<String>,
+}
+
+impl fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseArgs")
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(crate::store::redact_url),
+            )
+            .field("max_step", &self.max_step)
+            .field("migrate", &self.migrate)
+            .field("schema", &self.schema)
+            .finish()
+    }
 }
 
 impl DatabaseArgs {
@@ -142,6 +224,14 @@ impl DatabaseArgs {
             .clone()
             .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
             .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string())
+    }
+
+    /// The `--migrate` mode and `--schema`.
+    pub fn schema_setup(&self) -> SchemaSetup {
+        SchemaSetup {
+            mode: self.migrate,
+            schema: self.schema.clone().filter(|s| !s.is_empty()),
+        }
     }
 }
 
@@ -179,6 +269,17 @@ pub struct ServeArgs {
     /// Most requests in flight at once; beyond it requests are shed with 503 `overloaded`.
     #[arg(long, env = "SEQD_MAX_CONCURRENCY", default_value_t = 10_000)]
     pub max_concurrency: usize,
+    /// Longest a client may take to send a request head, from its first byte;
+    /// slower clients are disconnected.
+    #[arg(long, env = "SEQD_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub header_read_timeout: Duration,
+    /// A connection with no byte read or written for this long (an idle
+    /// keep-alive, a client that stopped reading) is closed.
+    #[arg(long, env = "SEQD_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// Most open connections; past it, new connections wait in the listen backlog.
+    #[arg(long, env = "SEQD_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "SEQD_MAX_BODY", default_value_t = 64 * 1024)]
     pub max_body: usize,
@@ -232,11 +333,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bump_needs_names_or_all_but_not_both_and_a_positive_by() {
+        for args in [
+            &["bump", "--by", "5"][..],
+            &["bump", "a", "--all", "--by", "5"],
+            &["bump", "a"],
+            &["bump", "a", "--by", "0"],
+            &["bump", "a", "--by=-5"],
+            &["bump", "a", "--by", "9223372036854775808"],
+        ] {
+            let all = ["seqd", "sequences"].iter().chain(args);
+            assert!(Cli::try_parse_from(all).is_err(), "{args:?} accepted");
+        }
+        let c = Cli::parse_from([
+            "seqd",
+            "sequences",
+            "bump",
+            "--all",
+            "--by",
+            "9223372036854775807",
+            "--dry-run",
+        ]);
+        match c.command {
+            Some(Command::Sequences(SequencesCommand::Bump(b))) => {
+                assert!(b.all && b.dry_run && b.names.is_empty());
+                assert_eq!(b.by, i64::MAX);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
     fn secret_is_redacted_in_debug() {
         let args = Cli::parse_from(["seqd", "--admin-token", "hunter2"]);
         let shown = format!("{args:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert_eq!(args.serve.admin_token.unwrap().expose(), "hunter2");
+    }
+
+    #[test]
+    fn database_urls_are_redacted_in_debug() {
+        let url = "postgres://seqd:pa/ss@db.example/seqd";
+        let args = Cli::parse_from(["seqd", "--database-url", url]);
+        let shown = format!("{args:?} {:?}", args.serve.db);
+        assert!(!shown.contains("pa/ss"), "{shown}");
+        assert!(
+            shown.contains("postgres://seqd:***@db.example/seqd"),
+            "{shown}"
+        );
+        let c = Cli::parse_from(["seqd", "sequences", "list", "--database-url", url]);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("pa/ss") && shown.contains("***"), "{shown}");
     }
 
     #[test]
@@ -272,6 +419,16 @@ mod tests {
             Some(Command::ImportLeaf(a)) => {
                 assert!(a.dry_run && !a.skip_invalid && !a.raise);
                 assert!(!format!("{a:?}").contains("pw"), "{a:?}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let c = Cli::parse_from(["seqd", "sequences", "bump", "a", "b", "--by", "7"]);
+        match c.command {
+            Some(Command::Sequences(SequencesCommand::Bump(b))) => {
+                assert_eq!(
+                    (b.names, b.all, b.by, b.dry_run),
+                    (vec!["a".into(), "b".into()], false, 7, false)
+                );
             }
             other => panic!("unexpected {other:?}"),
         }

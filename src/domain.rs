@@ -3,6 +3,7 @@
 //! These types can only be built through their `parse` constructors, so any
 //! value of them that reaches the allocator or a store is known to be valid.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -22,9 +23,9 @@ pub struct SeqName(Arc<str>);
 /// A valid sequence name borrowed from elsewhere (a request path): what the
 /// allocator's hot path looks up, without allocating a [`SeqName`].
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct NameRef<'a>(&'a str);
+pub struct SeqNameRef<'a>(&'a str);
 
-impl<'a> NameRef<'a> {
+impl<'a> SeqNameRef<'a> {
     /// Checks `s` against `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
     pub fn parse(s: &'a str) -> Result<Self, ParseError> {
         let bytes = s.as_bytes();
@@ -33,10 +34,18 @@ impl<'a> NameRef<'a> {
             .iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
         if first_ok && rest_ok && bytes.len() <= MAX_NAME_LEN {
-            Ok(NameRef(s))
+            Ok(SeqNameRef(s))
         } else {
             Err(ParseError::Name)
         }
+    }
+
+    /// A name already checked by [`SeqNameRef::parse`] (an extractor that
+    /// validated it when the request arrived).
+    #[cfg_attr(seqd_loom, allow(dead_code))] // its caller, `http`, is not built there
+    pub(crate) fn validated(s: &'a str) -> Self {
+        debug_assert!(SeqNameRef::parse(s).is_ok(), "{s:?} was not validated");
+        SeqNameRef(s)
     }
 
     /// The name as a string slice.
@@ -50,19 +59,19 @@ impl<'a> NameRef<'a> {
     }
 }
 
-impl<'a> From<&'a SeqName> for NameRef<'a> {
+impl<'a> From<&'a SeqName> for SeqNameRef<'a> {
     fn from(name: &'a SeqName) -> Self {
-        NameRef(&name.0)
+        SeqNameRef(&name.0)
     }
 }
 
-impl fmt::Display for NameRef<'_> {
+impl fmt::Display for SeqNameRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0)
     }
 }
 
-impl fmt::Debug for NameRef<'_> {
+impl fmt::Debug for SeqNameRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.0, f)
     }
@@ -89,12 +98,24 @@ pub enum ParseError {
     /// The description is too long.
     #[error("invalid description: at most {MAX_DESCRIPTION_LEN} characters")]
     Description,
+    /// The description holds a control character, which would reach
+    /// terminals and logs as raw bytes.
+    #[error(
+        "invalid description: control character U+{code:04X} at character {at}; \
+         control characters (U+0000 to U+001F, U+007F to U+009F) are not allowed"
+    )]
+    DescriptionControl {
+        /// The control character's code point.
+        code: u32,
+        /// Its position, counted in characters from 1.
+        at: usize,
+    },
 }
 
 impl SeqName {
     /// Parses a sequence name, accepting only `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
     pub fn parse(s: &str) -> Result<Self, ParseError> {
-        NameRef::parse(s).map(NameRef::to_owned)
+        SeqNameRef::parse(s).map(SeqNameRef::to_owned)
     }
 
     /// The name as a string slice.
@@ -173,7 +194,8 @@ pub struct NewSequence {
 }
 
 impl NewSequence {
-    /// Validates a creation request against the limits of DESIGN.md.
+    /// Validates a creation request against the limits of docs/design.md
+    /// ("Names and limits").
     pub fn new(
         name: SeqName,
         start: i64,
@@ -204,13 +226,39 @@ pub fn validate_step(step: i64, max_step: i64) -> Result<i64, ParseError> {
     }
 }
 
-/// Checks that a description fits the column.
+/// Checks that a description fits the column and holds no control
+/// character (C0, DEL or C1: what [`char::is_control`] matches). The one
+/// check of descriptions, for the API and the CLI alike.
 pub fn validate_description(d: &str) -> Result<(), ParseError> {
+    if let Some((i, c)) = d.chars().enumerate().find(|(_, c)| c.is_control()) {
+        return Err(ParseError::DescriptionControl {
+            code: u32::from(c),
+            at: i + 1,
+        });
+    }
     if d.chars().count() <= MAX_DESCRIPTION_LEN {
         Ok(())
     } else {
         Err(ParseError::Description)
     }
+}
+
+/// `s` with its control characters escaped (`\n`, `\u{1b}`), for terminal
+/// output of text read from the database, where rows inserted by SQL may
+/// hold what the API refuses. Borrows when there is nothing to escape.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -248,13 +296,13 @@ mod tests {
     fn a_borrowed_name_follows_the_same_rule_and_converts_both_ways() {
         for s in ["a", "biz:order.v1_x", "", "-a", "a b", "é"] {
             assert_eq!(
-                NameRef::parse(s).map(NameRef::to_owned),
+                SeqNameRef::parse(s).map(SeqNameRef::to_owned),
                 SeqName::parse(s),
                 "{s:?}"
             );
         }
         let owned = SeqName::parse("order").unwrap();
-        let borrowed = NameRef::from(&owned);
+        let borrowed = SeqNameRef::from(&owned);
         assert_eq!(borrowed.as_str(), "order");
         assert_eq!(borrowed.to_owned(), owned);
         assert_eq!(format!("{borrowed} {borrowed:?}"), "order \"order\"");
@@ -267,6 +315,38 @@ mod tests {
         for bad in ["0", "10001", "-1", "1e3", "abc", "", " 5"] {
             assert_eq!(Count::parse(bad), Err(ParseError::Count), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn descriptions_refuse_c0_del_and_c1_controls_and_say_where() {
+        for ok in ["", "order IDs", "ünïcode ✓", "tabs\u{a0}nbsp", "\u{200b}"] {
+            assert_eq!(validate_description(ok), Ok(()), "{ok:?}");
+        }
+        for (bad, code, at) in [
+            ("a\0b", 0, 2),
+            ("\t", 9, 1),
+            ("line\n", 10, 5),
+            ("x\u{1b}[2J", 0x1b, 2),
+            ("del\u{7f}", 0x7f, 4),
+            ("é\u{85}", 0x85, 2),
+            ("\u{9f}", 0x9f, 1),
+        ] {
+            let e = validate_description(bad).unwrap_err();
+            assert_eq!(e, ParseError::DescriptionControl { code, at }, "{bad:?}");
+            assert!(e.to_string().contains("control character"), "{e}");
+        }
+    }
+
+    #[test]
+    fn escape_controls_escapes_only_controls_and_borrows_clean_text() {
+        assert!(matches!(
+            escape_controls("plain \\ \"é\""),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            escape_controls("a\u{1b}[31m\n\0\u{9b}\u{7f}z"),
+            r"a\u{1b}[31m\n\0\u{9b}\u{7f}z"
+        );
     }
 
     #[test]

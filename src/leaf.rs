@@ -469,9 +469,11 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
     );
 
     let target: Option<Arc<dyn Store>> = if opts.dry_run {
-        let s = store::connect(&target_url)
+        let options = store::StoreOptions::default().with_schema(args.db.schema_setup().schema);
+        let s = store::connect(&target_url, &options)
             .await
-            .with_context(|| format!("connecting to {shown}"))?;
+            .with_context(|| format!("connecting to {shown}"))?
+            .sequences();
         match s.ping().await {
             Ok(()) => Some(s),
             Err(e) => {
@@ -480,7 +482,7 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
             }
         }
     } else {
-        Some(open_store(&target_url).await?)
+        Some(open_store(&args.db).await?)
     };
     let report = import(&rows, target.as_deref(), opts)
         .await

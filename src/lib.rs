@@ -7,36 +7,53 @@
 //! - [`allocator`]: the core. Per-sequence double buffer of segments, lock-free
 //!   hot path, background prefetch, async waiting, step policy. No SQL, no HTTP;
 //!   time comes from an injected [`allocator::Clock`].
-//! - [`store`]: the [`store::Store`] trait and one implementation per backend,
-//!   plus an in-memory store with fault injection for tests and benchmarks.
+//! - [`store`]: the [`store::Store`] and [`store::WorkerLeases`] traits, and
+//!   [`store::connect`], which opens one pool and returns a [`store::Database`]
+//!   with both over it; one folder per backend ([`store::postgres`],
+//!   [`store::mysql`], [`store::sqlite`]: the pool in `mod.rs`, the sequence
+//!   store in `sequences.rs`, the worker leases in `workers.rs`), plus an
+//!   in-memory store with fault injection for tests and benchmarks;
+//!   [`store::migrator`]: seqd's own migrator (history in `seqd_migrations`,
+//!   the carry-over from `_sqlx_migrations`, `seqd schema`'s DDL).
 //! - [`http`]: `router(state) -> App` (the router inside one request service),
 //!   handlers, and `error.rs`, the only place that knows status codes.
 //! - [`config`]: flags and environment variables (`clap`).
 //! - [`telemetry`]: the tracing subscriber.
-//! - [`startup`]: wires store + allocator + router; `run(listener, shutdown)`.
-//! - [`cli`]: the operators' subcommands (`migrate`, `sequences ...`).
+//! - [`startup`]: wires database + allocator + router;
+//!   `run(listener, store, leases, settings, shutdown)`.
+//! - [`cli`]: the operators' subcommands (`migrate`, `schema`, `sequences ...`).
 //! - [`leaf`]: `import-leaf`, the migration from Leaf's `leaf_alloc` table.
 //! - [`snowflake`]: time-ordered snowflake IDs: layout, generator (injected
 //!   wall clock, rollback handling) and the worker-ID lease. No SQL, no HTTP
 //!   but through [`store::workers::WorkerLeases`].
 
-#[cfg(not(seqd_loom))]
-pub mod allocator;
-/// Under `--cfg seqd_loom` only the lock-free core is built, on loom's
-/// primitives, for the model-checking tests (`tests/loom_double.rs`).
+/// Declares the modules that exist only in the service build: under
+/// `--cfg seqd_loom` (the model-checking tests, `tests/loom_double.rs`) they
+/// are left out, and `allocator` is only its lock-free core on loom's
+/// primitives (`allocator/model.rs`). The one place the switch is made.
+macro_rules! service_only {
+    ($(pub mod $name:ident;)*) => {
+        $(
+            #[cfg(not(seqd_loom))]
+            pub mod $name;
+        )*
+    };
+}
+
+service_only! {
+    pub mod allocator;
+    pub mod cli;
+    pub mod http;
+    pub mod leaf;
+    pub mod startup;
+}
+
 #[cfg(seqd_loom)]
 #[path = "allocator/model.rs"]
 pub mod allocator;
-#[cfg(not(seqd_loom))]
-pub mod cli;
+
 pub mod config;
 pub mod domain;
-#[cfg(not(seqd_loom))]
-pub mod http;
-#[cfg(not(seqd_loom))]
-pub mod leaf;
 pub mod snowflake;
-#[cfg(not(seqd_loom))]
-pub mod startup;
 pub mod store;
 pub mod telemetry;

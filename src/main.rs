@@ -18,8 +18,26 @@ async fn main() -> std::process::ExitCode {
             // One readable line with the causes, never a backtrace (even under
             // RUST_BACKTRACE=1): these errors are for operators, not a bug report.
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            exit_code(&e)
         }
+    }
+}
+
+/// Exit status 2 for a configuration error of the schema (a migration
+/// problem, docs/design.md "Tables and migrations"), 1 for anything else.
+#[cfg(not(seqd_loom))]
+fn exit_code(e: &anyhow::Error) -> std::process::ExitCode {
+    use seqd::store::StoreError;
+    let migration = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<StoreError>(),
+            Some(StoreError::Migration(_))
+        )
+    });
+    if migration {
+        std::process::ExitCode::from(2)
+    } else {
+        std::process::ExitCode::FAILURE
     }
 }
 
@@ -38,6 +56,10 @@ async fn run() -> anyhow::Result<()> {
         Some(Command::Migrate(db)) => {
             seqd::telemetry::init(Default::default());
             seqd::cli::migrate(db).await
+        }
+        Some(Command::Schema(args)) => {
+            seqd::cli::schema(args);
+            Ok(())
         }
         Some(Command::Sequences(cmd)) => {
             seqd::telemetry::init(Default::default());

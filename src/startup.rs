@@ -1,95 +1,81 @@
-//! Wiring: store + migrations + allocator + router, and serving with a
-//! graceful, bounded shutdown.
+//! Wiring: database (sequences and worker leases over one pool) +
+//! migrations + allocator + router, and serving with a graceful, bounded
+//! shutdown.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::allocator::{Allocator, AllocatorConfig};
-use crate::config::{Secret, ServeArgs};
-use crate::http::limits::Limits;
+use crate::allocator::Allocator;
+use crate::config::{DatabaseArgs, ServeArgs, Settings};
 use crate::http::{router_with_limits, AdminAuth, AppState};
-use crate::store::{self, Store};
+use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLeases};
 
-/// What `serve` needs besides the listener.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The database URL.
-    pub database_url: String,
-    /// Admin bearer token, if any.
-    pub admin_token: Option<Secret>,
-    /// Allocator tuning.
-    pub allocator: AllocatorConfig,
-    /// Longest graceful shutdown waits for in-flight requests.
-    pub shutdown_timeout: Duration,
-    /// Snowflake IDs: enabled, layout, clock tolerance, lease.
-    pub snowflake: crate::snowflake::SnowflakeSettings,
-    /// Body size, request time and concurrency limits.
-    pub limits: Limits,
+
+/// Connects to the database of `db` (its `--schema`, default bounds) and
+/// prepares the schema as its `--migrate` says; the sequence store.
+pub async fn open_store(db: &DatabaseArgs) -> anyhow::Result<Arc<dyn Store>> {
+    let setup = db.schema_setup();
+    let options = StoreOptions::default()
+        .with_schema(setup.schema)
+        .with_migrate(setup.mode);
+    Ok(open_database(&db.url(), &options, setup.mode)
+        .await?
+        .sequences())
 }
 
-impl Settings {
-    /// Settings for a database URL with every other value at its default.
-    pub fn for_database(url: impl Into<String>) -> Self {
-        Settings {
-            database_url: url.into(),
-            admin_token: None,
-            allocator: AllocatorConfig::default(),
-            shutdown_timeout: Duration::from_secs(10),
-            limits: Limits::default(),
-            snowflake: crate::snowflake::SnowflakeSettings::default(),
-        }
-    }
-
-    /// Settings from `seqd serve`'s flags.
-    pub fn from_args(args: &ServeArgs) -> Self {
-        Settings {
-            database_url: args.db.url(),
-            admin_token: args.admin_token.clone(),
-            allocator: AllocatorConfig {
-                segment_target: args.segment_target,
-                max_step: args.db.max_step,
-                wait_timeout: args.wait_timeout,
-                ..AllocatorConfig::default()
-            },
-            shutdown_timeout: args.shutdown_timeout,
-            limits: Limits {
-                body_bytes: args.max_body,
-                request_timeout: args.request_timeout,
-                max_concurrency: args.max_concurrency.max(1),
-            },
-            snowflake: args.snowflake.settings(),
-        }
-    }
+/// Connects to the database with `options` and applies the migrations; the
+/// sequence store.
+pub async fn open_store_with(url: &str, options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(open_database_with(url, options).await?.sequences())
 }
 
-/// Connects to the database and applies the migrations.
-pub async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+/// Connects to the database with `options` and applies the migrations.
+pub async fn open_database_with(url: &str, options: &StoreOptions) -> anyhow::Result<Database> {
+    open_database(url, options, MigrateMode::Auto).await
+}
+
+/// Connects to the database with `options` (one pool for the sequences and
+/// the worker leases) and prepares the schema as `mode` says; a migration
+/// problem stays a [`store::StoreError::Migration`] in the error's chain
+/// (`main` exits with status 2 on it).
+pub async fn open_database(
+    url: &str,
+    options: &StoreOptions,
+    mode: MigrateMode,
+) -> anyhow::Result<Database> {
     let redacted = store::redact_url(url);
-    let store = store::connect(url)
+    let db = store::connect(url, options)
         .await
         .with_context(|| format!("connecting to {redacted}"))?;
-    store
-        .migrate()
+    let doing = match mode {
+        MigrateMode::Auto => "migrating",
+        MigrateMode::Check => "checking the schema of",
+        MigrateMode::Off => "using",
+    };
+    db.sequences()
+        .prepare_schema(mode)
         .await
-        .with_context(|| format!("migrating {redacted}"))?;
-    Ok(store)
+        .with_context(|| format!("{doing} {redacted}"))?;
+    Ok(db)
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then lets in-flight
-/// requests finish for at most `settings.shutdown_timeout`.
+/// Serves the API on `listener` from `store` (and snowflake IDs with
+/// worker IDs leased in `leases`, which [`Database::leases`] gives over the
+/// store's pool) until `shutdown` resolves, then lets in-flight requests
+/// finish for at most `settings.shutdown_timeout`.
 pub async fn run(
     listener: TcpListener,
     store: Arc<dyn Store>,
+    leases: Option<Arc<dyn WorkerLeases>>,
     settings: &Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     // Validates the snowflake layout first: an unusable one is a start-up error.
-    let snowflake = crate::snowflake::start(&settings.snowflake, &settings.database_url)?;
+    let snowflake = crate::snowflake::start(&settings.snowflake, leases)?;
     let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -109,15 +95,12 @@ pub async fn run(
         allocator,
         admin,
         snowflake: snowflake.clone(),
+        reads: crate::http::reads::ReadGate::default(),
     };
     let app = router_with_limits(state, &settings.limits);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(
-        listener,
-        axum::ServiceExt::<axum::extract::Request>::into_make_service(app),
-    )
-    .with_graceful_shutdown(async move {
+    let server = crate::http::serve::serve(listener, app, settings.connections, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests");
         let _ = stop_tx.send(true);
@@ -157,12 +140,25 @@ pub async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
-/// `seqd serve`: open the store, bind, serve until a signal.
+/// `seqd serve`: check the settings, open the store, bind, serve until a signal.
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
-    let store = open_store(&settings.database_url).await?;
+    crate::snowflake::check(&settings.snowflake)?;
+    let db = open_database(
+        &settings.database_url,
+        &settings.store_options(),
+        settings.schema.mode,
+    )
+    .await?;
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    run(listener, store, &settings, shutdown_signal()).await
+    run(
+        listener,
+        db.sequences(),
+        Some(db.leases()),
+        &settings,
+        shutdown_signal(),
+    )
+    .await
 }

@@ -377,3 +377,110 @@ async fn parallel_callers_of_a_missing_name_cost_one_query() {
         assert_eq!(store.reserves("ghost-b"), 1, "round {round}");
     }
 }
+
+/// A row that went back far below what this instance served (3,000 IDs at
+/// step 10, then `max_id = 0`): the next requests succeed at once, above
+/// everything served, and the whole catch-up costs ONE extra reservation
+/// (not one per row step, as retrying the planned size would).
+#[tokio::test(start_paused = true)]
+async fn a_row_that_went_far_back_is_skipped_with_one_reservation() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("r", 0, 10);
+    let alloc = fixed(&store, config());
+    let r = name("r");
+    for _ in 0..3 {
+        alloc.batch(&r, Count::new(1000).unwrap()).await.unwrap();
+    }
+    until(|| alloc.snapshot(&r).unwrap().next.is_some()).await; // 3001..=3010
+    store.insert("r", 0, 10);
+    let reserves = store.reserves("r");
+    let mut last = 3000;
+    for _ in 0..20 {
+        let id = alloc.next(&r).await.expect("served at once");
+        assert!(id > last, "{id} after {last}");
+        last = id;
+    }
+    // 3001..=3010 came from memory; then one regressed reservation (1..=10),
+    // one catch-up of 10 + 3000 IDs (11..=3020, trimmed to 3011..=3020), and
+    // at most the prefetch of the segment after it.
+    let extra = store.reserves("r") - reserves;
+    assert!((2..=3).contains(&extra), "{extra} reservations");
+    assert!(store.max_id("r").unwrap() >= 3020);
+    assert_eq!(alloc.snapshot(&r).unwrap().fetch_errors, 0);
+}
+
+/// A request for a name whose lookup never answers, from a caller that goes
+/// away: its pending entry goes with it.
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_leaves_takes_its_pending_entry_with_it() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("slow", 0, 100);
+    store.close_gate();
+    let alloc = fixed(&store, config());
+    let left = tokio::time::timeout(Duration::from_millis(10), alloc.next(&name("slow"))).await;
+    assert!(left.is_err(), "the lookup is held at the gate");
+    assert_eq!(alloc.names_in_memory().pending, 0);
+    // A caller arriving while that lookup's fetch is still in flight joins it
+    // rather than starting a second fetch for the name.
+    let slow = name("slow");
+    let next = alloc.next(&slow);
+    store.open_gate();
+    assert_eq!(next.await, Ok(1));
+    assert_eq!(store.reserves("slow"), 1, "one fetch for both callers");
+    let names = alloc.names_in_memory();
+    assert_eq!((names.live, names.pending), (1, 0));
+}
+
+/// A lookup that ends "unavailable" (the database is down) leaves no pending
+/// entry, and no fetch keeps retrying for the name once nobody asks for it.
+#[tokio::test(start_paused = true)]
+async fn an_unavailable_lookup_leaves_no_entry_and_no_retrying_fetch() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("down", 0, 100);
+    store.set_failing("down", true);
+    let alloc = fixed(&store, config());
+    let got = alloc.next(&name("down")).await;
+    assert!(
+        matches!(got, Err(AllocError::Unavailable { .. })),
+        "{got:?}"
+    );
+    assert_eq!(alloc.names_in_memory().pending, 0);
+    let tried = store.reserves("down");
+    assert!(tried > 1, "the fetch retried while the caller waited");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(
+        store.reserves("down") <= tried + 1,
+        "{} reservations after the caller left ({tried} before)",
+        store.reserves("down")
+    );
+}
+
+/// Concurrent callers share one pending entry; it goes when the last leaves.
+#[tokio::test(start_paused = true)]
+async fn a_pending_entry_stays_while_any_caller_waits() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("shared", 0, 100);
+    store.close_gate();
+    let alloc = fixed(&store, config());
+    let waiting = {
+        let alloc = alloc.clone();
+        tokio::spawn(async move { alloc.next(&name("shared")).await })
+    };
+    until(|| alloc.names_in_memory().pending == 1).await;
+    let left = tokio::time::timeout(Duration::from_millis(10), alloc.next(&name("shared"))).await;
+    assert!(left.is_err());
+    assert_eq!(
+        alloc.names_in_memory().pending,
+        1,
+        "the first caller still waits"
+    );
+    assert_eq!(
+        store.reserves("shared"),
+        1,
+        "both callers shared one lookup"
+    );
+    store.open_gate();
+    assert_eq!(waiting.await.unwrap(), Ok(1));
+    let names = alloc.names_in_memory();
+    assert_eq!((names.live, names.pending), (1, 0));
+}

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use common::TestDb;
 use reqwest::{Method, StatusCode};
 use seqd::config::Secret;
-use seqd::startup::Settings;
+use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
 
@@ -444,6 +444,118 @@ async fn concurrent_clients_over_http_get_unique_increasing_ids(db: TestDb) {
     s.stop().await;
 }
 
+/// `count` sequences named with mixed case and punctuation, inserted in one
+/// statement; returns their names in byte order.
+async fn insert_sequences(db: &TestDb, count: usize) -> Vec<String> {
+    let prefixes = ["A", "a", "B.", "b-", "Z:", "z_", "0", "9."];
+    let mut names: Vec<String> = (0..count)
+        .map(|i| format!("{}{i:03}", prefixes[i % prefixes.len()]))
+        .collect();
+    let values: Vec<String> = names.iter().map(|n| format!("('{n}', 0, 1)")).collect();
+    let sql = format!(
+        "INSERT INTO sequences (name, max_id, step) VALUES {}",
+        values.join(", ")
+    );
+    common::execute(db, &sql).await;
+    names.sort();
+    names
+}
+
+/// The names of a page and its `next`.
+fn page_of(body: &Value) -> (Vec<String>, Value) {
+    let names = body["sequences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sequences in {body}"))
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    (names, body["next"].clone())
+}
+
+async fn walking_every_page_lists_each_sequence_exactly_once_in_byte_order(db: TestDb) {
+    let s = start(&db).await;
+    let all = insert_sequences(&db, 250).await;
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..10 {
+        let path = match &after {
+            Some(a) => format!("/v1/sequences?limit=100&after={a}"),
+            None => "/v1/sequences?limit=100".to_string(),
+        };
+        let (names, next) = page_of(&s.get_json(&path).await);
+        assert!(names.len() <= 100, "{path}: {} rows", names.len());
+        seen.extend(names.iter().cloned());
+        match next.as_str() {
+            Some(n) => {
+                assert_eq!(Some(n), names.last().map(String::as_str), "{path}: next");
+                after = Some(n.to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, all, "the pages tile the table in byte order");
+    s.stop().await;
+}
+
+async fn sequence_pages_default_to_100_and_end_with_next_null(db: TestDb) {
+    let s = start(&db).await;
+    let all = insert_sequences(&db, 150).await;
+    let (first, next) = page_of(&s.get_json("/v1/sequences").await);
+    assert_eq!(first, all[..100], "default limit 100");
+    assert_eq!(next, json!(all[99]));
+    let (rest, next) = page_of(
+        &s.get_json(&format!("/v1/sequences?after={}", all[99]))
+            .await,
+    );
+    assert_eq!(rest, all[100..]);
+    assert_eq!(next, Value::Null, "last page");
+    let (whole, next) = page_of(&s.get_json("/v1/sequences?limit=1000").await);
+    assert_eq!((whole, next), (all.clone(), Value::Null));
+    let (exact, next) = page_of(&s.get_json("/v1/sequences?limit=150").await);
+    assert_eq!(
+        (exact, next),
+        (all.clone(), Value::Null),
+        "a full last page"
+    );
+    let above_a = all.iter().find(|n| n.as_str() > "A").unwrap();
+    let (one, next) = page_of(&s.get_json("/v1/sequences?limit=1&after=A").await);
+    assert_eq!(
+        (one, next),
+        (vec![above_a.clone()], json!(above_a)),
+        "after is exclusive and need not exist"
+    );
+    let (past, next) = page_of(&s.get_json("/v1/sequences?after=zzz").await);
+    assert_eq!((past.len(), next), (0, Value::Null), "after past the end");
+    s.stop().await;
+}
+
+async fn sequence_pages_reject_bad_limit_and_after(db: TestDb) {
+    let s = start(&db).await;
+    for q in [
+        "limit=0",
+        "limit=1001",
+        "limit=-1",
+        "limit=abc",
+        "limit=",
+        "limit=1.5",
+        "limit=1&limit=2",
+        "after=a&after=b",
+    ] {
+        let resp = s.get(&format!("/v1/sequences?{q}")).await;
+        expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
+    }
+    for q in [
+        "after=",
+        "after=-x",
+        "after=a%20b",
+        &format!("after={}", "a".repeat(129)),
+    ] {
+        let resp = s.get(&format!("/v1/sequences?{q}")).await;
+        expect_error(resp, StatusCode::BAD_REQUEST, "invalid_name").await;
+    }
+    s.stop().await;
+}
+
 per_backend!(
     create_serves_ids_as_json_text_and_batches,
     list_get_and_patch_show_rows_and_buffers,
@@ -454,5 +566,8 @@ per_backend!(
     exhausted_sequences_get_409,
     health_readiness_and_unknown_routes,
     admin_token_is_required_when_set,
-    concurrent_clients_over_http_get_unique_increasing_ids
+    concurrent_clients_over_http_get_unique_increasing_ids,
+    walking_every_page_lists_each_sequence_exactly_once_in_byte_order,
+    sequence_pages_default_to_100_and_end_with_next_null,
+    sequence_pages_reject_bad_limit_and_after
 );

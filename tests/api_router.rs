@@ -22,6 +22,7 @@ fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> seqd::http::App {
         allocator: Allocator::new(store, cfg),
         admin,
         snowflake: None,
+        reads: Default::default(),
     })
 }
 

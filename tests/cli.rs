@@ -5,20 +5,14 @@
 mod common;
 
 use std::process::Output;
+use std::sync::Arc;
 
 use common::TestDb;
+use seqd::store::Store;
 
 /// Runs the `seqd` binary with `args` and a clean environment for its settings.
 async fn seqd(args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
-        .args(args)
-        .env_remove("SEQD_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("SEQD_MAX_STEP")
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .expect("run seqd")
+    common::seqd_binary(args).await
 }
 
 /// Runs `seqd <args> --database-url <db>`.
@@ -37,6 +31,7 @@ fn stderr(out: &Output) -> String {
 }
 
 /// Asserts success and returns stdout.
+#[track_caller]
 fn ok(out: &Output) -> String {
     assert!(
         out.status.success(),
@@ -50,6 +45,7 @@ fn ok(out: &Output) -> String {
 
 /// Asserts exit code 1 with one readable `error: ...` line on stderr (no
 /// backtrace, no Rust debug output) and returns it.
+#[track_caller]
 fn fails(out: &Output) -> String {
     let err = stderr(out);
     assert_eq!(
@@ -70,7 +66,8 @@ fn fails(out: &Output) -> String {
     err
 }
 
-/// The whitespace-separated fields of the `seqd sequences list` line of `name`.
+/// The whitespace-separated fields of the line of `name` in the output of
+/// `seqd sequences list` (or of a bump: `NAME MAX_ID -> NEW_MAX_ID`).
 fn listed(list_output: &str, name: &str) -> Option<Vec<String>> {
     list_output
         .lines()
@@ -218,12 +215,213 @@ async fn set_step_changes_the_step_and_rejects_unknown_names(db: TestDb) {
     assert!(err.contains("invalid sequence name"), "{err}");
 }
 
+/// A migrated store on `db` holding `rows` (name, start), each with step 10.
+async fn store_with(db: &TestDb, rows: &[(&str, i64)]) -> Arc<dyn Store> {
+    let store = common::store(db).await;
+    for (name, start) in rows {
+        store
+            .create(&common::new_seq(name, *start, 10))
+            .await
+            .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    }
+    store
+}
+
+/// The `max_id` of each of `names`, in that order.
+async fn max_ids(store: &Arc<dyn Store>, names: &[&str]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for name in names {
+        out.push(common::row(store, name).await.max_id);
+    }
+    out
+}
+
+/// Runs `seqd sequences bump <args>` on `db`, `args` split at whitespace.
+async fn bump(db: &TestDb, args: &str) -> Output {
+    let mut all = vec!["sequences", "bump"];
+    all.extend(args.split_whitespace());
+    seqd_on(db, &all).await
+}
+
+/// The fields [`listed`] should find for a line `line`, split at whitespace.
+fn line(line: &str) -> Option<Vec<String>> {
+    Some(line.split_whitespace().map(str::to_string).collect())
+}
+
+async fn bump_of_named_sequences_raises_exactly_those_by_n(db: TestDb) {
+    let store = store_with(&db, &[("a", 1001), ("b", 1), ("c", 6)]).await;
+    let out = ok(&bump(&db, "a b a --by 500").await);
+    assert_eq!(listed(&out, "a"), line("a 1000 -> 1500"));
+    assert_eq!(listed(&out, "b"), line("b 0 -> 500"));
+    assert_eq!(listed(&out, "c"), None, "{out}");
+    assert!(out.contains("bumped 2 sequences by 500"), "{out}");
+    assert_eq!(max_ids(&store, &["a", "b", "c"]).await, [1500, 500, 5]);
+}
+
+async fn bump_all_raises_every_row(db: TestDb) {
+    let store = store_with(&db, &[("a", 1001), ("b", 1)]).await;
+    // A row an operator inserted by hand with a name the API cannot serve is
+    // bumped too: --all means every row.
+    common::execute(
+        &db,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('odd name', 7, 10)",
+    )
+    .await;
+    let out = ok(&bump(&db, "--all --by 100").await);
+    assert!(out.contains("bumped 3 sequences by 100"), "{out}");
+    assert!(out.contains("odd name"), "{out}");
+    assert_eq!(max_ids(&store, &["a", "b"]).await, [1100, 100]);
+    let odd_bumped = common::execute(
+        &db,
+        "UPDATE sequences SET description = 'seen' WHERE name = 'odd name' AND max_id = 107",
+    )
+    .await;
+    assert_eq!(odd_bumped, 1, "the hand-made row was bumped from 7 to 107");
+}
+
+async fn bump_dry_run_prints_the_plan_and_changes_nothing(db: TestDb) {
+    let store = store_with(&db, &[("a", 1001), ("b", 1)]).await;
+    for (args, b) in [
+        ("a --by 5 --dry-run", None),
+        ("--all --by 5 --dry-run", line("b 0 -> 5")),
+    ] {
+        let out = ok(&bump(&db, args).await);
+        assert_eq!(listed(&out, "a"), line("a 1000 -> 1005"), "{args}");
+        assert_eq!(listed(&out, "b"), b, "{args}");
+        assert!(out.contains("dry run"), "{out}");
+        assert!(out.contains("nothing written"), "{out}");
+    }
+    assert_eq!(max_ids(&store, &["a", "b"]).await, [1000, 0]);
+}
+
+async fn bump_with_a_missing_name_changes_nothing_and_names_it(db: TestDb) {
+    let store = store_with(&db, &[("a", 1001), ("b", 1)]).await;
+    for args in ["a nope b ghost --by 10", "a nope b ghost --by 10 --dry-run"] {
+        let err = fails(&bump(&db, args).await);
+        assert!(err.contains("nothing bumped"), "{err}");
+        assert!(err.contains("not found: 'ghost', 'nope'"), "{err}");
+        assert!(!err.contains("'a'") && !err.contains("'b'"), "{err}");
+        assert_eq!(max_ids(&store, &["a", "b"]).await, [1000, 0], "{args}");
+    }
+    let err = fails(&bump(&db, "a bad/name --by 10").await);
+    assert!(err.contains("invalid sequence name"), "{err}");
+    assert_eq!(max_ids(&store, &["a"]).await, [1000]);
+}
+
+async fn bump_past_i64_max_is_refused_and_changes_nothing(db: TestDb) {
+    let store = store_with(&db, &[("near", i64::MAX - 10), ("low", 1)]).await;
+    let near = i64::MAX - 11;
+    for args in ["--all --by 12", "low near --by 12 --dry-run"] {
+        let err = fails(&bump(&db, args).await);
+        assert!(
+            err.contains("max_id would pass 9223372036854775807: 'near'"),
+            "{err}"
+        );
+        assert!(!err.contains("'low'"), "{err}");
+        assert_eq!(max_ids(&store, &["near", "low"]).await, [near, 0], "{args}");
+    }
+    // Up to i64::MAX itself is allowed.
+    ok(&bump(&db, "near --by 11").await);
+    assert_eq!(max_ids(&store, &["near"]).await, [i64::MAX]);
+}
+
+async fn bump_refuses_a_by_that_is_not_positive_at_argument_parsing(db: TestDb) {
+    let store = store_with(&db, &[("a", 1001)]).await;
+    for args in [
+        "a --by 0",
+        "a --by=-5",
+        "a --by -5",
+        "a --by 9223372036854775808",
+        "a",
+        "--by 5",
+        "a --all --by 5",
+    ] {
+        let out = bump(&db, args).await;
+        assert_eq!(out.status.code(), Some(2), "{args}: {}", stderr(&out));
+    }
+    assert_eq!(max_ids(&store, &["a"]).await, [1000]);
+}
+
+async fn after_a_bump_the_next_reservation_starts_above_old_max_plus_n(db: TestDb) {
+    let store = store_with(&db, &[("a", 1)]).await;
+    let before = store.reserve(&common::name("a"), 1).await.expect("reserve");
+    ok(&bump(&db, "a --by 1000").await);
+    let after = store.reserve(&common::name("a"), 1).await.expect("reserve");
+    assert_eq!(before.max_id, 10);
+    assert_eq!(after.first(), before.max_id + 1000 + 1);
+}
+
+/// `a ESC [31m red LF x U+009B DEL`, as each dialect writes it in SQL.
+fn sql_with_controls(db: &TestDb) -> &'static str {
+    match db.backend {
+        common::Backend::Postgres => {
+            "'a' || chr(27) || '[31mred' || chr(10) || 'x' || chr(155) || chr(127)"
+        }
+        common::Backend::Sqlite => {
+            "'a' || char(27) || '[31mred' || char(10) || 'x' || char(155) || char(127)"
+        }
+        common::Backend::Mysql => {
+            "CONCAT('a', CHAR(27 USING utf8mb4), '[31mred', CHAR(10 USING utf8mb4), 'x', \
+             CHAR(0xC29B USING utf8mb4), CHAR(127 USING utf8mb4))"
+        }
+    }
+}
+
+async fn list_escapes_control_characters_of_rows_inserted_by_sql(db: TestDb) {
+    ok(&seqd_on(&db, &["migrate"]).await);
+    let text = sql_with_controls(&db);
+    common::execute(
+        &db,
+        &format!(
+            "INSERT INTO sequences (name, max_id, step, description) VALUES ('ctl', 0, 10, {text})"
+        ),
+    )
+    .await;
+    common::execute(
+        &db,
+        &format!("INSERT INTO sequences (name, max_id, step) VALUES ({text}, 0, 10)"),
+    )
+    .await;
+    let out = seqd_on(&db, &["sequences", "list"]).await;
+    let shown = ok(&out);
+    let raw = |s: &str| s.chars().any(|c| c.is_control() && c != '\n');
+    assert!(!raw(&shown), "raw control characters on stdout: {shown:?}");
+    // The log line about the row with an invalid name shows it escaped (the
+    // log's own colours aside).
+    let err = stderr(&out);
+    assert!(
+        !err.contains("a\u{1b}[31mred"),
+        "raw name on stderr: {err:?}"
+    );
+    assert!(err.contains(r"a\u{1b}[31mred\nx"), "{err:?}");
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("ctl "))
+        .expect("the row is listed");
+    assert!(line.ends_with(r"a\u{1b}[31mred\nx\u{9b}\u{7f}"), "{line:?}");
+    let refused = seqd_on(
+        &db,
+        &["sequences", "create", "c2", "--description", "a\u{7}b"],
+    )
+    .await;
+    let err = fails(&refused);
+    assert!(err.contains("control character"), "{err}");
+}
+
 per_backend!(
     migrate_succeeds_and_is_idempotent,
+    list_escapes_control_characters_of_rows_inserted_by_sql,
     create_then_list_shows_the_sequence,
     create_of_an_existing_name_fails_readably,
     create_rejects_invalid_names_and_values,
     set_step_changes_the_step_and_rejects_unknown_names,
+    bump_of_named_sequences_raises_exactly_those_by_n,
+    bump_all_raises_every_row,
+    bump_dry_run_prints_the_plan_and_changes_nothing,
+    bump_with_a_missing_name_changes_nothing_and_names_it,
+    bump_past_i64_max_is_refused_and_changes_nothing,
+    bump_refuses_a_by_that_is_not_positive_at_argument_parsing,
+    after_a_bump_the_next_reservation_starts_above_old_max_plus_n,
 );
 
 #[tokio::test]
@@ -236,7 +434,7 @@ async fn help_mentions_every_subcommand() {
         );
     }
     let out = ok(&seqd(&["sequences", "--help"]).await);
-    for sub in ["create", "list", "set-step"] {
+    for sub in ["create", "list", "set-step", "bump"] {
         assert!(
             out.lines().any(|l| l.trim_start().starts_with(sub)),
             "{sub} missing from:\n{out}"
@@ -267,4 +465,32 @@ async fn an_unusable_database_url_fails_readably() {
     );
     assert!(err.contains("unsupported database URL scheme"), "{err}");
     assert!(!err.contains("hunter2"), "password leaked: {err}");
+}
+
+#[tokio::test]
+async fn serve_refuses_a_time_unit_its_lease_cannot_serve_before_touching_the_database() {
+    // The database cannot be opened: the settings are refused first.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/missing/seqd.db", dir.path().display());
+    let err = fails(
+        &seqd(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &url,
+            "--snowflake-time-unit",
+            "1m",
+            "--snowflake-lease",
+            "30s",
+        ])
+        .await,
+    );
+    for part in [
+        "--snowflake-time-unit 1m",
+        "--snowflake-lease 30s",
+        r#"--snowflake-lease "2m 59s 994ms" or longer"#,
+    ] {
+        assert!(err.contains(part), "{part:?} missing from: {err}");
+    }
 }

@@ -19,33 +19,9 @@ use std::time::Duration;
 use common::TestDb;
 use proxy::{upstream_of, Proxy};
 use seqd::allocator::AllocatorConfig;
+use seqd::config::Settings;
 use seqd::domain::{NewSequence, SeqName};
-use seqd::startup::Settings;
 use server::{Process, TestServer};
-
-/// Like `per_backend!`, for the backends reached over a network (the proxy
-/// sits on that network path): PostgreSQL and MariaDB.
-macro_rules! network_backends {
-    ($($test:ident),+ $(,)?) => {
-        $(
-            mod $test {
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn postgres() {
-                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Postgres).await {
-                        super::$test(db).await;
-                    }
-                }
-
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn mysql() {
-                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Mysql).await {
-                        super::$test(db).await;
-                    }
-                }
-            }
-        )+
-    };
-}
 
 fn name(s: &str) -> SeqName {
     SeqName::parse(s).unwrap()
@@ -207,12 +183,12 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
 async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
     create(&db, "slow", 100).await;
     let proxy = Proxy::start(upstream_of(&db.url)).await;
-    let store = seqd::startup::open_store(&proxy.url_for(&db.url))
+    let database = seqd::startup::open_database_with(&proxy.url_for(&db.url), &Default::default())
         .await
         .unwrap();
     proxy.set_latency(Duration::from_millis(200));
-    let s =
-        TestServer::start_with_store(Settings::for_database(proxy.url_for(&db.url)), store).await;
+    let settings = Settings::for_database(proxy.url_for(&db.url));
+    let s = TestServer::start_with_database(settings, database).await;
     let url = s.url("/v1/sequences/slow/next");
     let waits = || async {
         let v = s.get_json("/v1/sequences/slow").await;
@@ -269,19 +245,24 @@ network_backends!(
 
 /// Runs `clients` HTTP clients against `bases[c % bases.len()]` until `stop`,
 /// each alternating /next and /batch?count=N; returns each client's outcomes.
+/// Once `signalled` is set (a graceful shutdown began), a request may only
+/// fail to connect (refused): any other error (a connection reset or closed
+/// before the answer) fails the test. Without it, send errors are retried
+/// (an instance killed on purpose).
 fn spawn_clients(
     bases: Vec<String>,
     seq: &str,
     clients: usize,
     stop: Arc<AtomicBool>,
     issued: Arc<AtomicU64>,
+    signalled: Option<Arc<AtomicBool>>,
 ) -> Vec<tokio::task::JoinHandle<(usize, Vec<i64>, u64)>> {
     (0..clients)
         .map(|c| {
             let base = bases[c % bases.len()].clone();
             let next = format!("{base}/v1/sequences/{seq}/next");
             let batch = format!("{base}/v1/sequences/{seq}/batch?count=100");
-            let (stop, issued) = (stop.clone(), issued.clone());
+            let (stop, issued, signalled) = (stop.clone(), issued.clone(), signalled.clone());
             tokio::spawn(async move {
                 let http = reqwest::Client::new();
                 let mut ids = Vec::new();
@@ -292,8 +273,16 @@ fn spawn_clients(
                     i += 1;
                     let resp = match http.get(url).send().await {
                         Ok(r) => r,
-                        Err(_) => {
-                            // The instance is down (killed); try again shortly.
+                        Err(e) => {
+                            let graceful = signalled
+                                .as_ref()
+                                .is_some_and(|s| s.load(Ordering::SeqCst));
+                            assert!(
+                                !graceful || e.is_connect(),
+                                "a request failed during a graceful shutdown without being refused: {e:?}"
+                            );
+                            // The instance is down (killed, or gone after its
+                            // shutdown); try again shortly.
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             continue;
                         }
@@ -356,6 +345,7 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
         4,
         stop.clone(),
         issued.clone(),
+        None,
     );
     until_issued(&issued, 5_000, Duration::from_secs(120)).await;
     first.signal("KILL");
@@ -374,6 +364,7 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
         4,
         stop.clone(),
         after_count.clone(),
+        None,
     );
     until_issued(&after_count, 5_000, Duration::from_secs(120)).await;
     stop.store(true, Ordering::Relaxed);
@@ -421,7 +412,7 @@ async fn many_instances_under_connection_chaos_never_duplicate(db: TestDb) {
     let stop = Arc::new(AtomicBool::new(false));
     let issued = Arc::new(AtomicU64::new(0));
     let bases: Vec<String> = procs.iter().map(|p| p.base.clone()).collect();
-    let clients = spawn_clients(bases, "chaos", 9, stop.clone(), issued.clone());
+    let clients = spawn_clients(bases, "chaos", 9, stop.clone(), issued.clone(), None);
     let chaos = {
         let (proxies, stop) = (proxies.clone(), stop.clone());
         tokio::spawn(async move {
@@ -484,16 +475,20 @@ async fn sigterm_under_load_finishes_in_flight_requests(db: TestDb) {
     let mut proc = Process::spawn(&db.url, &["--shutdown-timeout", "10s"]).await;
     let stop = Arc::new(AtomicBool::new(false));
     let issued = Arc::new(AtomicU64::new(0));
-    // Clients panic on a truncated answer; connection errors after the
-    // signal are retried until `stop`.
+    // Clients panic on a truncated answer, and, once the signal is sent, on
+    // any error but a refused connection: a request that reached seqd is
+    // answered in full (with `Connection: close` once shutdown began).
+    let signalled = Arc::new(AtomicBool::new(false));
     let clients = spawn_clients(
         vec![proc.base.clone()],
         "term",
         8,
         stop.clone(),
         issued.clone(),
+        Some(signalled.clone()),
     );
     until_issued(&issued, 2_000, Duration::from_secs(120)).await;
+    signalled.store(true, Ordering::SeqCst);
     proc.signal("TERM");
     let status = tokio::time::timeout(Duration::from_secs(30), proc.wait())
         .await

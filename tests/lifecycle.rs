@@ -14,9 +14,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::TestDb;
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, SystemClock};
+use seqd::config::Settings;
 use seqd::domain::{NewSequence, SeqName};
-use seqd::startup::Settings;
-use seqd::store::{Reservation, SequencePatch, SequenceRow, Store, StoreError};
+use seqd::store::{
+    BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
+};
 use serde_json::json;
 
 /// A real store that counts the reservations passed through it.
@@ -40,12 +42,27 @@ impl Store for Counting {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         self.inner.list().await
     }
+    async fn list_page(
+        &self,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        self.inner.list_page(after, limit).await
+    }
     async fn update(
         &self,
         name: &SeqName,
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
         self.inner.update(name, patch).await
+    }
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError> {
+        self.inner.bump(names, by, mode).await
     }
     async fn migrate(&self) -> Result<(), StoreError> {
         self.inner.migrate().await

@@ -7,8 +7,8 @@ mod server;
 use std::sync::Arc;
 use std::time::Duration;
 
+use seqd::config::Settings;
 use seqd::http::limits::Limits;
-use seqd::startup::Settings;
 use seqd::store::memory::MemoryStore;
 use server::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,7 +31,7 @@ async fn a_client_that_sends_its_body_too_slowly_gets_408() {
     let s = start(limits, Arc::new(MemoryStore::new())).await;
     let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     conn.write_all(
-        b"POST /v1/sequences HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"na",
+        b"POST /v1/sequences HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"na",
     )
     .await
     .unwrap();

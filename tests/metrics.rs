@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestDb;
-use seqd::startup::Settings;
+use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
 

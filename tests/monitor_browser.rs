@@ -9,6 +9,10 @@
 //! - once the load stopped and no fetch is in flight: every number equal,
 //!   IDs above 2^53 included (the page keeps them exact).
 //!
+//! A second test pages: with 150 sequences the page shows the first 100, its
+//! next control the other 50 (refreshing in place), and previous the first
+//! 100 again.
+//!
 //! A screenshot is saved to `target/artifacts/monitor.png`. Without Chromium
 //! or chromedriver the test is skipped, or fails under `SEQD_TEST_REQUIRE_ALL=1`.
 
@@ -23,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use seqd::startup::Settings;
+use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
 use tokio::time::Instant;
@@ -204,6 +208,34 @@ impl Browser {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Waits until the page shows page `n` (1-based) of the sequences.
+    async fn wait_page(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let shown = || async {
+            self.eval("return Number(document.body.dataset.page || 0)")
+                .await
+                .as_u64()
+        };
+        while shown().await != Some(n) {
+            assert!(Instant::now() < deadline, "the page did not show page {n}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Clicks the button with this id.
+    async fn click(&self, id: &str) {
+        self.eval(&format!("document.getElementById('{id}').click()"))
+            .await;
+    }
+
+    /// Whether the button with this id is disabled.
+    async fn disabled(&self, id: &str) -> bool {
+        self.eval(&format!("return document.getElementById('{id}').disabled"))
+            .await
+            .as_bool()
+            .unwrap()
     }
 
     async fn source(&self) -> String {
@@ -630,15 +662,22 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 
 // ---------------------------------------------------------------- the test
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
-    let Some((chromium, chromedriver)) = browser_tools() else {
-        return;
-    };
+/// The browser tools and a server on a fresh SQLite database (kept alive by
+/// the returned `TestDb`), or `None` when the tools are missing.
+async fn setup() -> Option<((PathBuf, PathBuf), common::TestDb, TestServer)> {
+    let tools = browser_tools()?;
     let db = common::test_db(common::Backend::Sqlite)
         .await
         .expect("sqlite test database");
     let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
+    Some((tools, db, srv))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
+    let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
+        return;
+    };
 
     create(&srv, "order", 1, 1000).await;
     create(&srv, "payment", 1, 200).await;
@@ -746,6 +785,52 @@ async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
     assert_eq!(ledger.get("cursor").raw, (BEYOND_JS + 3).to_string());
     assert_eq!(text_by_id(&html, "t-live"), "4");
     assert_eq!(text_by_id(&html, "t-total"), "5");
+
+    browser.close().await;
+    srv.stop().await;
+}
+
+/// The names of the rows shown, sorted.
+fn shown_names(html: &str) -> Vec<String> {
+    let mut names: Vec<String> = parse_rows(html).into_iter().map(|r| r.name).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_shows_100_sequences_and_pages_with_next_and_previous() {
+    let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
+        return;
+    };
+    let all: Vec<String> = (0..150).map(|i| format!("seq-{i:03}")).collect();
+    for name in &all {
+        srv.store
+            .create(&common::new_seq(name, 1, 10))
+            .await
+            .unwrap();
+    }
+
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&srv.url("/")).await;
+    browser.wait_page(1).await;
+    assert_eq!(shown_names(&browser.source().await), all[..100]);
+    assert!(browser.disabled("prev").await, "no page before the first");
+    assert!(!browser.disabled("next").await, "more pages follow");
+
+    browser.click("next").await;
+    browser.wait_page(2).await;
+    assert_eq!(shown_names(&browser.source().await), all[100..]);
+    assert!(browser.disabled("next").await, "the last page");
+    // The refresh keeps showing the same page.
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 1).await;
+    let html = browser.source().await;
+    assert_eq!(shown_names(&html), all[100..]);
+    assert_eq!(text_by_id(&html, "t-total"), "50");
+
+    browser.click("prev").await;
+    browser.wait_page(1).await;
+    assert_eq!(shown_names(&browser.source().await), all[..100]);
 
     browser.close().await;
     srv.stop().await;

@@ -15,16 +15,19 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use common::TestDb;
 use proptest::prelude::*;
 use seqd::snowflake::{
     Bits, Generator, Grant, Layout, LeaseConfig, ManualWallClock, Snowflake, SnowflakeError,
-    SystemWallClock, TickOutcome, WallClock,
+    SnowflakeSettings, SystemWallClock, TickOutcome, WallClock,
 };
-use seqd::store::workers::{connect_leases, WorkerLeases};
+use seqd::store::workers::{WorkerLeases, WorkerRow};
+use seqd::store::StoreError;
 
 /// A wall-clock time well after the default epoch (2025-06-15T15:06:40Z).
 const T: i64 = 1_750_000_000_000;
@@ -295,8 +298,7 @@ fn lease() -> LeaseConfig {
 }
 
 async fn leases(db: &TestDb) -> Arc<dyn WorkerLeases> {
-    common::store(db).await; // migrated
-    connect_leases(&db.url).unwrap_or_else(|e| panic!("lease storage on {:?}: {e}", db.backend))
+    common::database(db).await.leases() // migrated, on a pool of its own
 }
 
 /// An instance (its own owner and its own pool) without the background task.
@@ -469,15 +471,19 @@ async fn concurrent_claims_get_distinct_worker_ids(db: TestDb) {
     assert_one_holder_per_worker(&refs, clock.now_ms(), "after concurrent claims");
 }
 
-async fn restarts_never_reuse_a_timestamp(db: TestDb) {
-    // One worker ID only, so every instance gets the same one.
-    let l = Layout::new(
+/// A layout with one worker ID only, so every instance gets the same one.
+fn one_worker() -> Layout {
+    Layout::new(
         "51/0/12".parse().unwrap(),
         1,
         seqd::snowflake::layout::DEFAULT_EPOCH_MS,
         T,
     )
-    .unwrap();
+    .unwrap()
+}
+
+async fn restarts_never_reuse_a_timestamp(db: TestDb) {
+    let l = one_worker();
 
     // Graceful: A releases with its exact last timestamp; B's clock is 3 ms
     // behind it (within the tolerance): B's first ID waits and comes after.
@@ -532,6 +538,219 @@ async fn restarts_never_reuse_a_timestamp(db: TestDb) {
     let d_first = d.next().await.unwrap();
     assert!(l.unit_start_ms(l.decode(d_first).unwrap().timestamp) > c_bound);
     assert!(d_first > c_first);
+}
+
+/// A 3 s lease: renewed every 750 ms, issuing stops 1000 ms before it ends.
+const SHORT_LEASE: Duration = Duration::from_secs(3);
+
+/// Issues one ID at every millisecond of the clock, on `layout`: a claim, four renewals on time, then none (the database stops
+/// answering), until issuing stops at the last renewal's deadline. The times
+/// are chosen so that a time unit begins in the last millisecond before that
+/// deadline: the worst case for a unit to end by the persisted bound.
+/// Returns the refusals before the deadline, as `(time, error)`, and the
+/// deadline.
+async fn issue_every_millisecond_until_the_deadline(
+    db: &TestDb,
+    layout: Layout,
+) -> (Vec<(i64, SnowflakeError)>, i64) {
+    let config = LeaseConfig::new(SHORT_LEASE);
+    let (every, renewals) = (config.renew_every.as_millis() as i64, 4);
+    let until_deadline = (config.ttl - config.margin).as_millis() as i64;
+    let last_unit = layout.unit_start_ms(layout.unit_at(T) + 20);
+    let claimed_at = last_unit + 1 - renewals * every - until_deadline;
+    let deadline = claimed_at + renewals * every + until_deadline;
+
+    let clock = ManualWallClock::frozen(claimed_at);
+    let s = Snowflake::new(
+        layout,
+        TOLERANCE,
+        Arc::new(clock.clone()),
+        leases(db).await,
+        config,
+    );
+    assert!(matches!(s.tick().await, TickOutcome::Claimed(_)));
+    let mut refused = Vec::new();
+    for now in claimed_at..deadline {
+        clock.set(now);
+        let since = now - claimed_at;
+        if since > 0 && since % every == 0 && since / every <= renewals {
+            assert!(
+                matches!(s.tick().await, TickOutcome::Renewed(_)),
+                "at {now}"
+            );
+        }
+        if let Err(e) = s.next().await {
+            refused.push((now, e));
+        }
+    }
+    assert_eq!(s.status().grant.unwrap().issue_until_ms, deadline);
+    clock.set(deadline);
+    assert_eq!(
+        s.next().await,
+        Err(SnowflakeError::LeaseExpiring),
+        "the deadline"
+    );
+    (refused, deadline)
+}
+
+/// The settings of `unit` with the short lease, default otherwise.
+fn short_lease_with_unit(unit: Duration) -> SnowflakeSettings {
+    SnowflakeSettings {
+        time_unit: unit,
+        lease: SHORT_LEASE,
+        ..Default::default()
+    }
+}
+
+async fn at_the_largest_time_unit_every_instant_issues_and_one_ms_more_is_refused(db: TestDb) {
+    let largest = LeaseConfig::new(SHORT_LEASE).largest_time_unit();
+    assert_eq!(largest, Duration::from_millis(1_002));
+    let layout = short_lease_with_unit(largest)
+        .validate(T)
+        .expect("the largest unit is accepted");
+    let (refused, _) = issue_every_millisecond_until_the_deadline(&db, layout).await;
+    assert_eq!(refused, vec![], "every instant before the deadline issues");
+
+    // One millisecond more is refused by validation, and rightly so: the
+    // unit that begins just before the deadline would end past the bound.
+    let over = largest + Duration::from_millis(1);
+    assert!(short_lease_with_unit(over).validate(T).is_err());
+    let layout = Layout::new(
+        Bits::default(),
+        over.as_millis() as i64,
+        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
+        T,
+    )
+    .unwrap();
+    let (refused, deadline) = issue_every_millisecond_until_the_deadline(&db, layout).await;
+    assert_eq!(
+        refused,
+        vec![(deadline - 1, SnowflakeError::LeaseExpiring)],
+        "only the unit that begins in the last millisecond before the deadline"
+    );
+}
+
+/// Lease storage whose first claim is applied and then never answered: the
+/// caller's call times out although the claim committed (an ambiguous claim).
+struct FirstClaimUnanswered {
+    inner: Arc<dyn WorkerLeases>,
+    answered_one: AtomicBool,
+}
+
+#[async_trait]
+impl WorkerLeases for FirstClaimUnanswered {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.inner.migrate().await
+    }
+
+    async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
+        self.inner.list(below).await
+    }
+
+    async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
+        self.inner.insert(row).await
+    }
+
+    async fn claim(
+        &self,
+        seen: &WorkerRow,
+        owner: &str,
+        lease_until: i64,
+        last_timestamp: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let won = self
+            .inner
+            .claim(seen, owner, lease_until, last_timestamp, now)
+            .await?;
+        if !self.answered_one.swap(true, Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        Ok(won)
+    }
+
+    async fn renew(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew(worker_id, owner, lease_until).await
+    }
+
+    async fn release(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        last_timestamp: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.release(worker_id, owner, last_timestamp).await
+    }
+
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+}
+
+async fn an_ambiguous_takeover_still_starts_after_the_previous_holders_timestamps(db: TestDb) {
+    let l = one_worker();
+    let store = leases(&db).await;
+    // The previous holder's lease has run out, but its clock was 5 s ahead of
+    // ours: it may have issued timestamps up to T + 5000.
+    let floor = T + 5_000;
+    let previous = WorkerRow {
+        worker_id: 0,
+        owner: "previous-holder".into(),
+        lease_until: T - 1,
+        last_timestamp: floor,
+    };
+    assert!(store.insert(&previous).await.unwrap());
+    let clock = ManualWallClock::frozen(T);
+    let s = Snowflake::new(
+        l,
+        TOLERANCE,
+        Arc::new(clock.clone()),
+        Arc::new(FirstClaimUnanswered {
+            inner: store.clone(),
+            answered_one: AtomicBool::new(false),
+        }),
+        LeaseConfig {
+            op_timeout: Duration::from_millis(100),
+            ..lease()
+        },
+    );
+
+    assert_eq!(s.tick().await, TickOutcome::Failed, "the claim timed out");
+    let row = store.list(1).await.unwrap().remove(0);
+    assert_eq!(row.owner, s.owner(), "yet it was applied");
+    assert_eq!(
+        s.tick().await,
+        TickOutcome::Claimed(0),
+        "found again as ours"
+    );
+
+    // Nothing at or below the previous holder's timestamps: refused while the
+    // clock is behind them, issued after them once it has passed them.
+    let mut issued = Vec::new();
+    for now in [T, floor - 1_000, floor + 1, floor + 2] {
+        clock.set(now);
+        match s.next().await {
+            Ok(id) => issued.push(id),
+            Err(e) => assert!(
+                matches!(e, SnowflakeError::ClockMovedBackwards { .. }),
+                "at {now}: {e:?}"
+            ),
+        }
+    }
+    for id in &issued {
+        let t = l.decode(*id).unwrap().timestamp;
+        assert!(
+            l.unit_start_ms(t) > floor,
+            "ID {id} has timestamp {} at or below the previous holder's {floor}",
+            l.unit_start_ms(t)
+        );
+    }
+    assert_eq!(issued.len(), 2, "issued once the clock passed the floor");
 }
 
 async fn the_background_task_renews_the_lease_and_ends_when_dropped(db: TestDb) {
@@ -668,5 +887,7 @@ per_backend!(
     the_background_task_renews_the_lease_and_ends_when_dropped,
     concurrent_claims_get_distinct_worker_ids,
     restarts_never_reuse_a_timestamp,
+    an_ambiguous_takeover_still_starts_after_the_previous_holders_timestamps,
+    at_the_largest_time_unit_every_instant_issues_and_one_ms_more_is_refused,
     three_instances_eight_clients_issue_unique_increasing_ids,
 );

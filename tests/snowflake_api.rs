@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use common::{Backend, TestDb};
 use reqwest::StatusCode;
+use seqd::config::Settings;
 use seqd::snowflake::{Layout, SystemWallClock, WallClock};
-use seqd::startup::Settings;
-use seqd::store::workers::connect_leases;
 use serde_json::Value;
 use server::TestServer;
 
@@ -148,7 +147,7 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
 
     // The lease row while serving, and after a graceful stop: released, with
     // the exact last millisecond used.
-    let leases = connect_leases(&db.url).unwrap();
+    let leases = common::connect_database(&db).await.leases();
     let rows = leases.list(1024).await.unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].worker_id, parts.worker);
@@ -231,11 +230,19 @@ async fn disabled_snowflake_routes_answer_404_snowflake_disabled() {
 #[tokio::test]
 async fn an_unusable_layout_is_a_start_up_error() {
     let db = common::test_db(Backend::Sqlite).await.unwrap();
-    let store = seqd::startup::open_store(&db.url).await.unwrap();
+    let database = seqd::startup::open_database_with(&db.url, &Default::default())
+        .await
+        .unwrap();
     let mut settings = Settings::for_database(db.url.clone());
     settings.snowflake.epoch_ms = SystemWallClock.now_ms() + 86_400_000;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let run = seqd::startup::run(listener, store, &settings, std::future::pending());
+    let run = seqd::startup::run(
+        listener,
+        database.sequences(),
+        Some(database.leases()),
+        &settings,
+        std::future::pending(),
+    );
     let err = tokio::time::timeout(Duration::from_secs(5), run)
         .await
         .expect("fails at once")

@@ -7,11 +7,12 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use chrono::Utc;
 use common::{execute, name, new_seq, try_execute, Backend, TestDb};
 use seqd::domain::NewSequence;
-use seqd::store::{Reservation, SequencePatch, Store, StoreError};
+use seqd::store::{Reservation, SequencePatch, Store, StoreError, StoreOptions};
 
 /// Asserts that a timestamp read from the database is "now" in UTC (so the
 /// column was written and decoded as UTC, not as some local time).
@@ -126,6 +127,63 @@ async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
     assert_eq!(listed, expected);
 }
 
+/// Every page of `limit` rows, from the first on: (names, more) per page.
+async fn pages(store: &std::sync::Arc<dyn Store>, limit: u32) -> Vec<(Vec<String>, bool)> {
+    let mut out = Vec::new();
+    let mut after = None;
+    for _ in 0..100 {
+        let page = store.list_page(after.as_ref(), limit).await.unwrap();
+        let names: Vec<String> = page.rows.iter().map(|r| r.name.to_string()).collect();
+        after = page.rows.last().map(|r| r.name.clone());
+        out.push((names, page.more));
+        if !page.more {
+            return out;
+        }
+    }
+    panic!("more than 100 pages");
+}
+
+async fn list_pages_tile_the_table_in_the_byte_order_of_list(db: TestDb) {
+    let store = common::store(&db).await;
+    let names = [
+        "b", "a", "C", "a.b", "a-b", "a0", "B", "a_b", "a:b", "Z", "z", "0", "9.x", "A-",
+    ];
+    for n in names {
+        store.create(&new_seq(n, 1, 10)).await.unwrap();
+    }
+    let listed = common::names(&store).await;
+    for limit in [1, 3, 5, 14, 1000] {
+        let pages = pages(&store, limit).await;
+        let walked: Vec<String> = pages.iter().flat_map(|(n, _)| n.clone()).collect();
+        assert_eq!(walked, listed, "limit {limit}: pages tile the list exactly");
+        let (last, full) = pages.split_last().unwrap();
+        assert!(!last.1 && !last.0.is_empty(), "limit {limit}: {pages:?}");
+        for (names, more) in full {
+            assert!(
+                *more && names.len() == limit as usize,
+                "limit {limit}: {pages:?}"
+            );
+        }
+    }
+}
+
+async fn list_page_of_an_empty_table_or_after_the_end_is_empty_and_last(db: TestDb) {
+    let store = common::store(&db).await;
+    let empty = store.list_page(None, 10).await.unwrap();
+    assert!(empty.rows.is_empty() && !empty.more, "{empty:?}");
+    store.create(&new_seq("m", 1, 10)).await.unwrap();
+    for after in ["m", "n", "zzz"] {
+        let page = store.list_page(Some(&name(after)), 10).await.unwrap();
+        assert!(
+            page.rows.is_empty() && !page.more,
+            "after {after}: {page:?}"
+        );
+    }
+    let page = store.list_page(Some(&name("M")), 10).await.unwrap();
+    assert_eq!(page.rows.len(), 1, "after need not exist and is exclusive");
+    assert!(!page.more);
+}
+
 async fn list_ignores_rows_whose_name_is_not_a_valid_sequence_name(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("good", 1, 10)).await.unwrap();
@@ -212,9 +270,10 @@ async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
         step: Some(0),
         description: None,
     };
+    // Bad input, not an outage: never `Unavailable` (a 503 "retry later").
     match store.update(&name("order"), &patch).await {
-        Err(StoreError::Unavailable(_)) => {}
-        other => panic!("expected the database to refuse step 0, got {other:?}"),
+        Err(StoreError::Invalid(_)) => {}
+        other => panic!("expected the table to refuse step 0 as invalid, got {other:?}"),
     }
     assert_eq!(common::row(&store, "order").await.step, 10);
 }
@@ -579,17 +638,30 @@ async fn ping_fails_without_the_schema_and_succeeds_after_migrate(db: TestDb) {
     store.ping().await.unwrap();
 }
 
+/// Each backend's other URL form reaches the same database: a row created
+/// through one store is read through the other.
 async fn backend_name_matches_and_url_aliases_connect(db: TestDb) {
     let store = common::store(&db).await;
     assert_eq!(store.backend(), db.backend.store_name());
     let alias = match db.backend {
         Backend::Postgres => db.url.replacen("postgres://", "postgresql://", 1),
         Backend::Mysql => db.url.replacen("mysql://", "mariadb://", 1),
-        Backend::Sqlite => db.url.clone(),
+        // `sqlite://PATH` and `sqlite:PATH` name the same file.
+        Backend::Sqlite => db.url.replacen("sqlite://", "sqlite:", 1),
     };
-    let again = seqd::store::connect(&alias).await.unwrap();
+    assert_ne!(alias, db.url, "the alias is another spelling");
+    store.create(&new_seq("aliased", 7, 3)).await.unwrap();
+    let again = seqd::store::connect(&alias, &StoreOptions::default())
+        .await
+        .unwrap()
+        .sequences();
     assert_eq!(again.backend(), db.backend.store_name());
-    again.ping().await.unwrap();
+    let row = again.get(&name("aliased")).await.unwrap();
+    assert_eq!(
+        row.map(|r| r.max_id),
+        Some(6),
+        "the same database through {alias}"
+    );
 }
 
 /// Each test gets its own database (on PostgreSQL: a schema chosen through
@@ -616,10 +688,10 @@ async fn connect_to_an_unreachable_server_fails_with_unavailable(db: TestDb) {
         // Without mode=rwc a missing file is not created.
         Backend::Sqlite => format!("sqlite://{}/missing.db", db.dir().unwrap().display()),
     };
-    match seqd::store::connect(&url).await {
+    match seqd::store::connect(&url, &StoreOptions::default()).await {
         Err(StoreError::Unavailable(_)) => {}
         Err(other) => panic!("expected Unavailable, got {other:?}"),
-        Ok(_) => panic!("expected Unavailable, got a store"),
+        Ok(_) => panic!("expected Unavailable, got a database"),
     }
     if db.backend == Backend::Sqlite {
         assert!(
@@ -638,6 +710,8 @@ per_backend!(
     get_of_a_missing_name_returns_none,
     list_returns_every_row_in_byte_order_of_name,
     list_ignores_rows_whose_name_is_not_a_valid_sequence_name,
+    list_pages_tile_the_table_in_the_byte_order_of_list,
+    list_page_of_an_empty_table_or_after_the_end_is_empty_and_last,
     update_changes_step_and_description,
     update_with_an_empty_patch_returns_the_unchanged_row,
     update_of_a_missing_name_fails_with_not_found,
@@ -665,11 +739,30 @@ per_backend!(
 // ---------------------------------------------------------------------------
 // backend-specific settings
 
+/// The migrator runs on a connection of its own; on `sqlite::memory:` the
+/// tables it makes must outlive that connection (50 fresh stores in a row:
+/// the database went away with it in some of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_in_memory_tables_outlive_the_migration_connection() {
+    for round in 0..50 {
+        let store = seqd::store::connect("sqlite::memory:", &StoreOptions::default())
+            .await
+            .unwrap()
+            .sequences();
+        store.migrate().await.unwrap();
+        let created = store.create(&new_seq("mem", 1, 3)).await;
+        assert!(created.is_ok(), "round {round}: {created:?}");
+    }
+}
+
 /// `sqlite::memory:` is one database shared by all of the pool's connections
 /// (and kept alive by the pool), so concurrent reservations still tile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_in_memory_url_is_one_database_across_the_pool() {
-    let store = seqd::store::connect("sqlite::memory:").await.unwrap();
+    let store = seqd::store::connect("sqlite::memory:", &StoreOptions::default())
+        .await
+        .unwrap()
+        .sequences();
     store.migrate().await.unwrap();
     store.create(&new_seq("mem", 1, 3)).await.unwrap();
     let mut tasks = Vec::new();
@@ -691,9 +784,11 @@ async fn sqlite_in_memory_url_is_one_database_across_the_pool() {
     assert_tiles(all, 1, 8 * 20 * 3);
 }
 
-/// The SQLite connections use WAL, `synchronous = NORMAL` and a 5 s busy timeout.
+/// The SQLite connections use WAL, `synchronous = FULL` (a commit is on disk
+/// before it returns: a power loss cannot roll `max_id` back) and the lock
+/// bound of the store options as busy timeout.
 #[tokio::test]
-async fn sqlite_connections_use_wal_normal_sync_and_a_busy_timeout() {
+async fn sqlite_connections_use_wal_full_sync_and_a_bounded_busy_timeout() {
     let db = common::test_db(Backend::Sqlite).await.unwrap();
     let store = seqd::store::sqlite::SqliteStore::connect(&db.url)
         .await
@@ -708,12 +803,56 @@ async fn sqlite_connections_use_wal_normal_sync_and_a_busy_timeout() {
         .fetch_one(pool)
         .await
         .unwrap();
-    assert_eq!(sync, 1, "NORMAL");
+    assert_eq!(sync, 2, "FULL");
     let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
         .fetch_one(pool)
         .await
         .unwrap();
-    assert_eq!(busy, 5000);
+    assert_eq!(
+        busy, 2000,
+        "the default lock bound, under the 5 s fetch timeout"
+    );
+}
+
+/// Every PostgreSQL session of the store's pool carries `lock_timeout` and
+/// `statement_timeout` under the fetch timeout.
+#[tokio::test]
+async fn postgres_sessions_bound_lock_waits_and_statements() {
+    let Some(db) = common::test_db(Backend::Postgres).await else {
+        return;
+    };
+    let options = StoreOptions::for_fetch_timeout(Duration::from_secs(1));
+    let store = seqd::store::postgres::PostgresStore::connect_with(&db.url, &options)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let (lock, statement): (String, String) = sqlx::query_as(
+            "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!((lock.as_str(), statement.as_str()), ("400ms", "600ms"));
+    }
+}
+
+/// Every MariaDB session of the store's pool carries `innodb_lock_wait_timeout`
+/// (whole seconds, at least 1) and `max_statement_time` under the fetch timeout.
+#[tokio::test]
+async fn mysql_sessions_bound_lock_waits_and_statements() {
+    let Some(db) = common::test_db(Backend::Mysql).await else {
+        return;
+    };
+    let store = seqd::store::mysql::MySqlStore::connect(&db.url)
+        .await
+        .unwrap();
+    let (lock, statement): (i64, f64) = sqlx::query_as(
+        "SELECT CAST(@@SESSION.innodb_lock_wait_timeout AS SIGNED), CAST(@@SESSION.max_statement_time AS DOUBLE)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!((lock, statement), (2, 3.0));
 }
 
 /// On MariaDB the table is InnoDB (row locks and transactions, which the

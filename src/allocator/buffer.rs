@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::double::DoubleBuffer;
+use super::failure::FetchFailure;
 use super::segment::{IdRange, Segment};
 use super::step::StepInput;
 use super::{AllocError, Shared};
@@ -23,6 +24,19 @@ use crate::store::{Reservation, StoreError};
 /// (recorded only for fetches that returned a range, so only names that exist
 /// in the database get a label). Served on `/metrics`.
 pub const FETCH_DURATION_METRIC: &str = "seqd_segment_fetch_duration_seconds";
+
+/// Counter of reserved ranges that reached down to IDs this instance had
+/// already reserved (the row went back), labelled by `sequence`.
+pub const REGRESSIONS_METRIC: &str = "seqd_sequence_regressions_total";
+
+/// What became of a reserved range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Installed {
+    /// Installed as the next segment (trimmed if it overlapped).
+    Ready,
+    /// Entirely at or below the high-water mark, by this many IDs.
+    Behind(i64),
+}
 
 /// A fetch error that stops retrying until the negative-cache interval passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +60,7 @@ struct FetchState {
     rate_sample: Option<(Duration, u64)>,
     last_fetch_at: Option<Duration>,
     last_fetch_latency: Option<Duration>,
-    last_error: Option<String>,
+    last_error: Option<FetchFailure>,
     consecutive_failures: u32,
     terminal: Option<(Terminal, Duration)>,
 }
@@ -106,8 +120,9 @@ pub struct BufferSnapshot {
     pub last_fetch_ago_ms: Option<u64>,
     /// How long the last successful fetch took, in milliseconds.
     pub last_fetch_latency_ms: Option<f64>,
-    /// The last fetch error, if the last fetch failed (detail for operators).
-    pub last_error: Option<String>,
+    /// Why the last fetch failed, if it did: a category and a fixed
+    /// sentence, never the store's text (that is in the log).
+    pub last_error: Option<FetchFailure>,
 }
 
 impl SeqBuffer {
@@ -290,23 +305,26 @@ impl SeqBuffer {
             .clamp(1, self.shared.config.max_step.max(1))
     }
 
-    /// Installs a reserved range as the next segment. Returns false if the
-    /// range lies entirely at or below IDs this buffer already served (the row
-    /// was recreated lower), in which case the caller fetches again.
-    fn install(&self, r: Reservation, started: Duration) -> bool {
+    /// Installs a reserved range as the next segment, or reports a
+    /// regression: a range at or below IDs this buffer already reserved (the
+    /// row was lowered, rolled back or recreated).
+    /// A range that only starts at or below them is trimmed and installed; it
+    /// counts as a regression unless it answers `catching_up`, the reservation
+    /// made to clear an earlier one.
+    fn install(&self, r: Reservation, started: Duration, catching_up: bool) -> Installed {
         let now = self.shared.clock.now();
         let mut st = self.state.lock().unwrap();
         let mut first = r.first();
         if let Some(hw) = st.high_water {
             if r.max_id <= hw {
-                tracing::error!(sequence = %self.name, max_id = r.max_id, served_up_to = hw,
-                    "reserved range lies below IDs already served; the row was lowered or recreated; skipping it");
-                st.last_error = Some("reserved range below IDs already served".into());
-                return false;
+                drop(st);
+                self.regressed(r, hw);
+                return Installed::Behind(hw - r.max_id);
             }
             if first <= hw {
-                tracing::warn!(sequence = %self.name, first, served_up_to = hw,
-                    "reserved range overlaps IDs already served; trimming it");
+                if !catching_up {
+                    self.regressed(r, hw);
+                }
                 first = hw + 1;
             }
         }
@@ -314,7 +332,8 @@ impl SeqBuffer {
         let seg = Segment::new(first, len, self.shared.config.prefetch_ratio, now);
         st.high_water = Some(r.max_id);
         st.row_step = r.row_step;
-        st.last_size = r.size;
+        // The trimmed length: a catch-up reservation is not a step to adapt from.
+        st.last_size = len as i64;
         st.last_fetch_at = Some(started);
         st.last_fetch_latency = Some(now.saturating_sub(started));
         st.last_error = None;
@@ -329,25 +348,39 @@ impl SeqBuffer {
         }
         self.fetching.store(false, Ordering::Release);
         self.notify.notify_waiters();
-        true
+        Installed::Ready
+    }
+
+    /// Logs and counts a reserved range that reaches down to IDs already
+    /// reserved by this buffer (`served_up_to`).
+    fn regressed(&self, r: Reservation, served_up_to: i64) {
+        tracing::error!(sequence = %self.name, first = r.first(), max_id = r.max_id, served_up_to,
+            "the database handed out a range at or below IDs this instance already reserved: \
+             the row was lowered, rolled back or recreated (a failover to a lagging replica?); \
+             skipping past it");
+        metrics::counter!(REGRESSIONS_METRIC, "sequence" => self.name.as_str().to_owned())
+            .increment(1);
     }
 
     fn fail_terminal(&self, t: Terminal) {
         let now = self.shared.clock.now();
         let mut st = self.state.lock().unwrap();
         st.terminal = Some((t, now));
-        st.last_error = Some(format!("{t:?}"));
+        st.last_error = Some(match t {
+            Terminal::NotFound => FetchFailure::NotFound,
+            Terminal::Exhausted => FetchFailure::Exhausted,
+        });
         drop(st);
         self.fetching.store(false, Ordering::Release);
         self.notify.notify_waiters();
     }
 
     /// Records a failed fetch; returns how long to back off before retrying.
-    fn record_failure(&self, e: &StoreError) -> Duration {
+    fn record_failure(&self, failure: FetchFailure) -> Duration {
         self.fetch_errors.fetch_add(1, Ordering::Relaxed);
         let mut st = self.state.lock().unwrap();
         st.consecutive_failures = st.consecutive_failures.saturating_add(1);
-        st.last_error = Some(e.to_string());
+        st.last_error = Some(failure);
         let exp = st.consecutive_failures.min(16) - 1;
         let backoff = self
             .shared
@@ -398,31 +431,41 @@ impl SeqBuffer {
 /// The background fetch: reserve a range, install it, retry with backoff on
 /// storage errors. Ends when the range is installed, on a terminal error, or
 /// when the buffer is dropped.
+///
+/// A range at or below the high-water mark (a regression) is followed at once
+/// by ONE reservation large enough to clear the mark; only if that one still
+/// falls short does the loop back off.
 async fn fetch_loop(weak: Weak<SeqBuffer>) {
+    // IDs to ask for on top of the planned size, to clear the high-water mark.
+    let mut catch_up: Option<i64> = None;
     loop {
         let Some(buf) = weak.upgrade() else { return };
         let size = buf.plan_fetch();
+        let ask = size.saturating_add(catch_up.unwrap_or(0));
         let started = buf.shared.clock.now();
         let timeout = buf.shared.config.fetch_timeout;
-        let result =
-            match tokio::time::timeout(timeout, buf.shared.store.reserve(&buf.name, size)).await {
-                Ok(r) => r,
-                Err(_) => Err(StoreError::Unavailable(format!(
-                    "segment fetch timed out after {timeout:?}"
-                ))),
-            };
+        let result = tokio::time::timeout(timeout, buf.shared.store.reserve(&buf.name, ask)).await;
         let backoff = match result {
-            Ok(r) => {
-                if buf.install(r, started) {
-                    return;
-                }
-                buf.record_failure(&StoreError::Unavailable("range below served IDs".into()))
+            Err(_elapsed) => {
+                tracing::warn!(sequence = %buf.name, ?timeout, "segment fetch timed out; will retry");
+                buf.record_failure(FetchFailure::Timeout)
             }
-            Err(StoreError::NotFound) => return buf.fail_terminal(Terminal::NotFound),
-            Err(StoreError::Exhausted) => return buf.fail_terminal(Terminal::Exhausted),
-            Err(e) => {
+            Ok(Ok(r)) => match buf.install(r, started, catch_up.is_some()) {
+                Installed::Ready => return,
+                Installed::Behind(behind) if catch_up.is_none() => {
+                    catch_up = Some(behind);
+                    continue;
+                }
+                Installed::Behind(behind) => {
+                    catch_up = Some(behind);
+                    buf.record_failure(FetchFailure::Regression)
+                }
+            },
+            Ok(Err(StoreError::NotFound)) => return buf.fail_terminal(Terminal::NotFound),
+            Ok(Err(StoreError::Exhausted)) => return buf.fail_terminal(Terminal::Exhausted),
+            Ok(Err(e)) => {
                 tracing::warn!(sequence = %buf.name, error = %e, "segment fetch failed; will retry");
-                buf.record_failure(&e)
+                buf.record_failure(FetchFailure::of_store(&e))
             }
         };
         drop(buf);

@@ -34,29 +34,31 @@ use std::collections::HashMap;
 /// Name maps hash with foldhash: much faster than SipHash on short names, and
 /// only names that exist in the database (or wait in `pending`) are keys.
 type Map<V> = HashMap<SeqName, V, foldhash::fast::RandomState>;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::domain::{Count, NameRef, SeqName};
+use crate::domain::{Count, SeqName, SeqNameRef};
 use crate::store::Store;
 
 pub mod buffer;
 pub mod clock;
 pub mod double;
+pub mod failure;
 pub mod segment;
 pub mod step;
 pub mod sync;
 
 pub use buffer::{BufferSnapshot, SegmentView};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use failure::FetchFailure;
 pub use segment::IdRange;
 pub use step::{FixedStep, LeafStep, RateStep, StepInput, StepPolicy};
 
 use buffer::SeqBuffer;
 
-/// Tuning of the allocator. See DESIGN.md, Configuration.
+/// Tuning of the allocator. See docs/design.md, "Configuration".
 #[derive(Debug, Clone)]
 pub struct AllocatorConfig {
     /// How long a segment should last at the measured rate (`--segment-target`).
@@ -154,15 +156,75 @@ struct Inner {
     shared: Arc<Shared>,
     /// Live sequences (first fetch succeeded). Read without locks.
     live: ArcSwap<Map<Arc<SeqBuffer>>>,
-    /// Sequences whose first fetch has not succeeded yet; also the writers'
-    /// lock for `live`.
-    pending: Mutex<Map<Arc<SeqBuffer>>>,
+    /// Sequences whose first fetch has not succeeded yet, each with the
+    /// callers waiting on it; also the writers' lock for `live`. An entry
+    /// goes when its last caller does, whatever the outcome (found, missing,
+    /// unavailable, the caller gone): its fetch task then ends.
+    pending: Mutex<Map<Pending>>,
     /// Names recently found missing, with when.
     missing: Mutex<Map<Duration>>,
+    /// Buffers whose callers all left while their fetch was in flight; only
+    /// that fetch keeps them alive. A new caller adopts one instead of
+    /// starting a second fetch for the name (lock order: `pending`, then this).
+    draining: Mutex<Map<Weak<SeqBuffer>>>,
 }
+
+/// Entries of `draining` past which the dead ones are swept.
+const DRAINING_SWEEP: usize = 1_024;
 
 /// Most names remembered as missing; beyond it the oldest entries go.
 const MISSING_CAP: usize = 10_000;
+
+/// Most names loading at once; past it a request for one more unknown name
+/// is answered "unavailable" at once (each entry is held by a request in
+/// flight, so this is only reached by a flood of first uses).
+const PENDING_CAP: usize = 10_000;
+
+/// A name being loaded and how many callers wait on it.
+struct Pending {
+    buf: Arc<SeqBuffer>,
+    callers: usize,
+}
+
+/// How many names this instance holds in memory, by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NamesInMemory {
+    /// Sequences being served (their first fetch succeeded).
+    pub live: usize,
+    /// Names being loaded by requests in flight.
+    pub pending: usize,
+    /// Names remembered as missing (the negative cache).
+    pub missing: usize,
+}
+
+/// One caller's hold on a pending entry: released on drop, whatever ended
+/// the call (an answer, an error, or the caller's future being dropped).
+struct PendingHold<'a> {
+    inner: &'a Inner,
+    buf: Arc<SeqBuffer>,
+}
+
+impl Drop for PendingHold<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.inner.pending.lock().unwrap();
+        let name = self.buf.name();
+        if let Some(entry) = pending.get_mut(name) {
+            if Arc::ptr_eq(&entry.buf, &self.buf) {
+                entry.callers -= 1;
+                if entry.callers == 0 {
+                    pending.remove(name);
+                    // A fetch still in flight holds the buffer until it ends;
+                    // remember it so a new caller joins that fetch.
+                    let mut draining = self.inner.draining.lock().unwrap();
+                    if draining.len() >= DRAINING_SWEEP {
+                        draining.retain(|_, b| b.strong_count() > 0);
+                    }
+                    draining.insert(name.clone(), Arc::downgrade(&self.buf));
+                }
+            }
+        }
+    }
+}
 
 impl Allocator {
     /// An allocator on the real clock with the rate-based step policy.
@@ -198,6 +260,7 @@ impl Allocator {
                 live: ArcSwap::from_pointee(Map::default()),
                 pending: Mutex::new(Map::default()),
                 missing: Mutex::new(Map::default()),
+                draining: Mutex::new(Map::default()),
             }),
         }
     }
@@ -212,9 +275,9 @@ impl Allocator {
         &self.inner.shared.config
     }
 
-    /// The next ID of `name` (a `&SeqName` or a borrowed [`NameRef`]; the
+    /// The next ID of `name` (a `&SeqName` or a borrowed [`SeqNameRef`]; the
     /// name is only copied when this instance has not served it yet).
-    pub async fn next<'n>(&self, name: impl Into<NameRef<'n>>) -> Result<i64, AllocError> {
+    pub async fn next<'n>(&self, name: impl Into<SeqNameRef<'n>>) -> Result<i64, AllocError> {
         let name = name.into();
         {
             let live = self.inner.live.load();
@@ -229,7 +292,7 @@ impl Allocator {
         Box::pin(self.next_slow(name)).await
     }
 
-    async fn next_slow(&self, name: NameRef<'_>) -> Result<i64, AllocError> {
+    async fn next_slow(&self, name: SeqNameRef<'_>) -> Result<i64, AllocError> {
         let mut out = Vec::with_capacity(1);
         self.take_into(name, 1, &mut out).await?;
         Ok(out[0].first)
@@ -238,7 +301,7 @@ impl Allocator {
     /// `count` consecutive-in-order IDs of `name`, strictly increasing.
     pub async fn batch<'n>(
         &self,
-        name: impl Into<NameRef<'n>>,
+        name: impl Into<SeqNameRef<'n>>,
         count: Count,
     ) -> Result<Batch, AllocError> {
         let mut ranges = Vec::with_capacity(1);
@@ -250,7 +313,7 @@ impl Allocator {
     /// Claims `n` IDs of `name` and appends their runs to `out`.
     async fn take_into(
         &self,
-        name: NameRef<'_>,
+        name: SeqNameRef<'_>,
         n: u64,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
@@ -265,19 +328,23 @@ impl Allocator {
     /// concurrent callers), then make it live, or remember that it is missing.
     async fn take_cold(
         &self,
-        name: NameRef<'_>,
+        name: SeqNameRef<'_>,
         n: u64,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
         if self.recently_missing(name.as_str()) {
             return Err(AllocError::NotFound);
         }
-        let buf = {
+        let hold = {
             let mut pending = self.inner.pending.lock().unwrap();
             if let Some(buf) = self.inner.live.load().get(name.as_str()) {
-                buf.clone()
-            } else if let Some(buf) = pending.get(name.as_str()) {
-                buf.clone()
+                let buf = buf.clone();
+                drop(pending);
+                return buf.take(n, out).await;
+            }
+            let buf = if let Some(entry) = pending.get_mut(name.as_str()) {
+                entry.callers += 1;
+                entry.buf.clone()
             } else {
                 // Again under the lock: a load that just found the name missing
                 // records that before it leaves `pending` (`forget_pending`), so
@@ -285,18 +352,38 @@ impl Allocator {
                 if self.recently_missing(name.as_str()) {
                     return Err(AllocError::NotFound);
                 }
-                // The name's only copy on this path: a name seen before is
-                // found above, and a missing one is answered from `missing`.
-                let owned = name.to_owned();
-                let buf = Arc::new(SeqBuffer::new(owned.clone(), self.inner.shared.clone()));
-                pending.insert(owned, buf.clone());
+                if pending.len() >= PENDING_CAP {
+                    return Err(AllocError::Unavailable {
+                        storage_failing: false,
+                    });
+                }
+                // A buffer whose fetch is still in flight is adopted, so a
+                // name never has two fetches at once.
+                let draining = self.inner.draining.lock().unwrap().remove(name.as_str());
+                let adopted = draining.and_then(|b| b.upgrade());
+                // The name's only copy on this path (none for an adopted
+                // buffer): a name seen before is found above, and a missing
+                // one is answered from `missing`.
+                let buf = adopted.unwrap_or_else(|| {
+                    Arc::new(SeqBuffer::new(name.to_owned(), self.inner.shared.clone()))
+                });
+                let entry = Pending {
+                    buf: buf.clone(),
+                    callers: 1,
+                };
+                pending.insert(buf.name().clone(), entry);
                 buf
+            };
+            PendingHold {
+                inner: &self.inner,
+                buf,
             }
         };
+        let buf = &hold.buf;
         let result = buf.take(n, out).await;
         match result {
-            Ok(()) => self.promote(&buf),
-            Err(AllocError::NotFound) => self.forget_pending(&buf),
+            Ok(()) => self.promote(buf),
+            Err(AllocError::NotFound) => self.forget_pending(buf),
             Err(_) => {}
         }
         result
@@ -304,7 +391,9 @@ impl Allocator {
 
     fn promote(&self, buf: &Arc<SeqBuffer>) {
         let mut pending = self.inner.pending.lock().unwrap();
-        let is_pending = pending.get(buf.name()).is_some_and(|b| Arc::ptr_eq(b, buf));
+        let is_pending = pending
+            .get(buf.name())
+            .is_some_and(|p| Arc::ptr_eq(&p.buf, buf));
         if !is_pending {
             return;
         }
@@ -320,7 +409,10 @@ impl Allocator {
         let now = self.inner.shared.clock.now();
         let mut pending = self.inner.pending.lock().unwrap();
         self.record_missing(buf.name(), now);
-        if pending.get(buf.name()).is_some_and(|b| Arc::ptr_eq(b, buf)) {
+        if pending
+            .get(buf.name())
+            .is_some_and(|p| Arc::ptr_eq(&p.buf, buf))
+        {
             pending.remove(buf.name());
         }
     }
@@ -362,7 +454,17 @@ impl Allocator {
             .lock()
             .unwrap()
             .get(name)
-            .and_then(|b| b.high_water())
+            .and_then(|p| p.buf.high_water())
+    }
+
+    /// How many names this instance holds in memory, by state.
+    pub fn names_in_memory(&self) -> NamesInMemory {
+        let pending = self.inner.pending.lock().unwrap().len();
+        NamesInMemory {
+            live: self.inner.live.load().len(),
+            pending,
+            missing: self.inner.missing.lock().unwrap().len(),
+        }
     }
 
     /// The buffer state of one live sequence.

@@ -1,17 +1,108 @@
 //! The API's errors and their one mapping to HTTP: status, code, message.
 //!
 //! This is the only place that knows status codes. Internal details (driver
-//! text, SQL) are logged here and never sent.
+//! text, SQL) are logged here and never sent; through [`super::log_throttle`],
+//! so that a flood of failing requests writes a bounded number of lines.
+//!
+//! [`ErrorCode`] is the one list of the codes an error body can carry: every
+//! answer with an error body names one of its variants, and the OpenAPI
+//! document's error schema takes its enum from it.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
+use super::log_throttle::throttled;
 use crate::allocator::AllocError;
-use crate::domain::{NameRef, ParseError, SeqName};
+use crate::domain::{ParseError, SeqName, SeqNameRef};
 use crate::snowflake::SnowflakeError;
 use crate::store::StoreError;
+
+/// Defines [`ErrorCode`] and its [`ErrorCode::ALL`] and [`ErrorCode::status`]
+/// from one table, so that no code can be left out of either.
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])* $code:ident => $status:ident,)+) => {
+        /// The stable, machine-readable code of an error body, serialised in
+        /// snake_case (`invalid_name`, ...).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* $code,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$code,)+];
+
+            /// The status of every answer that carries this code.
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(ErrorCode::$code => StatusCode::$status,)+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// 400: the name does not match `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+    InvalidName => BAD_REQUEST,
+    /// 400: `count` missing, repeated, not an integer, or outside 1..=10000.
+    InvalidCount => BAD_REQUEST,
+    /// 400: malformed body or a bad field.
+    InvalidRequest => BAD_REQUEST,
+    /// 401: admin call without the right token.
+    Unauthorized => UNAUTHORIZED,
+    /// 404: no such sequence.
+    SequenceNotFound => NOT_FOUND,
+    /// 404: no such route.
+    NotFound => NOT_FOUND,
+    /// 405: the route exists, not for this method.
+    MethodNotAllowed => METHOD_NOT_ALLOWED,
+    /// 408: the request took longer than the request timeout.
+    RequestTimeout => REQUEST_TIMEOUT,
+    /// 409: create of an existing name.
+    SequenceExists => CONFLICT,
+    /// 409: the sequence cannot go higher without passing `i64::MAX`.
+    SequenceExhausted => CONFLICT,
+    /// 413: body over the body limit (64 KiB by default).
+    PayloadTooLarge => PAYLOAD_TOO_LARGE,
+    /// 503: no IDs in memory and the database unreachable or too slow.
+    StorageUnavailable => SERVICE_UNAVAILABLE,
+    /// 503: too many requests (or database reads) in flight.
+    Overloaded => SERVICE_UNAVAILABLE,
+    /// 404: snowflake IDs are turned off on this instance.
+    SnowflakeDisabled => NOT_FOUND,
+    /// 409: the snowflake layout's timestamp field is full.
+    SnowflakeExhausted => CONFLICT,
+    /// 503: no snowflake worker ID leased, or its lease not renewed in time.
+    WorkerLeaseLost => SERVICE_UNAVAILABLE,
+    /// 503: the clock is behind the last snowflake timestamp issued.
+    ClockMovedBackwards => SERVICE_UNAVAILABLE,
+    /// 503: the clock did not advance to a free snowflake timestamp in time.
+    ClockStalled => SERVICE_UNAVAILABLE,
+    /// 500: a bug or a misconfiguration (details only in the log).
+    Internal => INTERNAL_SERVER_ERROR,
+}
+
+/// Every error: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// The `error` object of an [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable code.
+    pub code: ErrorCode,
+    /// Human-readable explanation; never contains SQL or driver text.
+    #[schema(example = "sequence 'order' not found; create it with POST /v1/sequences ...")]
+    pub message: String,
+}
 
 /// Seconds a client is told to wait after a 503.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -71,13 +162,19 @@ pub enum ApiError {
 
 impl ApiError {
     /// Maps an allocator error for `name`.
-    pub fn from_alloc<'n>(name: impl Into<NameRef<'n>>, e: AllocError) -> Self {
+    pub fn from_alloc<'n>(name: impl Into<SeqNameRef<'n>>, e: AllocError) -> Self {
         let name = name.into();
         match e {
             AllocError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
             AllocError::Exhausted => ApiError::SequenceExhausted(name.to_owned()),
             AllocError::Unavailable { storage_failing } => {
-                tracing::warn!(sequence = %name, storage_failing, "no segment available within the wait timeout");
+                throttled!(
+                    warn,
+                    "no segment available within the wait timeout",
+                    Some(name.as_str()),
+                    sequence = %name,
+                    storage_failing
+                );
                 ApiError::StorageUnavailable
             }
         }
@@ -96,111 +193,96 @@ impl ApiError {
     /// Maps a snowflake generator error, logging what operators need.
     pub fn from_snowflake(e: SnowflakeError) -> Self {
         match &e {
-            SnowflakeError::ClockMovedBackwards { behind_ms } => {
-                tracing::warn!(
-                    behind_ms,
-                    "snowflake: clock behind the last timestamp issued; refusing"
-                )
-            }
+            SnowflakeError::ClockMovedBackwards { behind_ms } => throttled!(
+                warn,
+                "snowflake: clock behind the last timestamp issued; refusing",
+                None,
+                behind_ms
+            ),
             SnowflakeError::ClockStalled { waited_ms } => {
-                tracing::warn!(waited_ms, "snowflake: clock did not advance")
+                throttled!(warn, "snowflake: clock did not advance", None, waited_ms)
             }
-            SnowflakeError::Exhausted => tracing::error!("snowflake: timestamps ran out"),
+            SnowflakeError::Exhausted => {
+                throttled!(error, "snowflake: timestamps ran out", None)
+            }
             _ => {}
         }
         ApiError::Snowflake(e)
     }
 
-    fn parts(&self) -> (StatusCode, &'static str, String) {
+    /// The code this error answers with.
+    pub fn code(&self) -> ErrorCode {
         use ApiError::*;
         match self {
-            Snowflake(e) => snowflake_parts(e),
-            SnowflakeDisabled => (
-                StatusCode::NOT_FOUND,
-                "snowflake_disabled",
-                self.to_string(),
+            InvalidName(_) => ErrorCode::InvalidName,
+            InvalidCount(_) => ErrorCode::InvalidCount,
+            InvalidRequest(_) => ErrorCode::InvalidRequest,
+            PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            Unauthorized(_) => ErrorCode::Unauthorized,
+            SequenceNotFound(_) => ErrorCode::SequenceNotFound,
+            SequenceExists(_) => ErrorCode::SequenceExists,
+            SequenceExhausted(_) => ErrorCode::SequenceExhausted,
+            StorageUnavailable => ErrorCode::StorageUnavailable,
+            RequestTimeout => ErrorCode::RequestTimeout,
+            Overloaded => ErrorCode::Overloaded,
+            RouteNotFound => ErrorCode::NotFound,
+            MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            Internal => ErrorCode::Internal,
+            Snowflake(e) => snowflake_code(e),
+            SnowflakeDisabled => ErrorCode::SnowflakeDisabled,
+        }
+    }
+
+    /// The message clients see: seqd's own words, never driver text.
+    fn message(&self) -> String {
+        use ApiError::*;
+        match self {
+            Snowflake(e) => snowflake_message(e),
+            SequenceNotFound(n) => format!(
+                "sequence '{n}' not found; create it with POST /v1/sequences \
+                 {{\"name\":\"{n}\",\"start\":1,\"step\":1000}}, `seqd sequences create {n}`, \
+                 or SQL: INSERT INTO sequences (name, max_id, step) VALUES ('{n}', 0, 1000)"
             ),
-            InvalidName(e) => (StatusCode::BAD_REQUEST, "invalid_name", e.to_string()),
-            InvalidCount(m) => (StatusCode::BAD_REQUEST, "invalid_count", m.clone()),
-            InvalidRequest(m) => (StatusCode::BAD_REQUEST, "invalid_request", m.clone()),
-            PayloadTooLarge => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                self.to_string(),
-            ),
-            Unauthorized(m) => (StatusCode::UNAUTHORIZED, "unauthorized", m.to_string()),
-            SequenceNotFound(n) => (
-                StatusCode::NOT_FOUND,
-                "sequence_not_found",
-                format!(
-                    "sequence '{n}' not found; create it with POST /v1/sequences \
-                     {{\"name\":\"{n}\",\"start\":1,\"step\":1000}}, `seqd sequences create {n}`, \
-                     or SQL: INSERT INTO sequences (name, max_id, step) VALUES ('{n}', 0, 1000)"
-                ),
-            ),
-            SequenceExists(_) => (StatusCode::CONFLICT, "sequence_exists", self.to_string()),
-            SequenceExhausted(_) => (StatusCode::CONFLICT, "sequence_exhausted", self.to_string()),
-            StorageUnavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "storage_unavailable",
-                "no IDs in memory and the database is unreachable or too slow; retry later".into(),
-            ),
-            RequestTimeout => (
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                self.to_string(),
-            ),
-            Overloaded => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                self.to_string(),
-            ),
-            RouteNotFound => (StatusCode::NOT_FOUND, "not_found", self.to_string()),
-            MethodNotAllowed => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                self.to_string(),
-            ),
-            Internal => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                self.to_string(),
-            ),
+            StorageUnavailable => {
+                "no IDs in memory and the database is unreachable or too slow; retry later".into()
+            }
+            _ => self.to_string(),
         }
     }
 }
 
-fn snowflake_parts(e: &SnowflakeError) -> (StatusCode, &'static str, String) {
-    const UNAVAILABLE: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
+fn snowflake_code(e: &SnowflakeError) -> ErrorCode {
     match e {
-        SnowflakeError::NoWorker => (
-            UNAVAILABLE,
-            "worker_lease_lost",
+        SnowflakeError::NoWorker | SnowflakeError::LeaseExpiring | SnowflakeError::Closed => {
+            ErrorCode::WorkerLeaseLost
+        }
+        SnowflakeError::ClockMovedBackwards { .. } => ErrorCode::ClockMovedBackwards,
+        SnowflakeError::ClockStalled { .. } => ErrorCode::ClockStalled,
+        SnowflakeError::Exhausted => ErrorCode::SnowflakeExhausted,
+    }
+}
+
+fn snowflake_message(e: &SnowflakeError) -> String {
+    match e {
+        SnowflakeError::NoWorker => {
             "no snowflake worker ID is leased (not yet, the database is unreachable, or every worker ID is \
              held by another instance); retry later"
-                .into(),
+                .into()
+        }
+        SnowflakeError::LeaseExpiring => {
+            "the snowflake worker ID lease could not be renewed in time; IDs resume once it is".into()
+        }
+        SnowflakeError::Closed => "shutting down".into(),
+        SnowflakeError::ClockMovedBackwards { behind_ms } => format!(
+            "the clock is {behind_ms} ms behind the last timestamp issued; IDs resume when it catches up"
         ),
-        SnowflakeError::LeaseExpiring => (
-            UNAVAILABLE,
-            "worker_lease_lost",
-            "the snowflake worker ID lease could not be renewed in time; IDs resume once it is".into(),
+        SnowflakeError::ClockStalled { waited_ms } => format!(
+            "the clock did not advance to a free timestamp within {waited_ms} ms; retry later"
         ),
-        SnowflakeError::Closed => (UNAVAILABLE, "worker_lease_lost", "shutting down".into()),
-        SnowflakeError::ClockMovedBackwards { behind_ms } => (
-            UNAVAILABLE,
-            "clock_moved_backwards",
-            format!("the clock is {behind_ms} ms behind the last timestamp issued; IDs resume when it catches up"),
-        ),
-        SnowflakeError::ClockStalled { waited_ms } => (
-            UNAVAILABLE,
-            "clock_stalled",
-            format!("the clock did not advance to a free timestamp within {waited_ms} ms; retry later"),
-        ),
-        SnowflakeError::Exhausted => (
-            StatusCode::CONFLICT,
-            "snowflake_exhausted",
-            "the timestamp field of the snowflake layout is full; no more IDs with this epoch and bits".into(),
-        ),
+        SnowflakeError::Exhausted => {
+            "the timestamp field of the snowflake layout is full; no more IDs with this epoch and bits"
+                .into()
+        }
     }
 }
 
@@ -208,15 +290,26 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Unavailable(detail) => {
-                tracing::warn!(error = %detail, "storage unavailable");
+                throttled!(warn, "storage unavailable", None, error = %detail);
                 ApiError::StorageUnavailable
             }
             StoreError::Config(detail) => {
-                tracing::error!(error = %detail, "storage misconfigured");
+                throttled!(error, "storage misconfigured", None, error = %detail);
                 ApiError::Internal
             }
+            StoreError::Invalid(detail) => {
+                tracing::info!(error = %detail, "a value was refused by a constraint of the table");
+                ApiError::InvalidRequest(
+                    "a value was refused by a constraint of the sequences table".into(),
+                )
+            }
             other => {
-                tracing::error!(error = %other, "unexpected storage error without a sequence context");
+                throttled!(
+                    error,
+                    "unexpected storage error without a sequence context",
+                    None,
+                    error = %other
+                );
                 ApiError::Internal
             }
         }
@@ -225,9 +318,15 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code, message) = self.parts();
-        let body = Json(json!({ "error": { "code": code, "message": message } }));
-        let mut resp = (status, body).into_response();
+        let code = self.code();
+        let status = code.status();
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: self.message(),
+            },
+        };
+        let mut resp = (status, Json(body)).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

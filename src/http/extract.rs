@@ -1,22 +1,24 @@
 //! Request extractors that turn raw input into domain values, or into the
 //! documented 400s (never axum's plain-text rejections).
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request};
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, HOST};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::{AdminAuth, AppState};
-use crate::domain::{Count, NameRef, SeqName};
+use crate::domain::{Count, SeqName, SeqNameRef};
 
-/// The `{name}` path segment, parsed as a [`SeqName`].
+/// The `{name}` path segment as an owned [`SeqName`], validated at
+/// extraction (`invalid_name` otherwise).
 #[derive(Debug)]
-pub struct Name(pub SeqName);
+pub struct PathSeqName(pub SeqName);
 
-impl<S: Send + Sync> FromRequestParts<S> for Name {
+impl<S: Send + Sync> FromRequestParts<S> for PathSeqName {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
@@ -24,35 +26,72 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
             .await
             .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))?;
         SeqName::parse(&raw)
-            .map(Name)
+            .map(PathSeqName)
             .map_err(ApiError::InvalidName)
     }
 }
 
-/// The `{name}` path segment, borrowed: what the ID routes use, so that an
+/// The `{name}` path segment as a borrowed [`SeqNameRef`], validated at
+/// extraction (`invalid_name` otherwise): what the ID routes use, so that an
 /// ID served from memory allocates nothing for the name (against two
-/// allocations for [`Name`]: the decoded `String` and the `SeqName`).
-/// Validated once, by [`NameParam::get`].
+/// allocations for [`PathSeqName`]: the decoded `String` and the `SeqName`).
 #[derive(Debug)]
-pub struct NameParam(RawPathParams);
+pub struct PathSeqNameRef(RawPathParams);
 
-impl NameParam {
-    /// The name, or `invalid_name`.
-    pub fn get(&self) -> Result<NameRef<'_>, ApiError> {
-        let raw = self.0.iter().next().map_or("", |(_, v)| v);
-        NameRef::parse(raw).map_err(ApiError::InvalidName)
+impl PathSeqNameRef {
+    /// The raw value of the (only) path parameter.
+    fn raw(&self) -> &str {
+        self.0.iter().next().map_or("", |(_, v)| v)
+    }
+
+    /// The name, validated when the request was extracted.
+    pub fn get(&self) -> SeqNameRef<'_> {
+        SeqNameRef::validated(self.raw())
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for NameParam {
+impl<S: Send + Sync> FromRequestParts<S> for PathSeqNameRef {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        RawPathParams::from_request_parts(parts, state)
+        let params = RawPathParams::from_request_parts(parts, state)
             .await
-            .map(NameParam)
-            .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))
+            .map(PathSeqNameRef)
+            .map_err(|_| ApiError::InvalidName(crate::domain::ParseError::Name))?;
+        SeqNameRef::parse(params.raw()).map_err(ApiError::InvalidName)?;
+        Ok(params)
     }
+}
+
+/// A path parameter (or, with a tuple or `Vec`, all of them) whose
+/// rejection (bad percent-encoding, invalid UTF-8, the wrong type) is the
+/// documented 400 `invalid_request`, never axum's plain text.
+#[derive(Debug)]
+pub struct PathParam<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequestParts<S> for PathParam<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| PathParam(v))
+            .map_err(path_rejection)
+    }
+}
+
+/// The `invalid_request` for a path axum could not read.
+pub fn path_rejection(e: PathRejection) -> ApiError {
+    let why = match &e {
+        PathRejection::FailedToDeserializePathParams(d) => match d.kind() {
+            ErrorKind::InvalidUtf8InPathParam { key } => {
+                format!("path segment `{key}` is not valid UTF-8 once percent-decoded")
+            }
+            _ => d.body_text(),
+        },
+        other => other.body_text(),
+    };
+    ApiError::InvalidRequest(format!("invalid path: {why}"))
 }
 
 /// Reads the one `count` parameter of a query string.
@@ -69,6 +108,96 @@ pub fn count_from_query(query: Option<&str>) -> Result<Count, ApiError> {
     let raw =
         found.ok_or_else(|| ApiError::InvalidCount("count is required, e.g. ?count=100".into()))?;
     Count::parse(&raw).map_err(|e| ApiError::InvalidCount(e.to_string()))
+}
+
+/// Largest magnitude a number written with a fraction or an exponent may
+/// have: 2^53 - 1, below which every integer is exact as a double.
+pub const MAX_EXACT_DOUBLE_INTEGER: i64 = (1 << 53) - 1;
+
+/// The integer a JSON value's text stands for, read from its digits.
+///
+/// - Plain integers (`1000`, `-5`) are taken as written when they fit an
+///   `i64`; beyond it they are refused.
+/// - Numbers with a fraction or an exponent (`1000.0`, `1e3`, `1.5e3`) are
+///   accepted when their exact value is a whole number of magnitude at most
+///   [`MAX_EXACT_DOUBLE_INTEGER`]: a client that sent a double then meant
+///   exactly that number. `9007199254740993.0` is refused, since as a double
+///   it would be 9007199254740992; such values must be sent as plain digits.
+/// - Anything else (strings, `null`, booleans) is refused.
+///
+/// The error says why, for the field's `invalid_request` message.
+pub fn exact_integer(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    if !unsigned.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!("expected an integer, got {}", json_kind(text)));
+    }
+    if unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| "integer outside the 64-bit signed range".to_string());
+    }
+    whole_within_doubles(text.starts_with('-'), unsigned).ok_or_else(|| {
+        format!(
+            "a number written with a fraction or an exponent must be a whole number within \
+             ±{MAX_EXACT_DOUBLE_INTEGER} (exact as a double); write other integers as plain digits"
+        )
+    })
+}
+
+/// The value of a JSON number in fraction/exponent form (`unsigned` has no
+/// sign), if it is whole and within ±[`MAX_EXACT_DOUBLE_INTEGER`].
+fn whole_within_doubles(negative: bool, unsigned: &str) -> Option<i64> {
+    let (mantissa, exp) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => (
+            m,
+            e.parse::<i64>().unwrap_or(if e.starts_with('-') {
+                i64::MIN
+            } else {
+                i64::MAX
+            }),
+        ),
+        None => (unsigned, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all = format!("{int}{frac}");
+    let digits = all.trim_start_matches('0');
+    if digits.is_empty() {
+        return Some(0);
+    }
+    // The value is digits * 10^scale.
+    let scale = exp.saturating_sub(i64::try_from(frac.len()).ok()?);
+    let whole = if scale < 0 {
+        let cut = usize::try_from(scale.unsigned_abs()).ok()?;
+        let keep = digits.len().checked_sub(cut)?;
+        let (kept, dropped) = digits.split_at(keep);
+        if kept.is_empty() || dropped.bytes().any(|b| b != b'0') {
+            return None;
+        }
+        kept.to_string()
+    } else {
+        let zeros = usize::try_from(scale)
+            .ok()
+            .filter(|z| digits.len() + z <= 16)?;
+        format!("{digits}{}", "0".repeat(zeros))
+    };
+    let value: i64 = whole
+        .parse()
+        .ok()
+        .filter(|v| *v <= MAX_EXACT_DOUBLE_INTEGER)?;
+    Some(if negative { -value } else { value })
+}
+
+/// What a JSON value that is not a number is, for error messages.
+fn json_kind(text: &str) -> &'static str {
+    match text.as_bytes().first() {
+        Some(b'"') => "a string",
+        Some(b'n') => "null",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'[') => "an array",
+        Some(b'{') => "an object",
+        _ => "something else",
+    }
 }
 
 /// A JSON body whose rejections become `invalid_request` (or 413).
@@ -109,7 +238,12 @@ impl FromRequestParts<AppState> for Admin {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         match &state.admin {
-            AdminAuth::OpenOnLoopback => Ok(Admin),
+            AdminAuth::OpenOnLoopback if names_loopback(parts) => Ok(Admin),
+            AdminAuth::OpenOnLoopback => Err(ApiError::Unauthorized(
+                "admin calls without a token need a loopback Host header (localhost, 127.0.0.0/8 or \
+                 [::1]); this request names another host, as a web page reaching this port through \
+                 DNS rebinding would. Call through a loopback address, or set SEQD_ADMIN_TOKEN",
+            )),
             AdminAuth::Refused => Err(ApiError::Unauthorized(
                 "admin calls are disabled: the server listens on a non-loopback address and no \
                  SEQD_ADMIN_TOKEN is set",
@@ -133,9 +267,139 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
+/// Whether the request names a loopback host: exactly one `Host` header
+/// (and the authority of an absolute-form target, if any), each
+/// [`is_loopback_host`]. Without a token this is what keeps a web page
+/// that reached the port through DNS rebinding (its own host name in
+/// `Host`) out of the admin calls.
+fn names_loopback(parts: &Parts) -> bool {
+    let mut hosts = parts.headers.get_all(HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+        return false;
+    };
+    let target_ok = parts
+        .uri
+        .authority()
+        .is_none_or(|a| is_loopback_host(a.as_str()));
+    target_ok && host.to_str().is_ok_and(is_loopback_host)
+}
+
+/// `localhost`, an IPv4 address in 127.0.0.0/8 or `[::1]`, with an
+/// optional port: what a `Host` header says when a client on this machine
+/// called a loopback address.
+pub fn is_loopback_host(host: &str) -> bool {
+    let (name, port) = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((addr, rest)) => {
+                let ok = addr
+                    .parse::<std::net::Ipv6Addr>()
+                    .is_ok_and(|a| a.is_loopback());
+                return ok && (rest.is_empty() || rest.strip_prefix(':').is_some_and(is_port));
+            }
+            None => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
+    };
+    let name_ok = name.eq_ignore_ascii_case("localhost")
+        || name.eq_ignore_ascii_case("localhost.")
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback());
+    name_ok && port.is_none_or(is_port)
+}
+
+fn is_port(p: &str) -> bool {
+    !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_integer_takes_digits_as_written_and_whole_doubles_only_when_exact() {
+        for (text, want) in [
+            ("1000", 1000),
+            ("-5", -5),
+            ("9223372036854775807", i64::MAX),
+            ("-9223372036854775808", i64::MIN),
+            ("9007199254740993", 9_007_199_254_740_993),
+            ("1000.0", 1000),
+            ("1e3", 1000),
+            ("1E+3", 1000),
+            ("1.5e3", 1500),
+            ("1000e-2", 10),
+            ("0.0", 0),
+            ("0e999999999999999999999", 0),
+            ("-2.0", -2),
+            ("9007199254740991.0", MAX_EXACT_DOUBLE_INTEGER),
+            ("9.007199254740991e15", MAX_EXACT_DOUBLE_INTEGER),
+        ] {
+            assert_eq!(exact_integer(text), Ok(want), "{text}");
+        }
+        for text in [
+            "9223372036854775808",
+            "-9223372036854775809",
+            "9007199254740993.0",
+            "9007199254740992.0",
+            "9.007199254740993e15",
+            "1e19",
+            "1e999999999999999999999",
+            "10.5",
+            "1.5e-1",
+            "5e-1",
+            "1e-999999999999999999999",
+            "\"10\"",
+            "null",
+            "true",
+            "[1]",
+            "{}",
+        ] {
+            assert!(exact_integer(text).is_err(), "{text} accepted");
+        }
+        assert!(exact_integer("null").unwrap_err().contains("null"));
+    }
+
+    #[test]
+    fn only_loopback_hosts_pass_with_or_without_a_port() {
+        for ok in [
+            "localhost",
+            "LOCALHOST:8080",
+            "localhost.",
+            "127.0.0.1",
+            "127.255.0.9:1",
+            "[::1]",
+            "[::1]:65535",
+            "[0:0:0:0:0:0:0:1]:80",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ":80",
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "localhost.evil.example",
+            "evil-localhost",
+            "127.1",
+            "0.0.0.0",
+            "128.0.0.1",
+            "[::2]",
+            "[::1",
+            "[::1]x",
+            "[::ffff:127.0.0.1]",
+            "localhost:",
+            "localhost:80:80",
+            "localhost:http",
+            "127.0.0.1:123456",
+            "user@localhost",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn count_must_appear_exactly_once_and_in_range() {

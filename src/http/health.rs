@@ -2,12 +2,12 @@
 //! the schema is in place).
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+use utoipa::ToSchema;
 
-use super::openapi::{HealthDoc, ReadyDoc};
+use super::error::{ErrorCode, ErrorDetail};
 use super::AppState;
 
 /// `GET /healthz`: always 200 while the process serves HTTP.
@@ -23,7 +23,8 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// `GET /readyz`: 200 when the database answers a query on `sequences`,
-/// else 503 naming the failed check.
+/// else 503 naming the failed check. The query takes a permit of the read
+/// gate ([`super::reads`]) like every unauthenticated read.
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -32,30 +33,82 @@ pub async fn healthz() -> impl IntoResponse {
     responses(
         (status = 200, description = "Ready", body = ReadyDoc,
             example = json!({"status": "ready", "checks": {"database": "ok"}})),
-        (status = 503, description = "Not ready: the failed check, and `error.code` `storage_unavailable`", body = ReadyDoc,
+        (status = 503, description = "Not ready: the failed check, and `error.code` `storage_unavailable`; or `busy` and `overloaded` when too many database reads are in flight", body = ReadyDoc,
             headers(("Retry-After" = u64, description = "Seconds to wait")),
             example = json!({"status": "unavailable", "checks": {"database": "failed"},
                              "error": {"code": "storage_unavailable", "message": "database check failed: unreachable or not migrated"}})),
     )
 )]
 pub async fn readyz(State(st): State<AppState>) -> Response {
-    match st.allocator.store().ping().await {
-        Ok(()) => {
+    match st.reads.run(st.allocator.store().ping()).await {
+        Ok(Ok(())) => {
             Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            let body = json!({
-                "status": "unavailable",
-                "checks": { "database": "failed" },
-                "error": { "code": "storage_unavailable", "message": "database check failed: unreachable or not migrated" }
-            });
-            let mut resp = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-            resp.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from(super::error::RETRY_AFTER_SECS),
-            );
-            resp
+        Ok(Err(e)) => {
+            super::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
+            not_ready(
+                "failed",
+                ErrorCode::StorageUnavailable,
+                "database check failed: unreachable or not migrated",
+            )
         }
+        Err(_) => not_ready(
+            "busy",
+            ErrorCode::Overloaded,
+            "too many database reads in flight; retry shortly",
+        ),
     }
+}
+
+/// A 503 answer of `/readyz`: the database check's result and the error.
+fn not_ready(check: &str, code: ErrorCode, message: &str) -> Response {
+    let error = ErrorDetail {
+        code,
+        message: message.into(),
+    };
+    let body = json!({
+        "status": "unavailable",
+        "checks": { "database": check },
+        "error": error
+    });
+    let mut resp = (code.status(), Json(body)).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(super::error::RETRY_AFTER_SECS),
+    );
+    resp
+}
+
+/// `{"status":"ok"}`.
+#[derive(ToSchema)]
+#[schema(as = Health)]
+pub struct HealthDoc {
+    /// Always `ok`.
+    #[schema(example = "ok")]
+    pub status: String,
+}
+
+/// Readiness: `{"status":"ready","checks":{"database":"ok"}}`, or on 503
+/// `{"status":"unavailable","checks":{"database":"failed"},"error":{...}}`.
+#[derive(ToSchema)]
+#[schema(as = Ready)]
+pub struct ReadyDoc {
+    /// `ready` or `unavailable`.
+    #[schema(example = "ready")]
+    pub status: String,
+    /// Each check and its result.
+    pub checks: ReadyChecksDoc,
+    /// Present on 503 only (code `storage_unavailable`).
+    #[schema(nullable = false)]
+    pub error: Option<ErrorDetail>,
+}
+
+/// The checks of `/readyz`.
+#[derive(ToSchema)]
+#[schema(as = ReadyChecks)]
+pub struct ReadyChecksDoc {
+    /// `ok` or `failed`: the database answers and the schema is in place;
+    /// `busy`: not checked, too many database reads in flight.
+    #[schema(example = "ok")]
+    pub database: String,
 }

@@ -8,13 +8,13 @@ use axum::extract::{RawQuery, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
+use utoipa::ToSchema;
 
-use super::error::ApiError;
-use super::extract::{count_from_query, NameParam, WantsText};
-use super::openapi::{BatchDoc, ErrorBody, NextIdDoc};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{count_from_query, PathSeqNameRef, WantsText};
 use super::AppState;
 use crate::allocator::Batch;
-use crate::domain::NameRef;
+use crate::domain::SeqNameRef;
 
 /// `Content-Type` of the ID routes' JSON answers (snowflake's too).
 pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -41,10 +41,10 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 )]
 pub async fn next(
     State(st): State<AppState>,
-    name: NameParam,
+    name: PathSeqNameRef,
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
-    let name = name.get()?;
+    let name = name.get();
     let id = next_id(&st, name).await?;
     if text {
         Ok(text_id(id))
@@ -82,10 +82,10 @@ pub async fn next(
 )]
 pub async fn batch(
     State(st): State<AppState>,
-    name: NameParam,
+    name: PathSeqNameRef,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let name = name.get()?;
+    let name = name.get();
     let count = count_from_query(q.as_deref())?;
     let batch = st
         .allocator
@@ -114,11 +114,14 @@ pub async fn batch(
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn leaf_get(State(st): State<AppState>, name: NameParam) -> Result<Response, ApiError> {
-    Ok(text_id(next_id(&st, name.get()?).await?))
+pub async fn leaf_get(
+    State(st): State<AppState>,
+    name: PathSeqNameRef,
+) -> Result<Response, ApiError> {
+    Ok(text_id(next_id(&st, name.get()).await?))
 }
 
-async fn next_id(st: &AppState, name: NameRef<'_>) -> Result<i64, ApiError> {
+async fn next_id(st: &AppState, name: SeqNameRef<'_>) -> Result<i64, ApiError> {
     st.allocator
         .next(name)
         .await
@@ -140,7 +143,7 @@ pub(super) fn respond(content_type: HeaderValue, body: String) -> Response {
 }
 
 /// `{"name":"order","ids":[1,2,3]}`.
-fn batch_json(name: NameRef<'_>, batch: &Batch) -> String {
+fn batch_json(name: SeqNameRef<'_>, batch: &Batch) -> String {
     let mut body = String::with_capacity(name.as_str().len() + 20 + batch.len() as usize * 20);
     body.push_str("{\"name\":\"");
     body.push_str(name.as_str());
@@ -156,6 +159,30 @@ fn batch_json(name: NameRef<'_>, batch: &Batch) -> String {
     body
 }
 
+/// `{"name":"order","id":1001}`.
+#[derive(ToSchema)]
+#[schema(as = NextId)]
+pub struct NextIdDoc {
+    /// The sequence.
+    #[schema(example = "order")]
+    pub name: String,
+    /// The ID.
+    #[schema(example = 1001)]
+    pub id: i64,
+}
+
+/// `{"name":"order","ids":[1001,1002,...]}`.
+#[derive(ToSchema)]
+#[schema(as = Batch)]
+pub struct BatchDoc {
+    /// The sequence.
+    #[schema(example = "order")]
+    pub name: String,
+    /// The IDs, strictly increasing.
+    #[schema(example = json!([1001, 1002, 1003]))]
+    pub ids: Vec<i64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,7 +190,7 @@ mod tests {
 
     #[test]
     fn batch_json_is_valid_json_with_every_id() {
-        let name = NameRef::parse("a.b:c-d_e").unwrap();
+        let name = SeqNameRef::parse("a.b:c-d_e").unwrap();
         let batch = Batch {
             ranges: vec![
                 IdRange { first: 1, last: 3 },

@@ -40,6 +40,12 @@ pub const SEGMENT_WAITS: &str = "seqd_segment_waits_total";
 pub const SEQUENCE_STEP: &str = "seqd_sequence_step";
 /// Gauge: IDs left in memory (current + next segment), per `sequence`.
 pub const SEQUENCE_IDS_AVAILABLE: &str = "seqd_sequence_ids_available";
+/// Counter: reserved ranges that reached down to IDs this instance already
+/// reserved (the row went back and was skipped past), per `sequence`.
+pub const SEQUENCE_REGRESSIONS: &str = crate::allocator::buffer::REGRESSIONS_METRIC;
+/// Gauge: names held in memory, per `state`: `live` (served), `pending`
+/// (being loaded by requests in flight), `missing` (the negative cache).
+pub const NAMES_IN_MEMORY: &str = "seqd_names_in_memory";
 /// Counter: HTTP requests, per `route` template, `method` and `status`.
 pub const HTTP_REQUESTS: &str = "seqd_http_requests_total";
 /// Histogram: HTTP request latency until the response head, per `route`, `method` and `status`.
@@ -134,6 +140,14 @@ fn describe() {
         "IDs left in memory: current plus next segment."
     );
     describe_counter!(
+        SEQUENCE_REGRESSIONS,
+        "Reserved ranges at or below IDs this instance already reserved (the row went back); skipped past."
+    );
+    describe_gauge!(
+        NAMES_IN_MEMORY,
+        "Names held in memory: live (served), pending (being loaded), missing (negative cache)."
+    );
+    describe_counter!(
         HTTP_REQUESTS,
         "HTTP requests by route template, method and status."
     );
@@ -168,10 +182,28 @@ pub fn render(allocator: &Allocator) -> String {
     for s in allocator.snapshots() {
         record_snapshot(&s);
     }
+    let names = allocator.names_in_memory();
+    for (state, n) in [
+        ("live", names.live),
+        ("pending", names.pending),
+        ("missing", names.missing),
+    ] {
+        metrics::gauge!(NAMES_IN_MEMORY, "state" => state).set(n as f64);
+    }
     handle.render()
 }
 
 /// `GET /metrics`.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    description = "Per-sequence IDs issued, fetches, fetch errors and latency, waits, adapted step and IDs \
+                   in memory; HTTP requests and latency per route; build info and start time.",
+    responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String,
+        content_type = "text/plain; version=0.0.4; charset=utf-8")),
+)]
 pub async fn metrics(State(st): State<AppState>) -> Response {
     let body = render(&st.allocator);
     (

@@ -1,4 +1,4 @@
-//! The HTTP API (DESIGN.md, HTTP API v1): `router(state) -> App`.
+//! The HTTP API (docs/design.md, "The edge"): `router(state) -> App`.
 //!
 //! - [`ids`]: the ID routes (hot path).
 //! - [`sequences`]: create, list, read, patch.
@@ -8,9 +8,14 @@
 //! - [`monitor`]: the monitor page at `/` and `/v1/info`.
 //! - [`middleware`]: what wraps every request: limits, request ids, spans,
 //!   per-route request metrics.
+//! - [`reads`]: the bound on the database reads of unauthenticated routes.
 //! - [`openapi`]: `/openapi.json`, generated from the handlers' annotations.
 //! - [`extract`]: parsing of path, query, body and admin token.
 //! - [`error`]: the only place that maps errors to status codes.
+//! - [`log_throttle`]: failing requests log once per interval per (error,
+//!   sequence), with the count left out since.
+//! - [`serve`]: the accept loop and connection limits (header-read and idle
+//!   deadlines, a cap on open connections).
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, MethodRouter};
@@ -24,11 +29,14 @@ pub mod extract;
 pub mod health;
 pub mod ids;
 pub mod limits;
+pub mod log_throttle;
 pub mod metrics;
 pub mod middleware;
 pub mod monitor;
 pub mod openapi;
+pub mod reads;
 pub mod sequences;
+pub mod serve;
 pub mod snowflake;
 
 use error::ApiError;
@@ -74,6 +82,8 @@ pub struct AppState {
     pub admin: AdminAuth,
     /// The snowflake service, when this instance serves snowflake IDs.
     pub snowflake: Option<crate::snowflake::Snowflake>,
+    /// The bound on the database reads of unauthenticated routes.
+    pub reads: reads::ReadGate,
 }
 
 /// The whole HTTP application: the router inside [`middleware::Front`].

@@ -6,15 +6,17 @@
 //! `GET /v1/sequences` every 2 seconds and draws one table row per sequence.
 //! A `Content-Security-Policy` keeps the page to seqd's own origin.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::HeaderName;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::extract::PathParam;
 use super::{AdminAuth, AppState};
 
 const INDEX_HTML: &str = include_str!("monitor/index.html");
@@ -38,12 +40,38 @@ fn page(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// `GET /`: the monitor page.
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "monitor_page",
+    tag = "operations",
+    summary = "Monitor page",
+    description = "An HTML page (no external resources) that polls one page of `GET /v1/sequences` \
+                   (100 sequences, with next/previous controls) and shows their buffers, rates and errors.",
+    responses((status = 200, description = "The page", body = String, content_type = "text/html; charset=utf-8")),
+)]
 pub async fn index() -> Response {
     page("text/html; charset=utf-8", INDEX_HTML)
 }
 
 /// `GET /assets/{file}`: the page's stylesheet and script.
-pub async fn asset(Path(file): Path<String>) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/assets/{file}",
+    operation_id = "monitor_asset",
+    tag = "operations",
+    summary = "The monitor page's stylesheet and script",
+    params(("file" = String, Path, description = "`monitor.css` or `monitor.js`", example = "monitor.css")),
+    responses(
+        (status = 200, description = "The file", content(
+            (String = "text/css; charset=utf-8"),
+            (String = "text/javascript; charset=utf-8"),
+        )),
+        (status = 400, description = "`invalid_request`: the file name is not valid percent-encoded UTF-8", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such file", body = ErrorBody),
+    ),
+)]
+pub async fn asset(PathParam(file): PathParam<String>) -> Result<Response, ApiError> {
     match file.as_str() {
         "monitor.css" => Ok(page("text/css; charset=utf-8", MONITOR_CSS)),
         "monitor.js" => Ok(page("text/javascript; charset=utf-8", MONITOR_JS)),
@@ -73,6 +101,13 @@ pub struct Info {
 }
 
 /// `GET /v1/info`.
+#[utoipa::path(
+    get,
+    path = "/v1/info",
+    tag = "operations",
+    summary = "This instance: version, backend, admin mode, settings",
+    responses((status = 200, description = "Server facts", body = InfoDoc)),
+)]
 pub async fn info(State(st): State<AppState>) -> Json<Info> {
     let config = st.allocator.config();
     Json(Info {
@@ -89,4 +124,29 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
         max_step: config.max_step,
         wait_timeout_secs: config.wait_timeout.as_secs_f64(),
     })
+}
+
+/// `GET /v1/info`: what this instance is and how it is set up.
+#[derive(ToSchema)]
+#[schema(as = Info)]
+pub struct InfoDoc {
+    /// seqd's version.
+    #[schema(example = "0.1.0")]
+    pub version: String,
+    /// The storage backend: `postgres`, `mysql`, `sqlite` (or `memory`).
+    #[schema(example = "postgres")]
+    pub backend: String,
+    /// Admin authorization mode: `token`, `open_loopback` or `refused`.
+    #[schema(example = "token")]
+    pub admin_auth: String,
+    /// The same, in words.
+    pub admin_auth_description: String,
+    /// When this process started serving.
+    pub started_at: DateTime<Utc>,
+    /// `--segment-target`, in seconds.
+    pub segment_target_secs: f64,
+    /// `--max-step`.
+    pub max_step: i64,
+    /// `--wait-timeout`, in seconds.
+    pub wait_timeout_secs: f64,
 }

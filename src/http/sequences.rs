@@ -1,18 +1,19 @@
 //! Sequence resources: create, list, read, patch.
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use super::error::ApiError;
-use super::extract::{Admin, JsonBody, Name};
-use super::openapi::{ErrorBody, SequenceDoc, SequenceListDoc};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{exact_integer, Admin, JsonBody, PathSeqName};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
 use crate::domain::{validate_description, validate_step, NewSequence, SeqName};
-use crate::store::{SequencePatch, SequenceRow};
+use crate::store::{SequencePatch, SequenceRow, MAX_PAGE};
 
 /// Default first ID of a created sequence.
 pub const DEFAULT_START: i64 = 1;
@@ -27,6 +28,70 @@ pub struct SequenceView {
     pub row: SequenceRow,
     /// This instance's buffer, if it has served the sequence.
     pub buffer: Option<BufferSnapshot>,
+}
+
+/// Rows per page of `GET /v1/sequences` when `limit` is not given.
+pub const DEFAULT_PAGE: u32 = 100;
+
+/// Body of `GET /v1/sequences`: one page, and where the next one starts.
+#[derive(Debug, Serialize)]
+pub struct SequencePageView {
+    /// The page's sequences, ordered by name in byte order.
+    pub sequences: Vec<SequenceView>,
+    /// The last name of the page when more rows follow (pass it as `after`),
+    /// `None` on the last page.
+    pub next: Option<SeqName>,
+}
+
+/// The query of `GET /v1/sequences`: `limit` (1..=1000, default 100) and
+/// `after` (a sequence name, exclusive).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PageQuery {
+    /// Rows to return at most.
+    pub limit: u32,
+    /// Only names above this one.
+    pub after: Option<SeqName>,
+}
+
+impl PageQuery {
+    /// Parses a raw query string; other parameters are ignored.
+    pub fn parse(query: Option<&str>) -> Result<Self, ApiError> {
+        let (mut limit, mut after) = (None, None);
+        for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            match k.as_ref() {
+                "limit" => once(&mut limit, "limit", parse_limit(&v)?)?,
+                "after" => once(
+                    &mut after,
+                    "after",
+                    SeqName::parse(&v).map_err(ApiError::InvalidName)?,
+                )?,
+                _ => {}
+            }
+        }
+        Ok(PageQuery {
+            limit: limit.unwrap_or(DEFAULT_PAGE),
+            after,
+        })
+    }
+}
+
+/// Sets a query parameter seen for the first time; a repeat is refused.
+fn once<T>(slot: &mut Option<T>, key: &str, value: T) -> Result<(), ApiError> {
+    if slot.replace(value).is_some() {
+        return Err(ApiError::InvalidRequest(format!(
+            "{key} given more than once"
+        )));
+    }
+    Ok(())
+}
+
+fn parse_limit(raw: &str) -> Result<u32, ApiError> {
+    raw.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(format!("limit must be an integer from 1 to {MAX_PAGE}"))
+        })
 }
 
 /// Body of `POST /v1/sequences`.
@@ -45,7 +110,7 @@ pub struct CreateBody {
     #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// Free text, at most 256 characters (default empty).
-    #[schema(max_length = 256, example = "order IDs", nullable = false)]
+    #[schema(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$", example = "order IDs", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     description: Option<String>,
 }
@@ -59,28 +124,18 @@ pub struct PatchBody {
     #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// New description, at most 256 characters.
-    #[schema(max_length = 256, nullable = false)]
+    #[schema(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     description: Option<String>,
 }
 
-/// A 64-bit integer field that may be left out but not set to `null`, and
-/// that also accepts JSON numbers written with a zero fraction (`1000.0`),
-/// which JSON Schema counts as integers.
+/// A 64-bit integer field that may be left out but not set to `null`, read
+/// from the number's own digits (never through a double): see
+/// [`super::extract::exact_integer`] for what is accepted.
 fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     use serde::de::Error;
-    let n = serde_json::Number::deserialize(d)?;
-    if let Some(i) = n.as_i64() {
-        return Ok(Some(i));
-    }
-    match n.as_f64() {
-        Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
-            Ok(Some(f as i64))
-        }
-        _ => Err(D::Error::custom(format!(
-            "expected a 64-bit integer, got {n}"
-        ))),
-    }
+    let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+    exact_integer(raw.get()).map(Some).map_err(D::Error::custom)
 }
 
 /// A string field that may be left out but not set to `null`.
@@ -162,16 +217,33 @@ pub async fn create(
     path = "/v1/sequences",
     operation_id = "list_sequences",
     tag = "sequences",
-    summary = "List every sequence, each with this instance's buffer",
+    summary = "One page of sequences by name, each with this instance's buffer",
+    params(
+        ("limit" = Option<u32>, Query, description = "Sequences per page, 1..=1000 (default 100)", minimum = 1, maximum = 1000, example = 100),
+        ("after" = Option<String>, Query, description = "Only names above this one (byte order): the `next` of the previous page", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
+    ),
     responses(
-        (status = 200, description = "Every sequence, ordered by name", body = SequenceListDoc),
-        (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 200, description = "One page, ordered by name in byte order; `next` is null on the last page", body = SequenceListDoc),
+        (status = 400, description = "`invalid_request` (`limit` not an integer from 1 to 1000, or a parameter given twice) or `invalid_name` (`after`)", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`, or `overloaded`: too many database reads in flight", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn list(State(st): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let rows = st.allocator.store().list().await?;
-    let sequences: Vec<_> = rows.into_iter().map(|r| view(&st, r)).collect();
-    Ok(Json(serde_json::json!({ "sequences": sequences })))
+pub async fn list(
+    State(st): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<SequencePageView>, ApiError> {
+    let q = PageQuery::parse(query.as_deref())?;
+    let store = st.allocator.store();
+    let page = st
+        .reads
+        .run(store.list_page(q.after.as_ref(), q.limit))
+        .await??;
+    let next = page
+        .more
+        .then(|| page.rows.last().map(|r| r.name.clone()))
+        .flatten();
+    let sequences = page.rows.into_iter().map(|r| view(&st, r)).collect();
+    Ok(Json(SequencePageView { sequences, next }))
 }
 
 /// `GET /v1/sequences/{name}`.
@@ -186,18 +258,17 @@ pub async fn list(State(st): State<AppState>) -> Result<impl IntoResponse, ApiEr
         (status = 200, description = "The sequence", body = SequenceDoc),
         (status = 400, description = "`invalid_name`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`; the message says how to create it", body = ErrorBody),
-        (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "`storage_unavailable`, or `overloaded`: too many database reads in flight", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
 pub async fn get(
     State(st): State<AppState>,
-    Name(name): Name,
+    PathSeqName(name): PathSeqName,
 ) -> Result<impl IntoResponse, ApiError> {
     let row = st
-        .allocator
-        .store()
-        .get(&name)
-        .await
+        .reads
+        .run(st.allocator.store().get(&name))
+        .await?
         .map_err(|e| ApiError::from_store(&name, e))?;
     let row = row.ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
     Ok(Json(view(&st, row)))
@@ -225,7 +296,7 @@ pub async fn get(
 pub async fn patch(
     State(st): State<AppState>,
     _admin: Admin,
-    Name(name): Name,
+    PathSeqName(name): PathSeqName,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     if body.step.is_none() && body.description.is_none() {
@@ -254,4 +325,115 @@ pub async fn patch(
         .map_err(|e| ApiError::from_store(&name, e))?;
     tracing::info!(sequence = %name, step = ?patch.step, "sequence updated");
     Ok(Json(view(&st, row)))
+}
+
+/// A sequence: its database row and this instance's buffer.
+#[derive(ToSchema)]
+#[schema(as = Sequence)]
+pub struct SequenceDoc {
+    /// The sequence's name.
+    #[schema(example = "order")]
+    pub name: String,
+    /// The highest ID reserved so far; the next segment starts at `max_id + 1`.
+    pub max_id: i64,
+    /// The base segment size (the floor of the adapted step).
+    pub step: i64,
+    /// Free text for operators.
+    pub description: String,
+    /// When the row was created (UTC).
+    pub created_at: DateTime<Utc>,
+    /// When the row was last changed, by a reservation or an update (UTC).
+    pub updated_at: DateTime<Utc>,
+    /// This instance's buffer; `null` until this instance served the sequence.
+    pub buffer: Option<BufferDoc>,
+}
+
+/// `{"sequences":[...],"next":"NAME"}`: one page of sequences.
+#[derive(ToSchema)]
+#[schema(as = SequenceList)]
+pub struct SequenceListDoc {
+    /// The page's sequences, ordered by name in byte order.
+    pub sequences: Vec<SequenceDoc>,
+    /// The last name of this page when more follow: pass it as `after` for
+    /// the next page. `null` on the last page.
+    #[schema(example = "order")]
+    pub next: Option<String>,
+}
+
+/// One sequence's double buffer in this instance.
+#[derive(ToSchema)]
+#[schema(as = Buffer)]
+pub struct BufferDoc {
+    /// The sequence.
+    pub name: String,
+    /// The segment being served, unless none was loaded yet.
+    pub current: Option<SegmentDoc>,
+    /// The segment fetched ahead, if ready.
+    pub next: Option<SegmentDoc>,
+    /// True while a fetch is in flight.
+    pub loading: bool,
+    /// Size of the most recent segment fetched (the adapted step).
+    pub current_step: i64,
+    /// The row's step as the last fetch saw it.
+    pub row_step: i64,
+    /// Smoothed consumption rate, IDs per second.
+    pub rate_per_sec: f64,
+    /// IDs handed out by this instance.
+    pub issued: u64,
+    /// Successful segment fetches.
+    pub fetches: u64,
+    /// Failed segment fetches.
+    pub fetch_errors: u64,
+    /// Requests that found both segments empty and had to wait.
+    pub waits: u64,
+    /// Milliseconds since the last successful fetch started.
+    pub last_fetch_ago_ms: Option<u64>,
+    /// How long the last successful fetch took, in milliseconds.
+    pub last_fetch_latency_ms: Option<f64>,
+    /// Why the last fetch failed, if it did (`null` once a fetch succeeds).
+    pub last_error: Option<FetchFailureDoc>,
+}
+
+/// Why a segment fetch failed, in seqd's words: the store's own error text
+/// is only in the server log.
+#[derive(ToSchema)]
+#[schema(as = FetchFailure)]
+pub struct FetchFailureDoc {
+    /// The category.
+    pub kind: FetchFailureKindDoc,
+    /// A fixed sentence for the category.
+    #[schema(example = "segment fetch timed out")]
+    pub message: String,
+}
+
+/// The categories of a failed segment fetch.
+#[derive(ToSchema)]
+#[schema(as = FetchFailureKind, rename_all = "snake_case")]
+pub enum FetchFailureKindDoc {
+    /// The fetch did not finish within the fetch timeout.
+    Timeout,
+    /// The database was unreachable or failed the statement.
+    Unavailable,
+    /// The storage configuration is unusable.
+    Misconfigured,
+    /// The sequence has no row.
+    NotFound,
+    /// The sequence cannot go higher.
+    Exhausted,
+    /// The database handed out IDs this instance had already reserved.
+    Regression,
+}
+
+/// One reserved segment.
+#[derive(ToSchema)]
+#[schema(as = Segment)]
+pub struct SegmentDoc {
+    /// First ID of the segment.
+    pub first: i64,
+    /// Last ID of the segment.
+    pub last: i64,
+    /// The next ID this segment would hand out (`null` when used up).
+    pub cursor: Option<i64>,
+    /// IDs still available in it.
+    pub remaining: u64,
 }

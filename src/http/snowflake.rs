@@ -7,16 +7,15 @@
 //! a string: snowflake IDs exceed 2^53, beyond which JavaScript's numbers
 //! (and many JSON parsers) silently round.
 
-use axum::extract::{FromRequestParts, Path, RawQuery};
+use axum::extract::{FromRequestParts, RawQuery};
 use axum::http::request::Parts;
 use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::error::ApiError;
-use super::extract::{count_from_query, WantsText};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{count_from_query, PathParam, WantsText};
 use super::ids::{respond, text_id, JSON};
-use super::openapi::ErrorBody;
 use super::AppState;
 use crate::snowflake::layout::iso_ms;
 use crate::snowflake::Snowflake;
@@ -108,11 +107,14 @@ pub async fn batch(Service(sf): Service, RawQuery(q): RawQuery) -> Result<Respon
     params(("id" = String, Path, description = "The ID, in decimal", example = "2199023255552001", pattern = "^[0-9]{1,19}$")),
     responses(
         (status = 200, description = "Timestamp, worker ID and sequence, read with this instance's layout", body = SnowflakeDecodedDoc),
-        (status = 400, description = "`invalid_request`: not a non-negative 64-bit decimal integer", body = ErrorBody),
+        (status = 400, description = "`invalid_request`: not a non-negative 64-bit decimal integer, or not valid percent-encoded UTF-8", body = ErrorBody),
         (status = 404, description = "`snowflake_disabled`", body = ErrorBody),
     )
 )]
-pub async fn decode(Service(sf): Service, Path(raw): Path<String>) -> Result<Response, ApiError> {
+pub async fn decode(
+    Service(sf): Service,
+    PathParam(raw): PathParam<String>,
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let layout = sf.layout();
     let d = layout

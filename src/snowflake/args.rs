@@ -32,7 +32,8 @@ pub struct SnowflakeArgs {
     )]
     pub bits: Bits,
     /// Time unit of the timestamp field, a whole number of milliseconds
-    /// (e.g. `1s` with `--snowflake-bits 36/5/22`).
+    /// (e.g. `1s` with `--snowflake-bits 36/5/22`), at most a third of
+    /// `--snowflake-lease` plus 2 ms.
     #[arg(long = "snowflake-time-unit", env = "SEQD_SNOWFLAKE_TIME_UNIT", value_name = "DURATION",
           default_value = "1ms", value_parser = humantime::parse_duration)]
     pub time_unit: Duration,

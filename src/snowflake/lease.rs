@@ -19,12 +19,19 @@
 //!   before `lease_until - ttl / 3` (the safety margin), and only time units
 //!   that end by the persisted bound. An instance whose renewals fail stops by
 //!   itself, `ttl / 3` before any other instance may take its worker ID.
+//!   A time unit of at most `ttl / 3 + 2 ms` is served at every instant
+//!   before that point ([`LeaseConfig::largest_time_unit`]); start-up
+//!   refuses longer units.
 //! - **Fence on takeover and restart.** A new holder issues only timestamps
 //!   after the row's `last_timestamp`. Every earlier holder only ever issued
 //!   timestamps up to bounds it had written to that row first, and the
 //!   compare-and-set guarantees the new holder read the latest of them. So
 //!   even if two instances both believed they held a worker ID (clocks far
-//!   apart), their timestamps could not overlap.
+//!   apart), their timestamps could not overlap. A claim that gets no
+//!   answer (an error or a timeout after the database applied it) keeps the
+//!   row it read until it is settled: if the row turns up as this
+//!   instance's own, it is installed behind that fence all the same; if it
+//!   turns up changed by someone else, the claim was lost.
 //! - **Release.** On graceful shutdown the generator stops, and the row gets
 //!   `lease_until = 0` and the exact last timestamp used, so a restarted
 //!   instance may take it at once. After a crash the row is free once the
@@ -34,6 +41,7 @@
 //! by a timeout; the background task holds only a `Weak` reference and ends
 //! when the [`Snowflake`] is dropped or shut down.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -67,6 +75,31 @@ impl LeaseConfig {
             margin: ttl / 3,
             op_timeout: (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5)),
         }
+    }
+}
+
+impl LeaseConfig {
+    /// The longest time unit this lease serves at every instant it allows
+    /// issuing: the margin plus 2 ms (10.002 s for a 30 s lease).
+    ///
+    /// A grant issues only before its deadline, `lease_until - margin`
+    /// (exclusive), and uses a unit only if the unit ends by the persisted
+    /// bound, `lease_until` (inclusive). Units are aligned on the epoch, so
+    /// one may begin at the last millisecond before the deadline; it ends
+    /// `unit - 1` ms later, by the bound only if `unit <= margin + 2 ms`.
+    /// That instant is reached whenever a renewal comes late: the keeper
+    /// sleeps `renew_every` after each tick (so renewals always come a
+    /// little later than `renew_every`), and a failed renewal leaves the
+    /// grant running to its deadline. Up to this unit, issuing stops only at
+    /// the deadline; beyond it, some instants of a valid lease are refused.
+    pub fn largest_time_unit(&self) -> Duration {
+        Duration::from_millis(self.margin.as_millis() as u64 + 2)
+    }
+
+    /// The shortest lease whose [`LeaseConfig::largest_time_unit`] is at
+    /// least `unit` (a whole number of milliseconds).
+    pub fn shortest_ttl_for(unit: Duration) -> Duration {
+        unit.saturating_sub(Duration::from_millis(2)) * 3
     }
 }
 
@@ -159,6 +192,45 @@ struct Held {
     migrated: bool,
     worker: Option<u32>,
     failures: u32,
+    /// Takeovers whose claim got no answer (failed or timed out), by worker
+    /// ID: the row as that claim read it. Such a claim may have been applied,
+    /// and then the row is found again as this instance's own: the previous
+    /// holder's `last_timestamp` must still fence it.
+    unanswered: BTreeMap<u32, WorkerRow>,
+}
+
+impl Held {
+    /// Forgets the unanswered claims that `rows` (as just read) show lost:
+    /// the row is neither `owner`'s nor still as the claim read it, so the
+    /// claim's compare-and-set can never apply.
+    fn settle(&mut self, rows: &[WorkerRow], owner: &str) {
+        self.unanswered
+            .retain(|w, seen| match rows.iter().find(|r| r.worker_id == *w) {
+                Some(row) => row.owner == owner || row == seen,
+                None => true,
+            });
+    }
+
+    /// The worker ID `candidate` would give `owner`, and the floor to install
+    /// it with: the previous holder's `last_timestamp` when the row is someone
+    /// else's (remembered until the claim is settled), or that of an
+    /// unanswered claim that made the row `owner`'s. `None`: a new worker ID,
+    /// or a row nobody else held since this instance did.
+    fn before_claim(&mut self, candidate: &Candidate, owner: &str) -> (u32, Option<i64>) {
+        let worker = match candidate {
+            Candidate::New(w) => *w,
+            Candidate::Existing(seen) => {
+                if seen.owner != owner {
+                    self.unanswered.insert(seen.worker_id, seen.clone());
+                }
+                seen.worker_id
+            }
+        };
+        (
+            worker,
+            self.unanswered.get(&worker).map(|r| r.last_timestamp),
+        )
+    }
 }
 
 struct Inner {
@@ -393,8 +465,6 @@ impl Snowflake {
     async fn claim(&self, held: &mut Held) -> TickOutcome {
         let inner = &self.inner;
         let capacity = inner.generator.layout().worker_count();
-        let ttl_ms = inner.config.ttl.as_millis() as i64;
-        let margin_ms = inner.config.margin.as_millis() as i64;
         for _ in 0..8 {
             let Some(rows) = self
                 .bounded("reading workers", inner.leases.list(capacity))
@@ -402,60 +472,23 @@ impl Snowflake {
             else {
                 return TickOutcome::Failed;
             };
+            held.settle(&rows, &inner.owner);
             let now = inner.generator.clock().now_ms();
-            let until = now.saturating_add(ttl_ms);
-            let (won, worker, floor) = match choose(&rows, capacity, &inner.owner, now) {
-                None => {
-                    tracing::warn!(
-                        workers = capacity,
-                        "no snowflake worker ID free: all are leased by other instances"
-                    );
-                    return TickOutcome::NoneFree;
-                }
-                Some(Candidate::New(w)) => {
-                    let row = WorkerRow {
-                        worker_id: w,
-                        owner: inner.owner.clone(),
-                        lease_until: until,
-                        last_timestamp: until,
-                    };
-                    (
-                        self.bounded("claim (insert)", inner.leases.insert(&row))
-                            .await,
-                        w,
-                        None,
-                    )
-                }
-                Some(Candidate::Existing(seen)) => {
-                    let bound = seen.last_timestamp.max(until);
-                    let won = self
-                        .bounded(
-                            "claim",
-                            inner.leases.claim(&seen, &inner.owner, until, bound, now),
-                        )
-                        .await;
-                    // Our own row: nobody held it since we did, and we know what we issued.
-                    let floor = (seen.owner != inner.owner).then_some(seen.last_timestamp);
-                    (won, seen.worker_id, floor)
-                }
+            let Some(candidate) = choose(&rows, capacity, &inner.owner, now) else {
+                tracing::warn!(
+                    workers = capacity,
+                    "no snowflake worker ID free: all are leased by other instances"
+                );
+                return TickOutcome::NoneFree;
             };
-            match won {
+            let until = now.saturating_add(inner.config.ttl.as_millis() as i64);
+            let (worker, floor) = held.before_claim(&candidate, &inner.owner);
+            match self.take(candidate, until, now).await {
+                // The claim may have been applied all the same: `held` keeps its floor.
                 None => return TickOutcome::Failed,
                 Some(false) => continue,
                 Some(true) => {
-                    let grant = Grant {
-                        worker_id: worker,
-                        issue_until_ms: until - margin_ms,
-                        bound_ms: until,
-                    };
-                    inner.generator.install(grant, floor);
-                    held.worker = Some(worker);
-                    tracing::info!(
-                        worker_id = worker,
-                        owner = %inner.owner,
-                        lease_until = %super::layout::iso_ms(until),
-                        "snowflake worker ID leased"
-                    );
+                    self.install(held, worker, until, floor);
                     return TickOutcome::Claimed(worker);
                 }
             }
@@ -464,6 +497,52 @@ impl Snowflake {
             "snowflake worker lease: lost 8 races for a worker ID in a row; retrying later"
         );
         TickOutcome::Failed
+    }
+
+    /// Sends the claim of `candidate` for a lease until `until`; `None` if
+    /// its outcome is unknown (failed or timed out).
+    async fn take(&self, candidate: Candidate, until: i64, now: i64) -> Option<bool> {
+        let inner = &self.inner;
+        match candidate {
+            Candidate::New(w) => {
+                let row = WorkerRow {
+                    worker_id: w,
+                    owner: inner.owner.clone(),
+                    lease_until: until,
+                    last_timestamp: until,
+                };
+                self.bounded("claim (insert)", inner.leases.insert(&row))
+                    .await
+            }
+            Candidate::Existing(seen) => {
+                let bound = seen.last_timestamp.max(until);
+                self.bounded(
+                    "claim",
+                    inner.leases.claim(&seen, &inner.owner, until, bound, now),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Hands the generator the worker ID just claimed, leased until `until`,
+    /// with the previous holders' `floor`.
+    fn install(&self, held: &mut Held, worker: u32, until: i64, floor: Option<i64>) {
+        let inner = &self.inner;
+        let grant = Grant {
+            worker_id: worker,
+            issue_until_ms: until - inner.config.margin.as_millis() as i64,
+            bound_ms: until,
+        };
+        inner.generator.install(grant, floor);
+        held.worker = Some(worker);
+        held.unanswered.remove(&worker);
+        tracing::info!(
+            worker_id = worker,
+            owner = %inner.owner,
+            lease_until = %super::layout::iso_ms(until),
+            "snowflake worker ID leased"
+        );
     }
 
     /// Stops issuing for good and releases the worker ID, writing the exact
@@ -548,10 +627,51 @@ mod tests {
     }
 
     #[test]
+    fn an_unanswered_takeover_keeps_its_floor_until_settled() {
+        let mut held = Held::default();
+        let theirs = row(2, "old", 900, 5000);
+        let ours = row(2, "me", 31_000, 31_000);
+        let take_over = Candidate::Existing(theirs.clone());
+        assert_eq!(held.before_claim(&take_over, "me"), (2, Some(5000)));
+        // Still as the claim read it: undecided.
+        held.settle(&[theirs], "me");
+        // Found as ours: applied after all; reclaiming it keeps the fence.
+        held.settle(&[ours.clone()], "me");
+        let reclaim = Candidate::Existing(ours);
+        assert_eq!(held.before_claim(&reclaim, "me"), (2, Some(5000)));
+        // Changed by someone else: lost, forgotten.
+        held.settle(&[row(2, "other", 40_000, 40_000)], "me");
+        assert_eq!(held.before_claim(&reclaim, "me"), (2, None));
+        assert_eq!(
+            held.before_claim(&Candidate::New(3), "me"),
+            (3, None),
+            "a new worker ID has no previous holder"
+        );
+    }
+
+    #[test]
     fn owner_is_short_ascii_and_unique() {
         let (a, b) = (new_owner(), new_owner());
         assert_ne!(a, b);
         assert!(a.len() <= MAX_OWNER_LEN && a.is_ascii(), "{a}");
+    }
+
+    #[test]
+    fn the_largest_time_unit_and_the_shortest_lease_for_it_agree() {
+        let c = LeaseConfig::default();
+        assert_eq!(c.largest_time_unit(), Duration::from_millis(10_002));
+        for unit_ms in [1, 2, 3, 999, 10_002, 60_000, 86_400_000] {
+            let unit = Duration::from_millis(unit_ms);
+            let shortest = LeaseConfig::shortest_ttl_for(unit);
+            assert!(LeaseConfig::new(shortest).largest_time_unit() >= unit);
+            if !shortest.is_zero() {
+                let shorter = shortest - Duration::from_nanos(1);
+                assert!(
+                    LeaseConfig::new(shorter).largest_time_unit() < unit,
+                    "{unit_ms}"
+                );
+            }
+        }
     }
 
     #[test]

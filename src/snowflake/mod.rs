@@ -15,6 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::store::WorkerLeases;
+
 pub mod args;
 pub mod clock;
 pub mod generator;
@@ -62,7 +64,8 @@ impl Default for SnowflakeSettings {
 impl SnowflakeSettings {
     /// Checks every setting against the clock reading `now_ms` and returns
     /// the layout: bits summing to 63, a whole-millisecond time unit, an
-    /// epoch in the past, timestamps not run out, a lease of 1 s .. 1 h, a
+    /// epoch in the past, timestamps not run out, a lease of 1 s .. 1 h that
+    /// serves the time unit ([`LeaseConfig::largest_time_unit`]), a
     /// tolerance of at most 1 min.
     pub fn validate(&self, now_ms: i64) -> Result<Layout, String> {
         let unit = self.time_unit;
@@ -76,12 +79,13 @@ impl SnowflakeSettings {
             now_ms,
         )
         .map_err(|e| e.to_string())?;
-        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.lease) {
+        if !(MIN_LEASE..=MAX_LEASE).contains(&self.lease) {
             return Err(format!(
                 "snowflake lease {:?} must be between 1s and 1h",
                 self.lease
             ));
         }
+        check_unit_fits_lease(unit, self.lease)?;
         if self.clock_tolerance > Duration::from_secs(60) {
             return Err(format!(
                 "snowflake clock tolerance {:?} must be at most 1m",
@@ -92,14 +96,73 @@ impl SnowflakeSettings {
     }
 }
 
+/// Shortest worker-ID lease accepted.
+const MIN_LEASE: Duration = Duration::from_secs(1);
+/// Longest worker-ID lease accepted.
+const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+/// Checks that a lease of `lease` serves a time unit of `unit` at every
+/// instant ([`LeaseConfig::largest_time_unit`]); the error names both flags
+/// and what would work.
+fn check_unit_fits_lease(unit: Duration, lease: Duration) -> Result<(), String> {
+    let largest = LeaseConfig::new(lease).largest_time_unit();
+    if unit <= largest {
+        return Ok(());
+    }
+    let shortest = LeaseConfig::shortest_ttl_for(unit);
+    let remedy = if shortest <= MAX_LEASE {
+        format!(
+            "use {} or longer, or {} or shorter",
+            flag("lease", shortest),
+            flag("time-unit", largest)
+        )
+    } else {
+        format!(
+            "no lease up to 1h serves it: use {} or shorter with {}",
+            flag("time-unit", LeaseConfig::new(MAX_LEASE).largest_time_unit()),
+            flag("lease", MAX_LEASE)
+        )
+    };
+    Err(format!(
+        "{} is too long for {}: a unit that begins just before issuing stops (a third of the \
+         lease before it ends) must end by the lease's end, so this lease serves units of at most \
+         {}; {remedy}",
+        flag("time-unit", unit),
+        flag("lease", lease),
+        humantime::format_duration(largest)
+    ))
+}
+
+/// `--snowflake-NAME VALUE` as typed in a shell (quoted if it has spaces).
+fn flag(name: &str, value: Duration) -> String {
+    let value = humantime::format_duration(value).to_string();
+    if value.contains(' ') {
+        format!("--snowflake-{name} \"{value}\"")
+    } else {
+        format!("--snowflake-{name} {value}")
+    }
+}
+
+/// Checks `settings` as [`start`] will, against the system clock, so that
+/// `seqd serve` refuses unusable settings before it touches the database.
+pub fn check(settings: &SnowflakeSettings) -> anyhow::Result<()> {
+    if settings.enabled {
+        settings
+            .validate(SystemWallClock.now_ms())
+            .map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
+}
+
 /// Starts snowflake IDs for `seqd serve`: validates `settings` (an unusable
 /// layout is a start-up error), logs the layout and when its timestamps run
-/// out, opens lease storage on `database_url` (lazily: a database that is
-/// down only delays the first worker ID) and spawns the lease task.
-/// `Ok(None)` when disabled.
+/// out, and spawns the lease task on `leases` (the database's, over the
+/// sequence store's pool: a database that goes down only delays the next
+/// worker ID). `Ok(None)` when disabled; an error when enabled without
+/// lease storage (a store with no database, such as the in-memory one).
 pub fn start(
     settings: &SnowflakeSettings,
-    database_url: &str,
+    leases: Option<Arc<dyn WorkerLeases>>,
 ) -> anyhow::Result<Option<Snowflake>> {
     if !settings.enabled {
         tracing::info!("snowflake IDs disabled (--snowflake false)");
@@ -123,8 +186,12 @@ pub fn start(
     if years_left < 1.0 {
         tracing::warn!(runs_out = %layout::iso_ms(runs_out), "snowflake timestamps run out in less than a year");
     }
-    let leases = crate::store::workers::connect_leases(database_url)
-        .map_err(|e| anyhow::anyhow!("snowflake worker leases: {e}"))?;
+    let leases = leases.ok_or_else(|| {
+        anyhow::anyhow!(
+            "snowflake worker leases: this store has no database to lease worker IDs in \
+             (--snowflake false serves without them)"
+        )
+    })?;
     Ok(Some(Snowflake::start(
         layout,
         settings.clock_tolerance,
@@ -132,4 +199,69 @@ pub fn start(
         leases,
         LeaseConfig::new(settings.lease),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_750_000_000_000;
+
+    fn with(time_unit: Duration, lease: Duration) -> SnowflakeSettings {
+        SnowflakeSettings {
+            time_unit,
+            lease,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_time_unit_longer_than_the_lease_serves_is_refused_naming_both_flags() {
+        let err = with(Duration::from_secs(60), Duration::from_secs(30))
+            .validate(NOW)
+            .unwrap_err();
+        for part in ["--snowflake-time-unit 1m", "--snowflake-lease 30s"] {
+            assert!(err.contains(part), "{part:?} missing from: {err}");
+        }
+        assert!(
+            err.contains(r#"--snowflake-lease "2m 59s 994ms" or longer"#),
+            "smallest lease missing: {err}"
+        );
+        assert!(
+            err.contains(r#"--snowflake-time-unit "10s 2ms" or shorter"#),
+            "largest unit missing: {err}"
+        );
+        // A unit no accepted lease serves: the largest unit of the longest lease.
+        let err = with(Duration::from_secs(86_400), Duration::from_secs(30))
+            .validate(NOW)
+            .unwrap_err();
+        assert!(err.contains("no lease up to 1h"), "{err}");
+        assert!(err.contains(r#"--snowflake-time-unit "20m 2ms""#), "{err}");
+    }
+
+    #[test]
+    fn the_largest_time_unit_for_a_lease_is_accepted_and_one_ms_more_refused() {
+        let lease = Duration::from_secs(30);
+        assert_eq!(
+            LeaseConfig::new(lease).largest_time_unit(),
+            Duration::from_millis(10_002)
+        );
+        assert!(with(Duration::from_millis(10_002), lease)
+            .validate(NOW)
+            .is_ok());
+        assert!(with(Duration::from_millis(10_003), lease)
+            .validate(NOW)
+            .is_err());
+        // The smallest lease named for a unit of 1 minute serves it.
+        assert!(
+            with(Duration::from_secs(60), Duration::from_millis(179_994))
+                .validate(NOW)
+                .is_ok()
+        );
+        assert!(
+            with(Duration::from_secs(60), Duration::from_millis(179_993))
+                .validate(NOW)
+                .is_err()
+        );
+    }
 }

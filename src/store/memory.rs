@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tokio::sync::watch;
 
-use super::{Reservation, SequencePatch, SequenceRow, Store, StoreError};
+use super::{check_bump_request, plan_bump, BumpMode, Bumped};
+use super::{Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError};
 use crate::domain::{NewSequence, SeqName};
 
 /// Per-name fault settings and counters.
@@ -220,6 +221,22 @@ impl Store for MemoryStore {
         Ok(self.rows.lock().unwrap().values().cloned().collect())
     }
 
+    async fn list_page(
+        &self,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let rows = self.rows.lock().unwrap();
+        let lower = after.map_or(Unbounded, Excluded);
+        let read: Vec<SequenceRow> = rows
+            .range::<SeqName, _>((lower, Unbounded))
+            .map(|(_, row)| row.clone())
+            .take(limit.min(super::MAX_PAGE) as usize + 1)
+            .collect();
+        Ok(SequencePage::from_read(read, limit, Some))
+    }
+
     async fn update(
         &self,
         name: &SeqName,
@@ -235,6 +252,37 @@ impl Store for MemoryStore {
         }
         row.updated_at = Utc::now();
         Ok(row.clone())
+    }
+
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError> {
+        check_bump_request(names, by)?;
+        // One lock over the read and the writes: atomic like a transaction.
+        let mut rows = self.rows.lock().unwrap();
+        let selected: Vec<&SequenceRow> = match names {
+            Some(names) => names.iter().filter_map(|n| rows.get(n)).collect(),
+            None => rows.values().collect(),
+        };
+        let read = selected
+            .iter()
+            .map(|r| (r.name.to_string(), r.max_id))
+            .collect();
+        let plan = plan_bump(names, read, by)?;
+        if mode == BumpMode::Apply {
+            let now = Utc::now();
+            for bumped in &plan {
+                let row = rows
+                    .get_mut(bumped.name.as_str())
+                    .expect("planned from a row");
+                row.max_id = bumped.new_max_id;
+                row.updated_at = now;
+            }
+        }
+        Ok(plan)
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

@@ -1,12 +1,19 @@
-//! Storage: the one trait the allocator and the operators' tools need, and one
-//! implementation per backend.
+//! Storage: the traits the allocator, the snowflake leases and the operators'
+//! tools need ([`Store`], [`WorkerLeases`]), and one folder per backend.
 //!
-//! Every backend keeps the `sequences` table of DESIGN.md. Reserving a segment
+//! Every backend keeps the `sequences` table (docs/design.md, "Tables and
+//! migrations"; "Reserving a segment" for the statements). Reserving a segment
 //! is a single atomic step in the database (`UPDATE ... RETURNING` on
 //! PostgreSQL and SQLite, `UPDATE` + `SELECT` inside one transaction holding
 //! the row lock on MySQL/MariaDB), so two instances can never receive
 //! overlapping ranges. `sqlx::Error` never leaves this module: every backend
 //! narrows it to [`StoreError`].
+//!
+//! `postgres/`, `mysql/` and `sqlite/` each hold that backend's pool
+//! (`mod.rs`), its sequence store (`sequences.rs`) and its worker leases
+//! (`workers.rs`); [`connect`] opens one pool and returns both over it as a
+//! [`Database`]. The traits never name their implementations. `memory.rs` is
+//! an in-memory [`Store`] for tests and benchmarks.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -14,14 +21,19 @@ use serde::Serialize;
 
 use crate::domain::{NewSequence, SeqName};
 
+pub use database::{connect, Database};
+pub use migrator::{Dialect, MigrateMode};
+pub use pool::{StoreOptions, LEASE_CONNECTIONS};
+pub use workers::WorkerLeases;
+
+pub(crate) mod database;
 pub mod memory;
+pub mod migrator;
 pub mod mysql;
+pub mod pool;
 pub mod postgres;
 pub mod sqlite;
 pub mod workers;
-pub mod workers_mysql;
-pub mod workers_postgres;
-pub mod workers_sqlite;
 
 /// One row of the `sequences` table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -58,6 +70,75 @@ impl Reservation {
     }
 }
 
+/// Most rows one [`Store::list_page`] may return.
+pub const MAX_PAGE: u32 = 1000;
+
+/// One page of rows, ordered by name in byte order (see [`Store::list_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequencePage {
+    /// The rows of the page (rows whose stored name is not a valid
+    /// [`SeqName`] are left out).
+    pub rows: Vec<SequenceRow>,
+    /// True when rows follow the page.
+    pub more: bool,
+}
+
+impl SequencePage {
+    /// A page from up to `limit + 1` rows read in name order: the first
+    /// `limit` are the page, one more means more follow. `convert` drops a
+    /// row by answering `None`.
+    fn from_read<R>(
+        mut read: Vec<R>,
+        limit: u32,
+        convert: impl Fn(R) -> Option<SequenceRow>,
+    ) -> Self {
+        let more = read.len() > limit as usize;
+        read.truncate(limit as usize);
+        SequencePage {
+            rows: read.into_iter().filter_map(convert).collect(),
+            more,
+        }
+    }
+}
+
+/// The bounds of a page read: the exclusive lower bound to bind (`""`,
+/// below every name, for the first page) and how many rows to read (one
+/// more than `limit`, to learn whether more follow).
+fn page_bounds(after: Option<&SeqName>, limit: u32) -> (&str, i64) {
+    (
+        after.map_or("", SeqName::as_str),
+        i64::from(limit.min(MAX_PAGE)) + 1,
+    )
+}
+
+/// [`Store::list_page`] on a backend's pool: runs `sql` (rows of the
+/// table's columns with a name above the first bind, in name order, at most
+/// the second bind) and converts the rows read with `convert`.
+async fn fetch_page<DB, R>(
+    pool: &sqlx::Pool<DB>,
+    sql: &str,
+    after: Option<&SeqName>,
+    limit: u32,
+    convert: fn(R) -> Option<SequenceRow>,
+) -> Result<SequencePage, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+{
+    let (above, read) = page_bounds(after, limit);
+    let rows: Vec<R> = sqlx::query_as::<DB, R>(sql)
+        .bind(above)
+        .bind(read)
+        .fetch_all(pool)
+        .await
+        .map_err(unavailable)?;
+    Ok(SequencePage::from_read(rows, limit, convert))
+}
+
 /// What a field update (operator change) asks for; `None` leaves a field alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SequencePatch {
@@ -65,6 +146,69 @@ pub struct SequencePatch {
     pub step: Option<i64>,
     /// New description, already validated.
     pub description: Option<String>,
+}
+
+/// Whether [`Store::bump`] writes or only plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BumpMode {
+    /// Change the rows, in one transaction.
+    Apply,
+    /// Read the rows and check the bump; write nothing.
+    DryRun,
+}
+
+/// One row a bump changed (or, in a dry run, would change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bumped {
+    /// The row's name as stored (under `--all`, possibly one an operator
+    /// inserted by hand that is not a valid [`SeqName`]).
+    pub name: String,
+    /// `max_id` before the bump.
+    pub old_max_id: i64,
+    /// `max_id` after the bump: `old_max_id + by`.
+    pub new_max_id: i64,
+}
+
+/// Why a bump was refused: every offending sequence, by name, in name order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BumpRefusal {
+    /// Names asked for that have no row.
+    pub missing: Vec<String>,
+    /// Rows whose `max_id + by` would pass `i64::MAX`.
+    pub overflow: Vec<String>,
+}
+
+/// At most this many names are shown per list in a [`BumpRefusal`]'s message.
+const SHOWN_NAMES: usize = 20;
+
+impl std::fmt::Display for BumpRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.missing.is_empty() {
+            parts.push(format!("not found: {}", shown(&self.missing)));
+        }
+        if !self.overflow.is_empty() {
+            parts.push(format!(
+                "max_id would pass {}: {}",
+                i64::MAX,
+                shown(&self.overflow)
+            ));
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// `'a', 'b', ... and N more`: the first [`SHOWN_NAMES`] names, quoted.
+fn shown(names: &[String]) -> String {
+    let mut out: Vec<String> = names
+        .iter()
+        .take(SHOWN_NAMES)
+        .map(|n| format!("'{n}'"))
+        .collect();
+    if names.len() > SHOWN_NAMES {
+        out.push(format!("... and {} more", names.len() - SHOWN_NAMES));
+    }
+    out.join(", ")
 }
 
 /// Storage failures, narrowed from the driver's errors.
@@ -85,6 +229,20 @@ pub enum StoreError {
     /// The database URL or configuration is unusable (unknown scheme, bad options).
     #[error("invalid storage configuration: {0}")]
     Config(String),
+    /// seqd's schema cannot be brought to or is not at this version (a
+    /// missing migration under `--migrate check`, a changed or failed one, a
+    /// DDL statement the database refused): a configuration problem, not an
+    /// outage.
+    #[error("migration: {0}")]
+    Migration(String),
+    /// The database refused a value as invalid (a `CHECK` constraint of the
+    /// table, such as `step >= 1`): bad input, not an outage; the detail is
+    /// for logs.
+    #[error("value refused by the table: {0}")]
+    Invalid(String),
+    /// A bump was refused as a whole and changed nothing (see [`Store::bump`]).
+    #[error("bump refused: {0}")]
+    BumpRefused(BumpRefusal),
 }
 
 /// The storage the allocator and the operators' tools need.
@@ -109,6 +267,15 @@ pub trait Store: Send + Sync + 'static {
     /// Reads every row, ordered by name.
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError>;
 
+    /// Reads one page: at most `limit` (1..=[`MAX_PAGE`]) rows whose name is
+    /// above `after` (all rows when `None`), ordered by name in byte order,
+    /// as [`Store::list`] is; [`SequencePage::more`] says whether rows follow.
+    async fn list_page(
+        &self,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError>;
+
     /// Changes `step` and/or `description` of an existing row.
     async fn update(
         &self,
@@ -116,8 +283,46 @@ pub trait Store: Send + Sync + 'static {
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError>;
 
-    /// Applies the embedded migrations of this backend (idempotent).
+    /// Raises `max_id` by `by` (1..=`i64::MAX`) on every row named in `names`
+    /// (duplicates count once), or on every row when `names` is `None`, in one
+    /// transaction: all rows or none. Returns each row's `max_id` before and
+    /// after, ordered by name.
+    ///
+    /// A name without a row, or a row that would pass `i64::MAX`, refuses the
+    /// whole bump with [`StoreError::BumpRefused`] naming them all. The rows
+    /// are read under their row locks (SQLite: the database's write lock)
+    /// and changed by one set-based `max_id = max_id + by`, so reservations
+    /// running meanwhile serialise with it: none is lost, and the values
+    /// returned are exact. With [`BumpMode::DryRun`] the same checks run on a
+    /// plain read and nothing is written.
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError>;
+
+    /// Applies the embedded migrations of this backend (idempotent), with
+    /// seqd's own migrator (see [`migrator`]); fails with
+    /// [`StoreError::Migration`].
     async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// Checks that every migration of this backend is applied, running no
+    /// DDL; fails with [`StoreError::Migration`] naming what is missing.
+    /// A store without a schema (in memory) has nothing to check.
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Prepares the schema as `mode` says: [`Store::migrate`],
+    /// [`Store::check_schema`], or nothing.
+    async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
+        match mode {
+            MigrateMode::Auto => self.migrate().await,
+            MigrateMode::Check => self.check_schema().await,
+            MigrateMode::Off => Ok(()),
+        }
+    }
 
     /// Checks that the database answers and the schema is in place.
     async fn ping(&self) -> Result<(), StoreError>;
@@ -126,102 +331,76 @@ pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 }
 
-/// Opens the store named by `url`, choosing the backend by its scheme:
-/// `postgres://` or `postgresql://`, `mysql://` or `mariadb://` (both served
-/// by [`mysql::MySqlStore`]), `sqlite:` (e.g. `sqlite://seqd.db?mode=rwc`).
-///
-/// It connects (so an unreachable database fails here) but does not run the
-/// migrations: call [`Store::migrate`] for that.
-pub async fn connect(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    use std::sync::Arc;
-
-    let scheme = url
-        .split_once(':')
-        .map(|(s, _)| s.to_ascii_lowercase())
-        .unwrap_or_default();
-    let store: Arc<dyn Store> = match scheme.as_str() {
-        "postgres" | "postgresql" => Arc::new(postgres::PostgresStore::connect(url).await?),
-        "mysql" => Arc::new(mysql::MySqlStore::connect(url).await?),
-        // Same wire protocol; sqlx only knows the `mysql://` scheme.
-        "mariadb" => {
-            let url = format!("mysql{}", &url[scheme.len()..]);
-            Arc::new(mysql::MySqlStore::connect(&url).await?)
-        }
-        "sqlite" => Arc::new(sqlite::SqliteStore::connect(url).await?),
-        _ => {
-            return Err(StoreError::Config(format!(
-                "unsupported database URL scheme {scheme:?}: \
-                 expected postgres://, mysql://, mariadb:// or sqlite:"
-            )))
-        }
-    };
-    Ok(store)
-}
-
 /// Returns `url` with any password replaced by `***`, for logs: the password of
 /// the user-info part (`scheme://user:secret@host`) and the value of query
 /// parameters that carry one (`password`, `pass`, `pwd`, `sslpassword`).
 /// Everything else is kept as written.
+///
+/// A password may hold any character, `@ : / ? #` included (drivers accept
+/// them unencoded), so it ends at the last `@` that is followed by something
+/// shaped like a host. When an `@` in the query could also be that one, more
+/// is hidden than needed, never less.
 pub fn redact_url(url: &str) -> String {
+    let Some(i) = url.find("://") else {
+        return redact_query(url);
+    };
+    let (head, rest) = url.split_at(i + 3);
+    match password_span(rest) {
+        Some((user_end, at)) => format!(
+            "{head}{}:***{}",
+            &rest[..user_end],
+            redact_query(&rest[at..])
+        ),
+        None => format!("{head}{}", redact_query(rest)),
+    }
+}
+
+/// In what follows `scheme://`: where the user name ends (at its `:`) and
+/// where the password ends (at its `@`), when there is a password.
+fn password_span(rest: &str) -> Option<(usize, usize)> {
+    let user_end = rest.find([':', '@', '/', '?', '#'])?;
+    if !rest[user_end..].starts_with(':') {
+        return None;
+    }
+    let at = rest
+        .match_indices('@')
+        .map(|(i, _)| i)
+        .filter(|&i| i > user_end && looks_like_host(&rest[i + 1..]))
+        .last()?;
+    Some((user_end, at))
+}
+
+/// Whether `after` (what follows an `@`) starts with a host, an optional
+/// port, then a path, a query, a fragment or the end.
+fn looks_like_host(after: &str) -> bool {
+    let host_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    after[..host_end]
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b".-_[]:%,".contains(&b))
+}
+
+/// `s` with the values of password query parameters replaced by `***`.
+fn redact_query(s: &str) -> String {
     // Split off the fragment and the query so that '@', ':' or '/' in them are
-    // not mistaken for the authority's separators.
-    let (before_fragment, fragment) = match url.find('#') {
-        Some(i) => (&url[..i], Some(&url[i..])),
-        None => (url, None),
+    // not mistaken for anything else.
+    let (before_fragment, fragment) = s.split_at(s.find('#').unwrap_or(s.len()));
+    let Some((base, query)) = before_fragment.split_once('?') else {
+        return s.to_string();
     };
-    let (base, query) = match before_fragment.find('?') {
-        Some(i) => (&before_fragment[..i], Some(&before_fragment[i + 1..])),
-        None => (before_fragment, None),
-    };
-
-    let mut out = String::with_capacity(url.len());
-    match base.find("://") {
-        Some(i) => {
-            let authority_start = i + 3;
-            let rest = &base[authority_start..];
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            let authority = &rest[..authority_end];
-            out.push_str(&base[..authority_start]);
-            match authority.rfind('@') {
-                Some(at) => {
-                    let userinfo = &authority[..at];
-                    match userinfo.find(':') {
-                        Some(colon) => {
-                            out.push_str(&userinfo[..colon]);
-                            out.push_str(":***");
-                        }
-                        None => out.push_str(userinfo),
-                    }
-                    out.push_str(&authority[at..]);
-                }
-                None => out.push_str(authority),
+    let redacted: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _))
+                if ["password", "pass", "pwd", "sslpassword"]
+                    .iter()
+                    .any(|k| key.eq_ignore_ascii_case(k)) =>
+            {
+                format!("{key}=***")
             }
-            out.push_str(&rest[authority_end..]);
-        }
-        None => out.push_str(base),
-    }
-
-    if let Some(query) = query {
-        out.push('?');
-        let redacted: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _))
-                    if ["password", "pass", "pwd", "sslpassword"]
-                        .iter()
-                        .any(|k| key.eq_ignore_ascii_case(k)) =>
-                {
-                    format!("{key}=***")
-                }
-                _ => pair.to_string(),
-            })
-            .collect();
-        out.push_str(&redacted.join("&"));
-    }
-    if let Some(fragment) = fragment {
-        out.push_str(fragment);
-    }
-    out
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}{fragment}", redacted.join("&"))
 }
 
 /// Narrows a driver error to [`StoreError`]: configuration problems become
@@ -230,13 +409,9 @@ pub fn redact_url(url: &str) -> String {
 fn unavailable(e: sqlx::Error) -> StoreError {
     match e {
         sqlx::Error::Configuration(e) => StoreError::Config(e.to_string()),
+        sqlx::Error::Database(db) if db.is_check_violation() => StoreError::Invalid(db.to_string()),
         other => StoreError::Unavailable(other.to_string()),
     }
-}
-
-/// Narrows a migration error to [`StoreError::Unavailable`].
-fn migrate_failed(e: sqlx::migrate::MigrateError) -> StoreError {
-    StoreError::Unavailable(format!("migration failed: {e}"))
 }
 
 /// Narrows an `INSERT` error: a unique violation means the name is taken.
@@ -307,7 +482,7 @@ fn row_from_columns(
             updated_at,
         }),
         Err(_) => {
-            tracing::warn!(name = %name, "ignoring a row of `sequences` whose name is not a valid sequence name");
+            tracing::warn!(name = %crate::domain::escape_controls(&name), "ignoring a row of `sequences` whose name is not a valid sequence name");
             None
         }
     }
@@ -327,6 +502,176 @@ fn reservation(max_id: i64, size: i64, row_step: i64) -> Result<Reservation, Sto
             "inconsistent reservation from the database: max_id={max_id} size={size} step={row_step}"
         )))
     }
+}
+
+/// Rejects a bump no backend should run: `by` below 1, or an empty list of
+/// names (which would be an empty SQL `IN ()`).
+fn check_bump_request(names: Option<&[SeqName]>, by: i64) -> Result<(), StoreError> {
+    if by < 1 {
+        return Err(StoreError::Config(format!(
+            "invalid bump {by}: must be from 1 to {}",
+            i64::MAX
+        )));
+    }
+    if names.is_some_and(|n| n.is_empty()) {
+        return Err(StoreError::Config("a bump needs at least one name".into()));
+    }
+    Ok(())
+}
+
+/// Checks a bump of `by` against the rows read for it (`(name, max_id)`,
+/// in any order) and returns the plan in name order, or the refusal naming
+/// every requested name without a row and every row that would pass
+/// `i64::MAX`.
+fn plan_bump(
+    names: Option<&[SeqName]>,
+    rows: Vec<(String, i64)>,
+    by: i64,
+) -> Result<Vec<Bumped>, StoreError> {
+    let rows: std::collections::BTreeMap<String, i64> = rows.into_iter().collect();
+    let missing: std::collections::BTreeSet<&str> = names
+        .unwrap_or_default()
+        .iter()
+        .map(SeqName::as_str)
+        .filter(|n| !rows.contains_key(*n))
+        .collect();
+    let refusal = BumpRefusal {
+        missing: missing.into_iter().map(str::to_string).collect(),
+        overflow: rows
+            .iter()
+            .filter(|(_, max_id)| max_id.checked_add(by).is_none())
+            .map(|(name, _)| name.clone())
+            .collect(),
+    };
+    if refusal != BumpRefusal::default() {
+        return Err(StoreError::BumpRefused(refusal));
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(name, old_max_id)| Bumped {
+            name,
+            old_max_id,
+            new_max_id: old_max_id + by,
+        })
+        .collect())
+}
+
+/// Checks that the bump's `UPDATE` changed exactly the planned rows; any
+/// other count (a row created meanwhile under `--all`) must roll it back.
+fn check_bumped(plan: &[Bumped], affected: u64) -> Result<(), StoreError> {
+    if affected == plan.len() as u64 {
+        Ok(())
+    } else {
+        Err(StoreError::Unavailable(format!(
+            "bump changed {affected} rows where {} were planned; rolled back, nothing changed",
+            plan.len()
+        )))
+    }
+}
+
+/// The statements of [`Store::bump`] on one backend; [`run_bump`] runs them
+/// with the checks and the transaction every backend shares.
+#[async_trait]
+trait BumpSql {
+    /// The sqlx database.
+    type Db: sqlx::Database;
+    /// The statement that opens the bump's transaction.
+    const BEGIN: &'static str = "BEGIN";
+
+    /// Reads `(name, max_id)` of the rows a bump touches (the named ones, or
+    /// all); with `lock`, holds their row locks until the transaction ends.
+    async fn read_bump(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        names: Option<&[SeqName]>,
+        lock: bool,
+    ) -> Result<Vec<(String, i64)>, StoreError>;
+
+    /// Adds `by` to `max_id` of those rows in one statement, sparing any that
+    /// would pass `i64::MAX`, and returns how many rows it changed.
+    async fn add_bump(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        names: Option<&[SeqName]>,
+        by: i64,
+    ) -> Result<u64, StoreError>;
+}
+
+/// [`Store::bump`] on a backend's pool: a dry run plans from a plain read; a
+/// bump reads under row locks, plans (or refuses), updates, checks the count
+/// and commits, all in one transaction (dropped, hence rolled back, on error).
+async fn run_bump<B: BumpSql>(
+    pool: &sqlx::Pool<B::Db>,
+    names: Option<&[SeqName]>,
+    by: i64,
+    mode: BumpMode,
+) -> Result<Vec<Bumped>, StoreError> {
+    check_bump_request(names, by)?;
+    if mode == BumpMode::DryRun {
+        let mut conn = pool.acquire().await.map_err(unavailable)?;
+        let rows = B::read_bump(&mut conn, names, false).await?;
+        return plan_bump(names, rows, by);
+    }
+    let mut tx = pool.begin_with(B::BEGIN).await.map_err(unavailable)?;
+    let rows = B::read_bump(&mut tx, names, true).await?;
+    let plan = plan_bump(names, rows, by)?;
+    check_bumped(&plan, B::add_bump(&mut tx, names, by).await?)?;
+    tx.commit().await.map_err(unavailable)?;
+    Ok(plan)
+}
+
+/// [`BumpSql::read_bump`] on the backends without array binds (MySQL,
+/// SQLite): runs `read` + [`names_in`]`(names, "WHERE")` + `suffix`, the
+/// names bound one by one.
+async fn fetch_bump_rows<DB, O>(
+    conn: &mut DB::Connection,
+    read: &str,
+    suffix: &str,
+    names: Option<&[SeqName]>,
+) -> Result<Vec<O>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    O: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+{
+    let sql = format!("{read}{}{suffix}", names_in(names, "WHERE"));
+    let mut query = sqlx::query_as::<DB, O>(&sql);
+    for name in names.unwrap_or_default() {
+        query = query.bind(name.as_str());
+    }
+    query.fetch_all(conn).await.map_err(unavailable)
+}
+
+/// [`BumpSql::add_bump`] on the backends without array binds (MySQL,
+/// SQLite): runs `update` + [`names_in`]`(names, "AND")`, bound as `by`,
+/// `by`, then the names one by one.
+async fn execute_bump<DB>(
+    conn: &mut DB::Connection,
+    update: &str,
+    names: Option<&[SeqName]>,
+    by: i64,
+) -> Result<DB::QueryResult, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+{
+    let sql = format!("{update}{}", names_in(names, "AND"));
+    let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
+    for name in names.unwrap_or_default() {
+        query = query.bind(name.as_str());
+    }
+    query.execute(conn).await.map_err(unavailable)
+}
+
+/// For the backends without array binds: `" <keyword> name IN (?, ?, ...)"`
+/// with one positional placeholder per name, or nothing for all rows.
+fn names_in(names: Option<&[SeqName]>, keyword: &str) -> String {
+    names.map_or_else(String::new, |names| {
+        format!(" {keyword} name IN ({})", vec!["?"; names.len()].join(", "))
+    })
 }
 
 #[cfg(test)]
@@ -351,6 +696,37 @@ mod tests {
             redact_url("postgres://u:p@ss:w@rd@host/db"),
             "postgres://u:***@host/db"
         );
+    }
+
+    #[test]
+    fn redact_url_hides_passwords_holding_slash_question_mark_or_hash() {
+        for (url, shown) in [
+            ("postgres://u:pa/ss@host/db", "postgres://u:***@host/db"),
+            ("mysql://u:p?w#d@h:3306/db", "mysql://u:***@h:3306/db"),
+            (
+                "postgres://u:a#b?c/d@e@host:5432/db?sslmode=require",
+                "postgres://u:***@host:5432/db?sslmode=require",
+            ),
+            (
+                "mysql://root:/?#@[::1]:3306/test",
+                "mysql://root:***@[::1]:3306/test",
+            ),
+            (
+                "postgres://u:p/w@/db?host=/run/postgresql",
+                "postgres://u:***@/db?host=/run/postgresql",
+            ),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn redact_url_hides_rather_than_shows_when_the_user_info_is_ambiguous() {
+        // An '@' in the query of a URL with a port reads as a password's end:
+        // more is hidden than needed, nothing is shown that should not be.
+        let shown = redact_url("postgres://u:pw@host:5432/db?application_name=a@b");
+        assert!(!shown.contains("pw"), "{shown}");
+        assert!(shown.starts_with("postgres://u:***@"), "{shown}");
     }
 
     #[test]
@@ -390,16 +766,123 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn connect_rejects_unknown_schemes_without_echoing_the_url() {
-        match connect("redis://user:secret@host/0").await {
-            Err(StoreError::Config(msg)) => {
-                assert!(msg.contains("redis"), "{msg}");
-                assert!(!msg.contains("secret"), "{msg}");
+    fn names(list: &[&str]) -> Vec<SeqName> {
+        list.iter().map(|n| SeqName::parse(n).unwrap()).collect()
+    }
+
+    fn rows(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+        list.iter().map(|(n, m)| (n.to_string(), *m)).collect()
+    }
+
+    #[test]
+    fn plan_bump_refuses_missing_names_and_overflowing_rows_together() {
+        let asked = names(&["z", "full", "a", "gone", "gone"]);
+        let read = rows(&[("z", 1), ("full", i64::MAX - 4), ("a", 0)]);
+        match plan_bump(Some(&asked), read, 5) {
+            Err(StoreError::BumpRefused(r)) => {
+                assert_eq!(r.missing, ["gone"]);
+                assert_eq!(r.overflow, ["full"]);
             }
-            Err(other) => panic!("expected a Config error, got {other:?}"),
-            Ok(_) => panic!("expected a Config error, got a store"),
+            other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn plan_bump_orders_by_name_and_may_reach_i64_max_exactly() {
+        let asked = names(&["b", "a", "b"]);
+        let read = rows(&[("b", i64::MAX - 5), ("a", 10)]);
+        let plan = plan_bump(Some(&asked), read, 5).unwrap();
+        let got: Vec<(&str, i64, i64)> = plan
+            .iter()
+            .map(|b| (b.name.as_str(), b.old_max_id, b.new_max_id))
+            .collect();
+        assert_eq!(got, [("a", 10, 15), ("b", i64::MAX - 5, i64::MAX)]);
+    }
+
+    #[test]
+    fn check_bump_request_rejects_a_by_below_one_and_an_empty_name_list() {
+        assert!(check_bump_request(None, 1).is_ok());
+        assert!(check_bump_request(None, i64::MAX).is_ok());
+        assert!(matches!(
+            check_bump_request(None, 0),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            check_bump_request(None, -1),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            check_bump_request(Some(&[]), 1),
+            Err(StoreError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn check_bumped_accepts_only_the_planned_count() {
+        let plan = plan_bump(None, rows(&[("a", 0), ("b", 0)]), 1).unwrap();
+        assert!(check_bumped(&plan, 2).is_ok());
+        assert!(matches!(
+            check_bumped(&plan, 1),
+            Err(StoreError::Unavailable(_))
+        ));
+        assert!(matches!(
+            check_bumped(&plan, 3),
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn bump_refusal_message_names_at_most_twenty_per_list() {
+        let refusal = BumpRefusal {
+            missing: (0..25).map(|i| format!("m{i:02}")).collect(),
+            overflow: vec!["full".into()],
+        };
+        let msg = refusal.to_string();
+        assert!(msg.starts_with("not found: 'm00', 'm01'"), "{msg}");
+        assert!(msg.contains("'m19', ... and 5 more;"), "{msg}");
+        assert!(!msg.contains("'m20'"), "{msg}");
+        assert!(
+            msg.ends_with("max_id would pass 9223372036854775807: 'full'"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn names_in_writes_one_placeholder_per_name() {
+        assert_eq!(names_in(None, "WHERE"), "");
+        assert_eq!(
+            names_in(Some(&names(&["a", "b", "c"])), "AND"),
+            " AND name IN (?, ?, ?)"
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_bump_is_all_or_nothing_and_a_dry_run_writes_nothing() {
+        let store = memory::MemoryStore::new();
+        store.insert("a", 10, 1);
+        store.insert("b", 20, 1);
+        let asked = names(&["a", "nope"]);
+        let refused = store.bump(Some(&asked), 5, BumpMode::Apply).await;
+        assert!(matches!(refused, Err(StoreError::BumpRefused(_))));
+        let planned = store.bump(None, 5, BumpMode::DryRun).await.unwrap();
+        assert_eq!(planned.len(), 2);
+        assert_eq!((store.max_id("a"), store.max_id("b")), (Some(10), Some(20)));
+        store.bump(None, 5, BumpMode::Apply).await.unwrap();
+        assert_eq!((store.max_id("a"), store.max_id("b")), (Some(15), Some(25)));
+    }
+
+    #[tokio::test]
+    async fn memory_list_page_reads_names_above_after_and_says_if_more_follow() {
+        let store = memory::MemoryStore::new();
+        for n in ["b", "a", "C", "a.b"] {
+            store.insert(n, 0, 1);
+        }
+        let first = store.list_page(None, 2).await.unwrap();
+        let got: Vec<&str> = first.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!((got, first.more), (vec!["C", "a"], true));
+        let rest = store.list_page(Some(&names(&["a"])[0]), 2).await.unwrap();
+        let got: Vec<&str> = rest.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!((got, rest.more), (vec!["a.b", "b"], false));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Storage of snowflake worker-ID leases: the `workers` table
 //! (`migrations/*/0002_create_workers.sql`) behind the [`WorkerLeases`] trait,
-//! one implementation per backend (`workers_postgres.rs`, `workers_mysql.rs`,
-//! `workers_sqlite.rs`).
+//! one implementation per backend (`postgres/workers.rs`, `mysql/workers.rs`,
+//! `sqlite/workers.rs`).
 //!
 //! A row exists for every worker ID ever leased; it is inserted by the first
 //! claim of that ID. Each change is one atomic statement whose `WHERE` clause
@@ -18,15 +18,9 @@
 //! `last_timestamp` only ever holds an upper bound of the timestamps issued
 //! under the worker ID (see `crate::snowflake::lease` for the scheme).
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
 use super::StoreError;
-
-pub use super::workers_mysql::MySqlWorkerLeases;
-pub use super::workers_postgres::PgWorkerLeases;
-pub use super::workers_sqlite::SqliteWorkerLeases;
 
 /// Longest owner string stored (the column is `VARCHAR(64)`).
 pub const MAX_OWNER_LEN: usize = 64;
@@ -50,7 +44,9 @@ pub struct WorkerRow {
 /// precondition did not hold (someone else got there first), never an error.
 #[async_trait]
 pub trait WorkerLeases: Send + Sync + 'static {
-    /// Applies this backend's migrations (idempotent); creates `workers`.
+    /// Prepares the schema (creates `workers`): applies this backend's
+    /// migrations (idempotent), or, for lease storage opened by
+    /// [`super::connect`], what its options' `migrate` says.
     async fn migrate(&self) -> Result<(), StoreError>;
 
     /// Every row with `worker_id < below`, ordered by worker ID.
@@ -94,28 +90,6 @@ pub trait WorkerLeases: Send + Sync + 'static {
 
     /// A short name of the backend ("postgres", ...).
     fn backend(&self) -> &'static str;
-}
-
-/// Opens lease storage on the database of `url` (same schemes as
-/// [`super::connect`]) with a small pool of its own, connected lazily: this
-/// never waits for the database, whose errors surface on the first call.
-pub fn connect_leases(url: &str) -> Result<Arc<dyn WorkerLeases>, StoreError> {
-    let scheme = url
-        .split_once(':')
-        .map(|(s, _)| s.to_ascii_lowercase())
-        .unwrap_or_default();
-    let leases: Arc<dyn WorkerLeases> = match scheme.as_str() {
-        "postgres" | "postgresql" => Arc::new(PgWorkerLeases::connect_lazy(url)?),
-        "mysql" => Arc::new(MySqlWorkerLeases::connect_lazy(url)?),
-        "mariadb" => Arc::new(MySqlWorkerLeases::connect_lazy(&format!("mysql{}", &url[scheme.len()..]))?),
-        "sqlite" => Arc::new(SqliteWorkerLeases::connect_lazy(url)?),
-        _ => {
-            return Err(StoreError::Config(format!(
-                "unsupported database URL scheme {scheme:?}: expected postgres://, mysql://, mariadb:// or sqlite:"
-            )))
-        }
-    };
-    Ok(leases)
 }
 
 /// Converts a fetched `(worker_id, owner, lease_until, last_timestamp)`.

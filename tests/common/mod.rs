@@ -1,5 +1,6 @@
 //! Test harness shared by the integration tests: a fresh database per test on
-//! each of the three backends of DESIGN.md ("Tests and CI").
+//! each of the three backends (docs/design.md, "Guarantees and the tests
+//! that prove them").
 //!
 //! # Usage
 //!
@@ -42,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use seqd::domain::{NewSequence, SeqName};
-use seqd::store::{SequenceRow, Store};
+use seqd::store::{Database, SequenceRow, Store, StoreOptions};
 use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
 
 /// Default base URL of the PostgreSQL test server.
@@ -196,19 +197,34 @@ pub async fn test_db(backend: Backend) -> Option<TestDb> {
     }
 }
 
-/// Connects to `db` through `seqd::store::connect` and applies the migrations.
+/// Connects to `db` through `seqd::store::connect` and applies the
+/// migrations; the sequence store.
 pub async fn store(db: &TestDb) -> Arc<dyn Store> {
-    let store = connect(db).await;
-    store
+    database(db).await.sequences()
+}
+
+/// Connects to `db` through `seqd::store::connect` and applies the
+/// migrations; the sequences and the worker leases over one pool.
+pub async fn database(db: &TestDb) -> Database {
+    let database = connect_database(db).await;
+    database
+        .sequences()
         .migrate()
         .await
         .unwrap_or_else(|e| panic!("migrating the {:?} test database: {e}", db.backend));
-    store
+    database
 }
 
-/// Connects to `db` through `seqd::store::connect` without migrating.
+/// Connects to `db` through `seqd::store::connect` without migrating; the
+/// sequence store.
 pub async fn connect(db: &TestDb) -> Arc<dyn Store> {
-    seqd::store::connect(&db.url)
+    connect_database(db).await.sequences()
+}
+
+/// Connects to `db` through `seqd::store::connect` (default options)
+/// without migrating.
+pub async fn connect_database(db: &TestDb) -> Database {
+    seqd::store::connect(&db.url, &StoreOptions::default())
         .await
         .unwrap_or_else(|e| panic!("connecting to the {:?} test database: {e}", db.backend))
 }
@@ -217,38 +233,24 @@ pub async fn connect(db: &TestDb) -> Arc<dyn Store> {
 /// would with a SQL client) and returns the number of affected rows, or the
 /// driver's error text.
 pub async fn try_execute(db: &TestDb, sql: &str) -> Result<u64, String> {
-    let err = |e: sqlx::Error| e.to_string();
+    /// One statement on a fresh connection of type `$conn`.
+    macro_rules! on_a_connection {
+        ($conn:ty) => {{
+            let err = |e: sqlx::Error| e.to_string();
+            let mut c = <$conn>::connect(&db.url).await.map_err(err)?;
+            let n = sqlx::query(sql)
+                .execute(&mut c)
+                .await
+                .map_err(err)?
+                .rows_affected();
+            c.close().await.map_err(err)?;
+            Ok(n)
+        }};
+    }
     match db.backend {
-        Backend::Sqlite => {
-            let mut c = SqliteConnection::connect(&db.url).await.map_err(err)?;
-            let n = sqlx::query(sql)
-                .execute(&mut c)
-                .await
-                .map_err(err)?
-                .rows_affected();
-            c.close().await.map_err(err)?;
-            Ok(n)
-        }
-        Backend::Postgres => {
-            let mut c = PgConnection::connect(&db.url).await.map_err(err)?;
-            let n = sqlx::query(sql)
-                .execute(&mut c)
-                .await
-                .map_err(err)?
-                .rows_affected();
-            c.close().await.map_err(err)?;
-            Ok(n)
-        }
-        Backend::Mysql => {
-            let mut c = MySqlConnection::connect(&db.url).await.map_err(err)?;
-            let n = sqlx::query(sql)
-                .execute(&mut c)
-                .await
-                .map_err(err)?
-                .rows_affected();
-            c.close().await.map_err(err)?;
-            Ok(n)
-        }
+        Backend::Sqlite => on_a_connection!(SqliteConnection),
+        Backend::Postgres => on_a_connection!(PgConnection),
+        Backend::Mysql => on_a_connection!(MySqlConnection),
     }
 }
 
@@ -259,12 +261,44 @@ pub async fn execute(db: &TestDb, sql: &str) -> u64 {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// Whether the command-line tool `program` is on the `PATH`. When it is
+/// not, the test that needs it is skipped (with a line saying so), or fails
+/// under `SEQD_TEST_REQUIRE_ALL=1` (`.ci/run` installs every tool).
+pub fn tool_available(program: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
+    if !found {
+        assert!(
+            !require_all(),
+            "{program} is required (SEQD_TEST_REQUIRE_ALL=1)"
+        );
+        eprintln!("skipped: {program} not found");
+    }
+    found
+}
+
+/// Runs the `seqd` binary with `args` and a clean environment for its
+/// settings (none of seqd's variables inherited from the test's).
+pub async fn seqd_binary(args: &[&str]) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"));
+    cmd.args(args).env("RUST_LOG", "warn");
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("SEQD_") || key == "DATABASE_URL" {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.output().await.expect("run seqd")
+}
+
 /// A valid sequence name (panics on an invalid one).
+#[track_caller]
 pub fn name(s: &str) -> SeqName {
     SeqName::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
 }
 
 /// A sequence to create, with an empty description.
+#[track_caller]
 pub fn new_seq(name_: &str, start: i64, step: i64) -> NewSequence {
     NewSequence::new(name(name_), start, step, String::new(), i64::MAX)
         .unwrap_or_else(|e| panic!("new sequence {name_:?}: {e}"))
@@ -412,34 +446,44 @@ async fn mysql_db() -> Result<TestDb, String> {
     })
 }
 
+/// One test module `$test` with a `#[tokio::test]` per listed backend, each
+/// calling `super::$test(db)` on a fresh database of that backend (skipped,
+/// or failed under `SEQD_TEST_REQUIRE_ALL=1`, when its server is down). The
+/// body of [`per_backend!`] and [`network_backends!`].
+#[macro_export]
+macro_rules! tests_on_backends {
+    ($test:ident: $($backend:ident => $variant:ident),+) => {
+        mod $test {
+            $(
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $backend() {
+                    if let Some(db) = $crate::common::test_db($crate::common::Backend::$variant).await {
+                        super::$test(db).await;
+                    }
+                }
+            )+
+        }
+    };
+}
+
 /// Instantiates `async fn NAME(db: TestDb)` once per backend; see the module
 /// docs. Accepts several names: `per_backend!(a, b, c);`.
 #[macro_export]
 macro_rules! per_backend {
     ($($test:ident),+ $(,)?) => {
         $(
-            mod $test {
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn sqlite() {
-                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Sqlite).await {
-                        super::$test(db).await;
-                    }
-                }
+            $crate::tests_on_backends!($test: sqlite => Sqlite, postgres => Postgres, mysql => Mysql);
+        )+
+    };
+}
 
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn postgres() {
-                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Postgres).await {
-                        super::$test(db).await;
-                    }
-                }
-
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn mysql() {
-                    if let Some(db) = $crate::common::test_db($crate::common::Backend::Mysql).await {
-                        super::$test(db).await;
-                    }
-                }
-            }
+/// Like [`per_backend!`], for the backends reached over a network (a fault
+/// proxy can sit on that path) and with row locks: PostgreSQL and MariaDB.
+#[macro_export]
+macro_rules! network_backends {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            $crate::tests_on_backends!($test: postgres => Postgres, mysql => Mysql);
         )+
     };
 }

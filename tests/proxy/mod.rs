@@ -1,6 +1,8 @@
 //! A small TCP proxy for fault injection between seqd and its database: it can
 //! cut every connection and refuse new ones (the database is "gone"), heal,
-//! and add latency to every round trip.
+//! add latency to every round trip, and freeze single connections: the path
+//! goes silent (nothing forwarded either way, no reset, the socket stays
+//! open), as behind a middlebox that dropped its state.
 
 #![allow(dead_code)]
 
@@ -22,6 +24,14 @@ struct State {
     latency_ms: AtomicU64,
     cuts: AtomicU64,
     accepted: AtomicU64,
+    /// How many more connections freeze at their next client -> database chunk.
+    freeze_budget: AtomicU64,
+    /// Connections frozen so far.
+    frozen: AtomicU64,
+    /// Frozen connections that the client (seqd) closed.
+    frozen_closed: AtomicU64,
+    /// Longest time from a freeze to the client closing that connection, in ms.
+    frozen_longest_ms: AtomicU64,
 }
 
 /// A running proxy; stops accepting when dropped.
@@ -43,6 +53,10 @@ impl Proxy {
             latency_ms: AtomicU64::new(0),
             cuts: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
+            freeze_budget: AtomicU64::new(0),
+            frozen: AtomicU64::new(0),
+            frozen_closed: AtomicU64::new(0),
+            frozen_longest_ms: AtomicU64::new(0),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -81,6 +95,34 @@ impl Proxy {
             .store(d.as_millis() as u64, Ordering::SeqCst);
     }
 
+    /// Freezes the next `n` connections that send a statement (anything but
+    /// a bare ping) towards the database: that chunk and everything after
+    /// it, either way, is held back, and the socket stays open until the
+    /// client closes it.
+    pub fn freeze_next(&self, n: u64) {
+        self.state.freeze_budget.store(n, Ordering::SeqCst);
+    }
+
+    /// Connections frozen so far.
+    pub fn frozen(&self) -> u64 {
+        self.state.frozen.load(Ordering::SeqCst)
+    }
+
+    /// Frozen connections the client has closed.
+    pub fn frozen_closed(&self) -> u64 {
+        self.state.frozen_closed.load(Ordering::SeqCst)
+    }
+
+    /// The longest a frozen connection stayed open before the client closed it.
+    pub fn frozen_longest(&self) -> Duration {
+        Duration::from_millis(self.state.frozen_longest_ms.load(Ordering::SeqCst))
+    }
+
+    /// Connections accepted so far (refused ones included).
+    pub fn accepted(&self) -> u64 {
+        self.state.accepted.load(Ordering::SeqCst)
+    }
+
     /// How many times the proxy was cut.
     pub fn cuts(&self) -> u64 {
         self.state.cuts.load(Ordering::Relaxed)
@@ -116,6 +158,12 @@ pub fn upstream_of(url: &str) -> SocketAddr {
         .expect("socket address")
 }
 
+/// Whether a chunk is a driver's bare ping: PostgreSQL's `Sync` message or
+/// MySQL's `COM_PING` packet.
+fn is_ping(chunk: &[u8]) -> bool {
+    chunk == [b'S', 0, 0, 0, 4] || chunk == [1, 0, 0, 0, 0x0e]
+}
+
 async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
     let mut epoch = st.epoch.subscribe();
     let born = *epoch.borrow_and_update();
@@ -127,6 +175,8 @@ async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
     let st_up = st.clone();
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let frozen_down = frozen.clone();
     let up = async move {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -134,6 +184,27 @@ async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
+            let take = || {
+                st_up
+                    .freeze_budget
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+                    .is_ok()
+            };
+            if !is_ping(&buf[..n]) && take() {
+                frozen.store(true, Ordering::SeqCst);
+                st_up.frozen.fetch_add(1, Ordering::SeqCst);
+                let since = std::time::Instant::now();
+                // Silent from now on: swallow what the client sends until it closes.
+                while let Ok(n) = cr.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let open_ms = since.elapsed().as_millis() as u64;
+                st_up.frozen_longest_ms.fetch_max(open_ms, Ordering::SeqCst);
+                st_up.frozen_closed.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
             let ms = st_up.latency_ms.load(Ordering::SeqCst);
             if ms > 0 {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -150,6 +221,10 @@ async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
+            if frozen_down.load(Ordering::SeqCst) {
+                // Frozen: hold the answer back, and never end the connection from here.
+                std::future::pending::<()>().await;
+            }
             if cw.write_all(&buf[..n]).await.is_err() {
                 return;
             }

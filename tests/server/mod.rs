@@ -6,9 +6,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use seqd::startup::{self, Settings};
-use seqd::store::Store;
+use seqd::config::Settings;
+use seqd::http::serve;
+use seqd::startup;
+use seqd::store::{Database, Store, WorkerLeases};
 use tokio::sync::oneshot;
+
+/// Resolves when the server is to stop.
+type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A running server.
 pub struct TestServer {
@@ -27,26 +32,65 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server on `settings.database_url` (migrated first).
     pub async fn start(settings: Settings) -> TestServer {
-        let store = startup::open_store(&settings.database_url)
-            .await
-            .expect("open store");
-        Self::start_with_store(settings, store).await
+        let database =
+            startup::open_database_with(&settings.database_url, &settings.store_options())
+                .await
+                .expect("open database");
+        Self::start_with_database(settings, database).await
     }
 
-    /// Starts a server on an already opened store.
+    /// Starts a server on an already opened database: its sequences, and
+    /// its worker leases for snowflake IDs.
+    pub async fn start_with_database(settings: Settings, database: Database) -> TestServer {
+        Self::start_on(settings, database.sequences(), Some(database.leases())).await
+    }
+
+    /// Starts a server on a store without a database for worker leases (the
+    /// in-memory one): snowflake IDs must be disabled.
     pub async fn start_with_store(settings: Settings, store: Arc<dyn Store>) -> TestServer {
+        Self::start_on(settings, store, None).await
+    }
+
+    /// Starts a server on `store`, with snowflake worker IDs leased in `leases`.
+    async fn start_on(
+        settings: Settings,
+        store: Arc<dyn Store>,
+        leases: Option<Arc<dyn WorkerLeases>>,
+    ) -> TestServer {
+        let served = store.clone();
+        Self::spawn(store, move |listener, stop| async move {
+            startup::run(listener, served, leases, &settings, stop).await
+        })
+        .await
+    }
+
+    /// Serves an application built by the test (a state no [`Settings`]
+    /// describe: an injected snowflake clock, say) with the default
+    /// connection limits; `store` is the one its allocator serves from.
+    pub async fn serve_app(app: seqd::http::App, store: Arc<dyn Store>) -> TestServer {
+        Self::spawn(store, move |listener, stop| async move {
+            Ok(serve::serve(listener, app, Default::default(), stop).await?)
+        })
+        .await
+    }
+
+    /// Binds 127.0.0.1:0 and spawns `serve(listener, stop)`.
+    async fn spawn<F, Fut>(store: Arc<dyn Store>, serve: F) -> TestServer
+    where
+        F: FnOnce(tokio::net::TcpListener, Stop) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        let served = store.clone();
-        let task = tokio::spawn(async move {
-            startup::run(listener, served, &settings, async {
+        let task = tokio::spawn(serve(
+            listener,
+            Box::pin(async {
                 let _ = rx.await;
-            })
-            .await
-        });
+            }),
+        ));
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
             .build()

@@ -1,11 +1,14 @@
-// seqd monitor: polls GET /v1/sequences every 2 s and draws one row per
-// sequence. Every number cell carries data-k (what it is) and data-v (the raw
+// seqd monitor: polls one page of GET /v1/sequences (PAGE sequences by name)
+// every 2 s and draws one row per sequence; next/previous move between pages
+// by the API's `next` cursor. <body> carries data-page (1-based) and
+// data-refreshes. Every number cell carries data-k (what it is) and data-v (the raw
 // value from the API), which the browser test reads back. Paths are relative,
 // so the page also works behind a reverse proxy's path prefix.
 'use strict';
 
 (() => {
   const REFRESH_MS = 2000;
+  const PAGE = 100;
   const $ = (id) => document.getElementById(id);
   const nf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
   const nf1 = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
@@ -162,9 +165,11 @@
           num('waits', buf.waits), plural(buf.waits, ' wait', ' waits'))),
       el('td', { class: 'num' }, num('fetch_ago', buf.last_fetch_ago_ms, ago(buf.last_fetch_ago_ms)),
         el('span', { class: 'sub' }, num('fetch_ms', buf.last_fetch_latency_ms, latency(buf.last_fetch_latency_ms)))),
-      el('td', { class: 'num', title: buf.last_error || '' },
+      el('td', { class: 'num', title: buf.last_error ? buf.last_error.kind + ': ' + buf.last_error.message : '' },
         num('errors', buf.fetch_errors, undefined, buf.fetch_errors > 0 ? 'err' : 'dim'),
-        buf.last_error ? el('span', { class: 'err-text' }, buf.last_error) : null));
+        buf.last_error
+          ? el('span', { class: 'err-text', 'data-k': 'last_error', 'data-v': buf.last_error.kind }, buf.last_error.message)
+          : null));
   }
 
   function render(sequences) {
@@ -218,24 +223,69 @@
 
   let info = null;
   let refreshes = 0; // successful refreshes, in data-refreshes on <body>
+  // Paging: `after` of the page shown (null: the first), the cursors of the
+  // pages before it, and the API's `next` for the page after it.
+  let after = null;
+  const before = [];
+  let next = null;
+  let timer = null;
+
+  function pagePath(cursor) {
+    return 'v1/sequences?limit=' + PAGE + (cursor === null ? '' : '&after=' + encodeURIComponent(cursor));
+  }
+
+  function renderPager(sequences) {
+    $('prev').disabled = before.length === 0;
+    $('next').disabled = next === null;
+    const page = before.length + 1;
+    const names = sequences.map((s) => s.name).sort();
+    $('page-info').textContent = 'page ' + page +
+      (names.length ? ' · ' + names[0] + ' – ' + names[names.length - 1] : '');
+    document.body.dataset.page = String(page);
+  }
 
   async function tick() {
+    const cursor = after;
     try {
       if (!info) {
         info = await getJson('v1/info');
         renderInfo(info);
       }
-      const data = await getJson('v1/sequences');
+      const data = await getJson(pagePath(cursor));
+      if (cursor !== after) return; // the page changed meanwhile; its own load draws it
+      next = data.next;
       render(data.sequences);
+      renderPager(data.sequences);
       setConnection(true);
       refreshes += 1;
       document.body.dataset.refreshes = String(refreshes);
     } catch (e) {
       setConnection(false, String(e.message || e));
     } finally {
-      setTimeout(tick, REFRESH_MS);
+      clearTimeout(timer);
+      timer = setTimeout(tick, REFRESH_MS);
     }
   }
+
+  // Moves to another page and loads it at once.
+  function go(cursor) {
+    after = cursor;
+    next = null;
+    $('prev').disabled = true;
+    $('next').disabled = true;
+    clearTimeout(timer);
+    tick();
+  }
+
+  $('next').addEventListener('click', () => {
+    if (next === null) return;
+    before.push(after);
+    go(next);
+  });
+  $('prev').addEventListener('click', () => {
+    if (before.length === 0) return;
+    go(before.pop());
+  });
 
   tick();
 })();

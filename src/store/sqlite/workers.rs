@@ -1,16 +1,13 @@
 //! [`WorkerLeases`] on SQLite: each operation is one statement; see
-//! [`super::workers`] for their preconditions.
-
-use std::str::FromStr;
-use std::time::Duration;
+//! [`crate::store::workers`] for their preconditions.
 
 use async_trait::async_trait;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::SqlitePool;
 
-use super::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
-use super::{insert_failed, migrate_failed, unavailable, StoreError};
+use crate::store::migrator::{Migrator, PoolRef, SchemaSetup};
+use crate::store::pool::Held;
+use crate::store::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
+use crate::store::{insert_failed, StoreError, StoreOptions};
 
 const LIST: &str = "SELECT worker_id, owner, lease_until, last_timestamp \
      FROM workers WHERE worker_id < ?1 ORDER BY worker_id";
@@ -32,66 +29,61 @@ const RELEASE: &str = "UPDATE workers \
 #[derive(Debug, Clone)]
 pub struct SqliteWorkerLeases {
     pool: SqlitePool,
+    setup: SchemaSetup,
 }
 
 impl SqliteWorkerLeases {
-    /// A pool of at most 2 connections to `url`, opened on first use, with
-    /// the options of [`super::sqlite::SqliteStore`] (WAL, 5 s busy timeout).
-    /// An in-memory URL gets a database of its own, kept by one connection.
-    pub fn connect_lazy(url: &str) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(unavailable)?
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5));
-        let mut pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(5));
-        if url.contains(":memory:") || url.contains("mode=memory") {
-            pool = pool
-                .max_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None);
+    /// The leases over `pool`, shared with the sequence store of the
+    /// same database; [`WorkerLeases::migrate`] does what `options`'
+    /// `migrate` says.
+    pub(crate) fn over(pool: SqlitePool, options: &StoreOptions) -> Self {
+        SqliteWorkerLeases {
+            pool,
+            setup: SchemaSetup {
+                mode: options.migrate,
+                schema: options.schema.clone(),
+            },
         }
-        Ok(Self::from_pool(pool.connect_lazy_with(options)))
     }
 
-    /// Uses an existing pool (e.g. [`super::sqlite::SqliteStore::pool`]).
+    /// Uses an existing pool (e.g. [`super::SqliteStore::pool`]).
     pub fn from_pool(pool: SqlitePool) -> Self {
-        SqliteWorkerLeases { pool }
+        SqliteWorkerLeases {
+            pool,
+            setup: SchemaSetup::default(),
+        }
     }
 }
 
 #[async_trait]
 impl WorkerLeases for SqliteWorkerLeases {
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&self.pool)
-            .await
-            .map_err(migrate_failed)
+        Migrator::prepare(PoolRef::Sqlite(&self.pool), self.setup.mode, None).await
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(LIST)
+        let mut held = Held::acquire(&self.pool).await?;
+        let rows: Result<Vec<(i64, String, i64, i64)>, _> = sqlx::query_as(LIST)
             .bind(below as i64)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        rows.into_iter()
+            .fetch_all(held.conn())
+            .await;
+        held.finish(rows)?
+            .into_iter()
             .map(|(w, o, l, t)| worker_row(w, o, l, t))
             .collect()
     }
 
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
         check_owner(&row.owner)?;
+        let mut held = Held::acquire(&self.pool).await?;
         let done = sqlx::query(INSERT)
             .bind(row.worker_id as i64)
             .bind(&row.owner)
             .bind(row.lease_until)
             .bind(row.last_timestamp)
-            .execute(&self.pool)
+            .execute(held.conn())
             .await;
-        match done.map_err(insert_failed) {
+        match held.finish_with(done, insert_failed) {
             Ok(r) => Ok(r.rows_affected() == 1),
             Err(StoreError::AlreadyExists) => Ok(false),
             Err(e) => Err(e),
@@ -107,6 +99,7 @@ impl WorkerLeases for SqliteWorkerLeases {
         now: i64,
     ) -> Result<bool, StoreError> {
         check_owner(owner)?;
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(CLAIM)
             .bind(owner)
             .bind(lease_until)
@@ -116,10 +109,9 @@ impl WorkerLeases for SqliteWorkerLeases {
             .bind(seen.lease_until)
             .bind(seen.last_timestamp)
             .bind(now)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     async fn renew(
@@ -128,14 +120,14 @@ impl WorkerLeases for SqliteWorkerLeases {
         owner: &str,
         lease_until: i64,
     ) -> Result<bool, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(RENEW)
             .bind(lease_until)
             .bind(worker_id as i64)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     async fn release(
@@ -144,14 +136,14 @@ impl WorkerLeases for SqliteWorkerLeases {
         owner: &str,
         last_timestamp: i64,
     ) -> Result<bool, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(RELEASE)
             .bind(last_timestamp)
             .bind(worker_id as i64)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     fn backend(&self) -> &'static str {

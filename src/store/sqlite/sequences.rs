@@ -5,23 +5,23 @@
 //! serialises writers on the whole database, so concurrent reservations from
 //! this process or another one on the same file never overlap.
 //!
-//! The connection uses WAL journaling, `synchronous = NORMAL` and a 5 s busy
-//! timeout. The file is created only if the URL says so (`?mode=rwc`, as in
+//! The connection uses WAL journaling, `synchronous = FULL` (durable commits)
+//! and a busy timeout from [`StoreOptions::lock_timeout`]. The file is created only if the URL says so (`?mode=rwc`, as in
 //! the default `sqlite://seqd.db?mode=rwc`). `CURRENT_TIMESTAMP` is UTC text.
 
-use std::str::FromStr;
-use std::time::Duration;
-
 use async_trait::async_trait;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
-use super::{
-    initial_max_id, insert_failed, migrate_failed, reservation, unavailable, Reservation,
-    SequencePatch, SequenceRow, Store, StoreError,
-};
+use super::SqliteWorkerLeases;
 use crate::domain::{NewSequence, SeqName};
+use crate::store::database::{open_pool, Backend};
+use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
+use crate::store::pool::Held;
+use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{
+    fetch_page, initial_max_id, insert_failed, reservation, unavailable, Reservation, SequencePage,
+    SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
@@ -33,10 +33,21 @@ pub const RESERVE: &str = "UPDATE sequences \
      WHERE name = ?1 AND max_id <= 9223372036854775807 - MAX(step, ?2) \
      RETURNING max_id, MAX(step, ?2) AS size, step";
 
+/// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
+/// The bump's transaction is `BEGIN IMMEDIATE`, which holds the database's
+/// write lock from the start, so the rows read cannot change before the update.
+pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
+
+/// Adds `?` to `max_id`, sparing rows that would pass `i64::MAX`; [`names_in`]
+/// appends the names, if any. Binds: by, by, names...
+pub const BUMP: &str = "UPDATE sequences \
+     SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
+     WHERE max_id <= 9223372036854775807 - ?";
+
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
 
-use super::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
+use crate::store::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
 /// A [`Store`] on a SQLite database file.
 ///
@@ -52,27 +63,18 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens `url` (`sqlite://path?mode=rwc`, `sqlite:path`, `sqlite::memory:`)
-    /// with a pool of at most 4 connections. URL parameters are honoured; the
+    /// with the default [`StoreOptions`]. URL parameters are honoured; the
     /// file is created only with `mode=rwc`. Does not run the migrations.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(unavailable)?
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5));
-        let mut pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(5));
-        if is_in_memory(url) {
-            // An in-memory database lives only as long as one of its
-            // connections: keep one open for the life of the pool.
-            pool = pool
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None);
-        }
-        let pool = pool.connect_with(options).await.map_err(unavailable)?;
-        Ok(Self::from_pool(pool))
+        Self::connect_with(url, &StoreOptions::default()).await
+    }
+
+    /// Opens `url` with `options`: at most 4 connections plus one for the
+    /// worker leases (SQLite has one writer at a time), `busy_timeout` from
+    /// the lock bound, WAL journaling and `synchronous = FULL` (every commit
+    /// is on disk before it returns).
+    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        Ok(Self::from_pool(open_pool::<Self>(url, options).await?))
     }
 
     /// Wraps an existing pool.
@@ -92,13 +94,14 @@ impl SqliteStore {
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
         // `fetch_all`, not `fetch_optional`: see [`SqliteStore`] on RETURNING.
-        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(RESERVE)
+        let mut held = Held::acquire(&self.pool).await?;
+        let rows = sqlx::query_as::<_, (i64, i64, i64)>(RESERVE)
             .bind(name.as_str())
             .bind(min_size)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        rows.into_iter()
+            .fetch_all(held.conn())
+            .await;
+        held.finish(rows)?
+            .into_iter()
             .next()
             .map(|(max_id, size, step)| reservation(max_id, size, step))
             .transpose()
@@ -106,18 +109,39 @@ impl SqliteStore {
 
     /// Whether a row named `name` exists.
     async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
-        let row: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM sequences WHERE name = ?1")
+        let mut held = Held::acquire(&self.pool).await?;
+        let row = sqlx::query_as::<_, (i64,)>("SELECT 1 FROM sequences WHERE name = ?1")
             .bind(name.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(row.is_some())
+            .fetch_optional(held.conn())
+            .await;
+        Ok(held.finish(row)?.is_some())
     }
 }
 
-/// Whether a SQLite URL names an in-memory database.
-fn is_in_memory(url: &str) -> bool {
-    url.contains(":memory:") || url.contains("mode=memory")
+/// How SqliteStore's pool connects, and the worker leases over it, for
+/// [`crate::store::connect`].
+impl Backend for SqliteStore {
+    type Db = sqlx::Sqlite;
+    type Leases = SqliteWorkerLeases;
+
+    fn connect_options(
+        url: &str,
+        options: &StoreOptions,
+    ) -> Result<SqliteConnectOptions, StoreError> {
+        super::connect_options(url, options)
+    }
+
+    fn pool_options(url: &str, options: &StoreOptions) -> SqlitePoolOptions {
+        super::pool_options(url, options)
+    }
+
+    fn over_pool(pool: SqlitePool, _: &StoreOptions) -> Self {
+        Self::from_pool(pool)
+    }
+
+    fn leases(pool: SqlitePool, options: &StoreOptions) -> SqliteWorkerLeases {
+        SqliteWorkerLeases::over(pool, options)
+    }
 }
 
 #[async_trait]
@@ -151,10 +175,7 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(insert_failed)?;
-        rows.into_iter()
-            .next()
-            .map(to_found_row)
-            .transpose()?
+        first_returned(rows)?
             .ok_or_else(|| StoreError::Unavailable("INSERT returned no row".into()))
     }
 
@@ -178,6 +199,15 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
+    async fn list_page(
+        &self,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name > ? ORDER BY name LIMIT ?");
+        fetch_page(&self.pool, &sql, after, limit, to_row).await
+    }
+
     async fn update(
         &self,
         name: &SeqName,
@@ -194,18 +224,24 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(unavailable)?;
-        rows.into_iter()
-            .next()
-            .map(to_found_row)
-            .transpose()?
-            .ok_or(StoreError::NotFound)
+        first_returned(rows)?.ok_or(StoreError::NotFound)
+    }
+
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError> {
+        run_bump::<Self>(&self.pool, names, by, mode).await
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&self.pool)
-            .await
-            .map_err(migrate_failed)
+        Migrator::prepare(PoolRef::Sqlite(&self.pool), MigrateMode::Auto, None).await
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        Migrator::prepare(PoolRef::Sqlite(&self.pool), MigrateMode::Check, None).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -218,5 +254,36 @@ impl Store for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+}
+
+/// The first row a `RETURNING` statement read (with `fetch_all`: see
+/// [`SqliteStore`]), converted; `None` if it returned none.
+fn first_returned(rows: Vec<Row>) -> Result<Option<SequenceRow>, StoreError> {
+    rows.into_iter().next().map(to_found_row).transpose()
+}
+
+#[async_trait]
+impl BumpSql for SqliteStore {
+    type Db = sqlx::Sqlite;
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+
+    async fn read_bump(
+        conn: &mut sqlx::SqliteConnection,
+        names: Option<&[SeqName]>,
+        _lock: bool,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        // No row locks in SQLite: the bump's `BEGIN IMMEDIATE` already holds
+        // the database's write lock, a plan's read needs none.
+        fetch_bump_rows::<Self::Db, _>(conn, BUMP_READ, "", names).await
+    }
+
+    async fn add_bump(
+        conn: &mut sqlx::SqliteConnection,
+        names: Option<&[SeqName]>,
+        by: i64,
+    ) -> Result<u64, StoreError> {
+        let done = execute_bump::<Self::Db>(conn, BUMP, names, by).await?;
+        Ok(done.rows_affected())
     }
 }

@@ -1,14 +1,13 @@
 //! [`WorkerLeases`] on MySQL / MariaDB: each operation is one statement; see
-//! [`super::workers`] for their preconditions.
-
-use std::str::FromStr;
-use std::time::Duration;
+//! [`crate::store::workers`] for their preconditions.
 
 use async_trait::async_trait;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::MySqlPool;
 
-use super::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
-use super::{insert_failed, migrate_failed, unavailable, StoreError};
+use crate::store::migrator::{Migrator, PoolRef, SchemaSetup};
+use crate::store::pool::Held;
+use crate::store::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
+use crate::store::{insert_failed, StoreError, StoreOptions};
 
 const LIST: &str = "SELECT CAST(worker_id AS SIGNED), owner, lease_until, last_timestamp \
      FROM workers WHERE worker_id < ? ORDER BY worker_id";
@@ -35,56 +34,62 @@ const RELEASE: &str = "UPDATE workers \
 #[derive(Debug, Clone)]
 pub struct MySqlWorkerLeases {
     pool: MySqlPool,
+    setup: SchemaSetup,
 }
 
 impl MySqlWorkerLeases {
-    /// A pool of at most 2 connections to `url`, opened on first use.
-    pub fn connect_lazy(url: &str) -> Result<Self, StoreError> {
-        let options = MySqlConnectOptions::from_str(url).map_err(unavailable)?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_lazy_with(options);
-        Ok(Self::from_pool(pool))
+    /// The leases over `pool`, shared with the sequence store of the
+    /// same database; [`WorkerLeases::migrate`] does what `options`'
+    /// `migrate` says.
+    pub(crate) fn over(pool: MySqlPool, options: &StoreOptions) -> Self {
+        MySqlWorkerLeases {
+            pool,
+            setup: SchemaSetup {
+                mode: options.migrate,
+                schema: options.schema.clone(),
+            },
+        }
     }
 
-    /// Uses an existing pool (e.g. [`super::mysql::MySqlStore::pool`]).
+    /// Uses an existing pool (e.g. [`super::MySqlStore::pool`]).
     pub fn from_pool(pool: MySqlPool) -> Self {
-        MySqlWorkerLeases { pool }
+        MySqlWorkerLeases {
+            pool,
+            setup: SchemaSetup::default(),
+        }
     }
 }
 
 #[async_trait]
 impl WorkerLeases for MySqlWorkerLeases {
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/mysql")
-            .run(&self.pool)
-            .await
-            .map_err(migrate_failed)
+        Migrator::prepare(PoolRef::Mysql(&self.pool), self.setup.mode, None).await
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
         // `owner` has a binary collation: sqlx reads it as bytes.
-        let rows: Vec<(i64, Vec<u8>, i64, i64)> = sqlx::query_as(LIST)
+        let mut held = Held::acquire(&self.pool).await?;
+        let rows: Result<Vec<(i64, Vec<u8>, i64, i64)>, _> = sqlx::query_as(LIST)
             .bind(below as i64)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        rows.into_iter()
+            .fetch_all(held.conn())
+            .await;
+        held.finish(rows)?
+            .into_iter()
             .map(|(w, o, l, t)| worker_row(w, String::from_utf8_lossy(&o).into_owned(), l, t))
             .collect()
     }
 
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
         check_owner(&row.owner)?;
+        let mut held = Held::acquire(&self.pool).await?;
         let done = sqlx::query(INSERT)
             .bind(row.worker_id as i64)
             .bind(&row.owner)
             .bind(row.lease_until)
             .bind(row.last_timestamp)
-            .execute(&self.pool)
+            .execute(held.conn())
             .await;
-        match done.map_err(insert_failed) {
+        match held.finish_with(done, insert_failed) {
             Ok(r) => Ok(r.rows_affected() == 1),
             Err(StoreError::AlreadyExists) => Ok(false),
             Err(e) => Err(e),
@@ -100,6 +105,7 @@ impl WorkerLeases for MySqlWorkerLeases {
         now: i64,
     ) -> Result<bool, StoreError> {
         check_owner(owner)?;
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(CLAIM)
             .bind(owner)
             .bind(lease_until)
@@ -110,10 +116,9 @@ impl WorkerLeases for MySqlWorkerLeases {
             .bind(seen.last_timestamp)
             .bind(now)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     async fn renew(
@@ -122,15 +127,15 @@ impl WorkerLeases for MySqlWorkerLeases {
         owner: &str,
         lease_until: i64,
     ) -> Result<bool, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(RENEW)
             .bind(lease_until)
             .bind(lease_until)
             .bind(worker_id as i64)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     async fn release(
@@ -139,14 +144,14 @@ impl WorkerLeases for MySqlWorkerLeases {
         owner: &str,
         last_timestamp: i64,
     ) -> Result<bool, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(RELEASE)
             .bind(last_timestamp)
             .bind(worker_id as i64)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     fn backend(&self) -> &'static str {

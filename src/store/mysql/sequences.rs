@@ -11,18 +11,21 @@
 //! case-sensitive. `created_at`/`updated_at` are `TIMESTAMP`, stored as UTC
 //! and converted to the session time zone, which sqlx sets to `+00:00`.
 
-use std::str::FromStr;
-use std::time::Duration;
-
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::Connection;
 
-use super::{
-    initial_max_id, insert_failed, migrate_failed, reservation, row_from_columns, unavailable,
-    Reservation, SequencePatch, SequenceRow, Store, StoreError,
-};
+use super::MySqlWorkerLeases;
 use crate::domain::{NewSequence, SeqName};
+use crate::store::database::{open_pool, Backend};
+use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
+use crate::store::pool::Held;
+use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{
+    fetch_page, initial_max_id, insert_failed, reservation, row_from_columns, unavailable,
+    Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
@@ -35,6 +38,19 @@ pub const RESERVE_UPDATE: &str = "UPDATE sequences \
 /// and the row's step. Binds: min_size, name.
 pub const RESERVE_SELECT: &str =
     "SELECT max_id, GREATEST(step, ?) AS size, step FROM sequences WHERE name = ?";
+
+/// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
+pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
+
+/// Appended to a bump's read inside its transaction: locks the rows (and,
+/// for all rows, the gaps between them) until commit.
+pub const BUMP_LOCK: &str = " FOR UPDATE";
+
+/// Adds `?` to `max_id`, sparing rows that would pass `i64::MAX`; [`names_in`]
+/// appends the names, if any. Binds: by, by, names...
+pub const BUMP: &str = "UPDATE sequences \
+     SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
+     WHERE max_id <= 9223372036854775807 - ?";
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
@@ -64,18 +80,16 @@ pub struct MySqlStore {
 }
 
 impl MySqlStore {
-    /// Connects to `url` (`mysql://`) with a pool of at most 10 connections
-    /// and a 3 s acquire timeout. Fails if the database cannot be reached.
-    /// Does not run the migrations.
+    /// Connects to `url` (`mysql://`) with the default [`StoreOptions`].
+    /// Fails if the database cannot be reached. Does not run the migrations.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let options = MySqlConnectOptions::from_str(url).map_err(unavailable)?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_with(options)
-            .await
-            .map_err(unavailable)?;
-        Ok(Self::from_pool(pool))
+        Self::connect_with(url, &StoreOptions::default()).await
+    }
+
+    /// Connects to `url` with `options`: every session gets the lock-wait and
+    /// statement bounds from them (see [`crate::store::pool`] and [`super::MySql`]).
+    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        Ok(Self::from_pool(open_pool::<Self>(url, options).await?))
     }
 
     /// Wraps an existing pool.
@@ -95,37 +109,49 @@ impl MySqlStore {
         name: &SeqName,
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut held = Held::acquire(&self.pool).await?;
+        let read = Self::reserve_on(held.conn(), name, min_size).await;
+        held.finish(read)?
+            .map(|(max_id, size, step)| reservation(max_id, size, step))
+            .transpose()
+    }
+
+    /// One reservation transaction on `conn`: [`RESERVE_UPDATE`], then
+    /// [`RESERVE_SELECT`], then `COMMIT`; `None` (rolled back) if no row was
+    /// updated.
+    async fn reserve_on(
+        conn: &mut MySqlConnection,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<(i64, i64, i64)>, sqlx::Error> {
+        let mut tx = conn.begin().await?;
         let updated = sqlx::query(RESERVE_UPDATE)
             .bind(min_size)
             .bind(name.as_str())
             .bind(min_size)
             .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
+            .await?;
         if updated.rows_affected() == 0 {
-            tx.rollback().await.map_err(unavailable)?;
+            tx.rollback().await?;
             return Ok(None);
         }
-        let (max_id, size, step): (i64, i64, i64) = sqlx::query_as(RESERVE_SELECT)
+        let read = sqlx::query_as(RESERVE_SELECT)
             .bind(min_size)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-        let r = reservation(max_id, size, step)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(Some(r))
+            .await?;
+        tx.commit().await?;
+        Ok(Some(read))
     }
 
     /// Whether a row named `name` exists.
     async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
-        let row: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM sequences WHERE name = ?")
+        let mut held = Held::acquire(&self.pool).await?;
+        let row = sqlx::query_as::<_, (i64,)>("SELECT 1 FROM sequences WHERE name = ?")
             .bind(name.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(row.is_some())
+            .fetch_optional(held.conn())
+            .await;
+        Ok(held.finish(row)?.is_some())
     }
 
     /// Reads one row on `conn` (a transaction or a pooled connection).
@@ -139,6 +165,29 @@ impl MySqlStore {
             .fetch_optional(conn)
             .await
             .map_err(unavailable)
+    }
+}
+
+/// How MySqlStore's pool connects, and the worker leases over it, for
+/// [`crate::store::connect`].
+impl Backend for MySqlStore {
+    type Db = sqlx::MySql;
+    type Leases = MySqlWorkerLeases;
+
+    fn connect_options(url: &str, _: &StoreOptions) -> Result<MySqlConnectOptions, StoreError> {
+        super::connect_options(url)
+    }
+
+    fn pool_options(_url: &str, options: &StoreOptions) -> MySqlPoolOptions {
+        super::bounded_pool(options)
+    }
+
+    fn over_pool(pool: MySqlPool, _: &StoreOptions) -> Self {
+        Self::from_pool(pool)
+    }
+
+    fn leases(pool: MySqlPool, options: &StoreOptions) -> MySqlWorkerLeases {
+        MySqlWorkerLeases::over(pool, options)
     }
 }
 
@@ -196,6 +245,15 @@ impl Store for MySqlStore {
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
+    async fn list_page(
+        &self,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name > ? ORDER BY name LIMIT ?");
+        fetch_page(&self.pool, &sql, after, limit, to_row).await
+    }
+
     async fn update(
         &self,
         name: &SeqName,
@@ -221,11 +279,21 @@ impl Store for MySqlStore {
             .ok_or(StoreError::NotFound)
     }
 
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError> {
+        run_bump::<Self>(&self.pool, names, by, mode).await
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/mysql")
-            .run(&self.pool)
-            .await
-            .map_err(migrate_failed)
+        Migrator::prepare(PoolRef::Mysql(&self.pool), MigrateMode::Auto, None).await
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        Migrator::prepare(PoolRef::Mysql(&self.pool), MigrateMode::Check, None).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -238,5 +306,39 @@ impl Store for MySqlStore {
 
     fn backend(&self) -> &'static str {
         "mysql"
+    }
+}
+
+/// A name read as bytes (see [`Row`]) as text; invalid UTF-8 gets replacement
+/// characters, which no valid name contains.
+fn name_text(name: Vec<u8>) -> String {
+    String::from_utf8(name).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+#[async_trait]
+impl BumpSql for MySqlStore {
+    type Db = sqlx::MySql;
+
+    async fn read_bump(
+        conn: &mut sqlx::MySqlConnection,
+        names: Option<&[SeqName]>,
+        lock: bool,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let lock = if lock { BUMP_LOCK } else { "" };
+        let rows: Vec<(Vec<u8>, i64)> =
+            fetch_bump_rows::<Self::Db, _>(conn, BUMP_READ, lock, names).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, max_id)| (name_text(name), max_id))
+            .collect())
+    }
+
+    async fn add_bump(
+        conn: &mut sqlx::MySqlConnection,
+        names: Option<&[SeqName]>,
+        by: i64,
+    ) -> Result<u64, StoreError> {
+        let done = execute_bump::<Self::Db>(conn, BUMP, names, by).await?;
+        Ok(done.rows_affected())
     }
 }

@@ -1,14 +1,14 @@
 //! [`WorkerLeases`] on PostgreSQL: each operation is one statement; see
-//! [`super::workers`] for their preconditions.
-
-use std::str::FromStr;
-use std::time::Duration;
+//! [`crate::store::workers`] for their preconditions.
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 
-use super::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
-use super::{insert_failed, migrate_failed, unavailable, StoreError};
+use super::prepare;
+use crate::store::migrator::SchemaSetup;
+use crate::store::pool::Held;
+use crate::store::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
+use crate::store::{insert_failed, StoreError, StoreOptions};
 
 const LIST: &str = "SELECT worker_id::BIGINT, owner, lease_until, last_timestamp \
      FROM workers WHERE worker_id < $1 ORDER BY worker_id";
@@ -30,55 +30,61 @@ const RELEASE: &str = "UPDATE workers \
 #[derive(Debug, Clone)]
 pub struct PgWorkerLeases {
     pool: PgPool,
+    setup: SchemaSetup,
 }
 
 impl PgWorkerLeases {
-    /// A pool of at most 2 connections to `url`, opened on first use.
-    pub fn connect_lazy(url: &str) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url).map_err(unavailable)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_lazy_with(options);
-        Ok(Self::from_pool(pool))
+    /// The leases over `pool`, shared with the sequence store of the
+    /// same database; [`WorkerLeases::migrate`] does what `options`'
+    /// `migrate` says (in its `schema`).
+    pub(crate) fn over(pool: PgPool, options: &StoreOptions) -> Self {
+        PgWorkerLeases {
+            pool,
+            setup: SchemaSetup {
+                mode: options.migrate,
+                schema: options.schema.clone(),
+            },
+        }
     }
 
-    /// Uses an existing pool (e.g. [`super::postgres::PostgresStore::pool`]).
+    /// Uses an existing pool (e.g. [`super::PostgresStore::pool`]).
     pub fn from_pool(pool: PgPool) -> Self {
-        PgWorkerLeases { pool }
+        PgWorkerLeases {
+            pool,
+            setup: SchemaSetup::default(),
+        }
     }
 }
 
 #[async_trait]
 impl WorkerLeases for PgWorkerLeases {
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/postgres")
-            .run(&self.pool)
-            .await
-            .map_err(migrate_failed)
+        prepare(&self.pool, self.setup.mode, self.setup.schema.as_deref()).await
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(LIST)
+        let mut held = Held::acquire(&self.pool).await?;
+        let rows: Result<Vec<(i64, String, i64, i64)>, _> = sqlx::query_as(LIST)
             .bind(below as i64)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        rows.into_iter()
+            .fetch_all(held.conn())
+            .await;
+        held.finish(rows)?
+            .into_iter()
             .map(|(w, o, l, t)| worker_row(w, o, l, t))
             .collect()
     }
 
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
         check_owner(&row.owner)?;
+        let mut held = Held::acquire(&self.pool).await?;
         let done = sqlx::query(INSERT)
             .bind(row.worker_id as i32)
             .bind(&row.owner)
             .bind(row.lease_until)
             .bind(row.last_timestamp)
-            .execute(&self.pool)
+            .execute(held.conn())
             .await;
-        match done.map_err(insert_failed) {
+        match held.finish_with(done, insert_failed) {
             Ok(r) => Ok(r.rows_affected() == 1),
             Err(StoreError::AlreadyExists) => Ok(false),
             Err(e) => Err(e),
@@ -94,6 +100,7 @@ impl WorkerLeases for PgWorkerLeases {
         now: i64,
     ) -> Result<bool, StoreError> {
         check_owner(owner)?;
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(CLAIM)
             .bind(owner)
             .bind(lease_until)
@@ -103,10 +110,9 @@ impl WorkerLeases for PgWorkerLeases {
             .bind(seen.lease_until)
             .bind(seen.last_timestamp)
             .bind(now)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     async fn renew(
@@ -115,14 +121,14 @@ impl WorkerLeases for PgWorkerLeases {
         owner: &str,
         lease_until: i64,
     ) -> Result<bool, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(RENEW)
             .bind(lease_until)
             .bind(worker_id as i32)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     async fn release(
@@ -131,14 +137,14 @@ impl WorkerLeases for PgWorkerLeases {
         owner: &str,
         last_timestamp: i64,
     ) -> Result<bool, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let r = sqlx::query(RELEASE)
             .bind(last_timestamp)
             .bind(worker_id as i32)
             .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(r.rows_affected() == 1)
+            .execute(held.conn())
+            .await;
+        Ok(held.finish(r)?.rows_affected() == 1)
     }
 
     fn backend(&self) -> &'static str {

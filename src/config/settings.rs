@@ -1,0 +1,130 @@
+//! [`Settings`]: what `seqd serve` runs with, from its flags or built by a
+//! test. Not part of the loom build (it names the service's modules).
+
+use std::time::Duration;
+
+use super::{Secret, ServeArgs};
+use crate::allocator::AllocatorConfig;
+use crate::http::limits::Limits;
+use crate::http::serve::ConnLimits;
+use crate::store::migrator::SchemaSetup;
+use crate::store::{self, StoreOptions};
+
+/// What `serve` needs besides the listener. `Debug` shows the database URL
+/// with its password redacted.
+#[derive(Clone)]
+pub struct Settings {
+    /// The database URL.
+    pub database_url: String,
+    /// Admin bearer token, if any.
+    pub admin_token: Option<Secret>,
+    /// Allocator tuning.
+    pub allocator: AllocatorConfig,
+    /// Longest graceful shutdown waits for in-flight requests.
+    pub shutdown_timeout: Duration,
+    /// Snowflake IDs: enabled, layout, clock tolerance, lease.
+    pub snowflake: crate::snowflake::SnowflakeSettings,
+    /// Body size, request time and concurrency limits.
+    pub limits: Limits,
+    /// Connection limits: header-read and idle deadlines, open connections.
+    pub connections: ConnLimits,
+    /// `--migrate` and `--schema`.
+    pub schema: SchemaSetup,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so that a new field cannot be left out unnoticed.
+        let Settings {
+            database_url,
+            admin_token,
+            allocator,
+            shutdown_timeout,
+            snowflake,
+            limits,
+            connections,
+            schema,
+        } = self;
+        f.debug_struct("Settings")
+            .field("database_url", &store::redact_url(database_url))
+            .field("admin_token", admin_token)
+            .field("allocator", allocator)
+            .field("shutdown_timeout", shutdown_timeout)
+            .field("snowflake", snowflake)
+            .field("limits", limits)
+            .field("connections", connections)
+            .field("schema", schema)
+            .finish()
+    }
+}
+
+impl Settings {
+    /// Settings for a database URL with every other value at its default.
+    pub fn for_database(url: impl Into<String>) -> Self {
+        Settings {
+            database_url: url.into(),
+            admin_token: None,
+            allocator: AllocatorConfig::default(),
+            shutdown_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
+            connections: ConnLimits::default(),
+            snowflake: crate::snowflake::SnowflakeSettings::default(),
+            schema: SchemaSetup::default(),
+        }
+    }
+
+    /// Settings from `seqd serve`'s flags.
+    pub fn from_args(args: &ServeArgs) -> Self {
+        Settings {
+            database_url: args.db.url(),
+            admin_token: args.admin_token.clone(),
+            allocator: AllocatorConfig {
+                segment_target: args.segment_target,
+                max_step: args.db.max_step,
+                wait_timeout: args.wait_timeout,
+                ..AllocatorConfig::default()
+            },
+            shutdown_timeout: args.shutdown_timeout,
+            limits: Limits {
+                body_bytes: args.max_body,
+                request_timeout: args.request_timeout,
+                max_concurrency: args.max_concurrency.max(1),
+            },
+            connections: ConnLimits {
+                header_read_timeout: args.header_read_timeout,
+                idle_timeout: args.idle_timeout,
+                max_connections: args.max_connections.max(1),
+            },
+            snowflake: args.snowflake.settings(),
+            schema: args.db.schema_setup(),
+        }
+    }
+}
+
+impl Settings {
+    /// The store's pool and statement bounds: under the allocator's fetch
+    /// timeout, so the database ends a statement before a fetch gives up;
+    /// `--schema`, and `--migrate` for the worker leases.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions::for_fetch_timeout(self.allocator.fetch_timeout)
+            .with_schema(self.schema.schema.clone())
+            .with_migrate(self.schema.mode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_redact_the_database_url_in_debug() {
+        let settings = Settings::for_database("mysql://root:hunter2@db:3306/seqd");
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("mysql://root:***@db:3306/seqd"), "{shown}");
+        assert!(
+            shown.contains("shutdown_timeout"),
+            "other fields still shown: {shown}"
+        );
+    }
+}

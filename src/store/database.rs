@@ -1,0 +1,146 @@
+//! One database, one pool: [`connect`] reads the URL's scheme once and hands
+//! it to that backend (`postgres/`, `mysql/`, `sqlite/`), which opens one
+//! pool and puts the sequence store and the worker leases over it.
+
+use std::sync::Arc;
+
+use sqlx::pool::PoolOptions;
+use sqlx::{Connection, Pool};
+
+use super::workers::WorkerLeases;
+use super::{mysql, postgres, sqlite, unavailable, Store, StoreError, StoreOptions};
+
+/// What each backend's sequence store tells [`connect`] (as bb8's
+/// `ManageConnection` does for its backend crates): how its pool connects,
+/// and the store and the worker leases over that pool.
+pub(crate) trait Backend: Store + Sized {
+    /// The sqlx database.
+    type Db: sqlx::Database;
+    /// The worker leases.
+    type Leases: WorkerLeases;
+
+    /// The connect options of `url` with the statement bounds of `options`.
+    fn connect_options(
+        url: &str,
+        options: &StoreOptions,
+    ) -> Result<<<Self::Db as sqlx::Database>::Connection as Connection>::Options, StoreError>;
+
+    /// The pool settings for `url` with `options` ([`StoreOptions::pool`]
+    /// and what the backend adds).
+    fn pool_options(url: &str, options: &StoreOptions) -> PoolOptions<Self::Db>;
+
+    /// The sequence store over `pool`.
+    fn over_pool(pool: Pool<Self::Db>, options: &StoreOptions) -> Self;
+
+    /// The worker leases over `pool`.
+    fn leases(pool: Pool<Self::Db>, options: &StoreOptions) -> Self::Leases;
+}
+
+/// Connects a pool of backend `B` to `url` with `options`. Fails if the
+/// database cannot be reached.
+pub(crate) async fn open_pool<B: Backend>(
+    url: &str,
+    options: &StoreOptions,
+) -> Result<Pool<B::Db>, StoreError> {
+    let connect = B::connect_options(url, options)?;
+    B::pool_options(url, options)
+        .connect_with(connect)
+        .await
+        .map_err(unavailable)
+}
+
+/// One pool of backend `B` on `url`, with both storages over it.
+async fn open<B: Backend>(url: &str, options: &StoreOptions) -> Result<Database, StoreError> {
+    let pool = open_pool::<B>(url, options).await?;
+    Ok(Database::new(
+        B::over_pool(pool.clone(), options),
+        B::leases(pool, options),
+    ))
+}
+
+/// The storage of one database: its sequences and its snowflake worker
+/// leases, over one pool. Cloning shares the pool.
+#[derive(Clone)]
+pub struct Database {
+    sequences: Arc<dyn Store>,
+    leases: Arc<dyn WorkerLeases>,
+}
+
+impl Database {
+    /// The two storages of one backend, over the pool they share.
+    pub(crate) fn new(sequences: impl Store, leases: impl WorkerLeases) -> Self {
+        Database {
+            sequences: Arc::new(sequences),
+            leases: Arc::new(leases),
+        }
+    }
+
+    /// The sequence store.
+    pub fn sequences(&self) -> Arc<dyn Store> {
+        self.sequences.clone()
+    }
+
+    /// The worker-lease storage.
+    pub fn leases(&self) -> Arc<dyn WorkerLeases> {
+        self.leases.clone()
+    }
+
+    /// A short name of the backend for logs ("postgres", ...).
+    pub fn backend(&self) -> &'static str {
+        self.sequences.backend()
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the database named by `url`, choosing the backend by its scheme:
+/// `postgres://` or `postgresql://`, `mysql://` or `mariadb://` (both served
+/// by `mysql/`), `sqlite:` (e.g. `sqlite://seqd.db?mode=rwc`). One pool
+/// of `options.max_connections` plus [`super::pool::LEASE_CONNECTIONS`]
+/// serves the sequences and the worker leases.
+///
+/// It connects (so an unreachable database fails here) but does not run the
+/// migrations: call [`Store::migrate`] or [`Store::prepare_schema`] for that.
+pub async fn connect(url: &str, options: &StoreOptions) -> Result<Database, StoreError> {
+    let scheme = url
+        .split_once(':')
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    match scheme.as_str() {
+        "postgres" | "postgresql" => open::<postgres::PostgresStore>(url, options).await,
+        "mysql" => open::<mysql::MySqlStore>(url, options).await,
+        // Same wire protocol; sqlx only knows the `mysql://` scheme.
+        "mariadb" => {
+            let url = format!("mysql{}", &url[scheme.len()..]);
+            open::<mysql::MySqlStore>(&url, options).await
+        }
+        "sqlite" => open::<sqlite::SqliteStore>(url, options).await,
+        _ => Err(StoreError::Config(format!(
+            "unsupported database URL scheme {scheme:?}: \
+             expected postgres://, mysql://, mariadb:// or sqlite:"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connect_rejects_unknown_schemes_without_echoing_the_url() {
+        match connect("redis://user:secret@host/0", &StoreOptions::default()).await {
+            Err(StoreError::Config(msg)) => {
+                assert!(msg.contains("redis"), "{msg}");
+                assert!(!msg.contains("secret"), "{msg}");
+            }
+            Err(other) => panic!("expected a Config error, got {other:?}"),
+            Ok(_) => panic!("expected a Config error, got a database"),
+        }
+    }
+}

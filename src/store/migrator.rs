@@ -1,0 +1,830 @@
+//! seqd's own migrator: its history in `seqd_migrations`, never in
+//! `_sqlx_migrations` (which applications' sqlx migrators use), so seqd can
+//! share a database with an application's migrations (docs/design.md,
+//! "`seqd_migrations` and the migrator").
+//!
+//! The migrations are the files of `migrations/<dialect>/`, embedded by
+//! `sqlx::migrate!` only to read them: versions, descriptions and SHA-384
+//! checksums are exactly what sqlx's migrator recorded for them, so an older
+//! installation's rows in `_sqlx_migrations` are recognised by version AND
+//! checksum (an application may number its own migrations 1, 2, 3 too).
+//!
+//! [`Migrator::apply`] (the `auto` mode, `seqd migrate`):
+//!
+//! 1. takes a connection of its own out of the pool (detached, closed at the
+//!    end) and lifts the pool's per-statement bounds to [`MIGRATION_BOUND`],
+//!    so neither a DDL statement nor a wait behind another migrator is cut
+//!    short by them;
+//! 2. serialises with every other migrator of the database: PostgreSQL
+//!    `pg_advisory_lock(`[`PG_LOCK_KEY`]`)`, MariaDB/MySQL
+//!    `GET_LOCK(`[`MYSQL_LOCK_NAME`]`, timeout)` checked for 1, SQLite
+//!    `BEGIN IMMEDIATE` around the whole check-and-apply;
+//! 3. creates the schema (PostgreSQL `--schema`) and `seqd_migrations` if
+//!    missing, then carries over seqd's rows from `_sqlx_migrations`: each
+//!    row whose version and checksum are one of seqd's migrations is copied
+//!    into `seqd_migrations` (as recorded: time, success, checksum) and
+//!    deleted from `_sqlx_migrations`, in one transaction; nothing is re-run
+//!    and the application's rows stay where they are;
+//! 4. checks the history (no changed checksum, no failed migration) and
+//!    applies what is missing, each with its history row.
+//!
+//! [`Migrator::check`] (the `check` mode) reads the history and refuses a
+//! schema that lacks any of seqd's migrations; it needs only `SELECT`.
+
+use std::time::{Duration, Instant};
+
+use sqlx::migrate::Migration;
+
+use super::StoreError;
+
+/// seqd's history table.
+pub const HISTORY_TABLE: &str = "seqd_migrations";
+/// sqlx's history table, where seqd's rows were kept before it had its own.
+pub const SQLX_TABLE: &str = "_sqlx_migrations";
+/// The PostgreSQL advisory lock key every seqd migrator of a database takes.
+pub const PG_LOCK_KEY: i64 = 0x7365_7164_5f6d_6967; // "seqd_mig"
+/// The MariaDB/MySQL `GET_LOCK` name every seqd migrator of a database takes
+/// (an SQL expression: lock names are server-wide, so it names the database).
+pub const MYSQL_LOCK_NAME: &str = "CONCAT('seqd_migrations:', SHA1(DATABASE()))";
+/// Bound of each statement and lock wait of a migration (instead of the
+/// pool's, which sit under the allocator's fetch timeout).
+pub const MIGRATION_BOUND: Duration = Duration::from_secs(600);
+
+/// What seqd does with its schema at start (`--migrate`, `SEQD_MIGRATE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrateMode {
+    /// Apply what is missing (the default).
+    #[default]
+    Auto,
+    /// Refuse to start when any of seqd's migrations is missing.
+    Check,
+    /// No DDL and no check: the operator owns the schema.
+    Off,
+}
+
+impl MigrateMode {
+    /// The names accepted by [`str::parse`], in order.
+    pub const NAMES: [&'static str; 3] = ["auto", "check", "off"];
+}
+
+impl std::str::FromStr for MigrateMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(MigrateMode::Auto),
+            "check" => Ok(MigrateMode::Check),
+            "off" => Ok(MigrateMode::Off),
+            _ => Err(format!(
+                "invalid migrate mode {s:?}: expected auto, check or off"
+            )),
+        }
+    }
+}
+
+/// What seqd does with its schema at start, and where it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaSetup {
+    /// `--migrate`.
+    pub mode: MigrateMode,
+    /// PostgreSQL `--schema` (see [`super::StoreOptions::schema`]).
+    pub schema: Option<String>,
+}
+
+/// An SQL dialect seqd has migrations for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// PostgreSQL.
+    Postgres,
+    /// MariaDB / MySQL.
+    Mysql,
+    /// SQLite.
+    Sqlite,
+}
+
+impl Dialect {
+    /// The names accepted by [`str::parse`], in order.
+    pub const NAMES: [&'static str; 3] = ["postgres", "mysql", "sqlite"];
+
+    /// Its name, as [`str::parse`] accepts it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+            Dialect::Sqlite => "sqlite",
+        }
+    }
+
+    /// seqd's migrations for this dialect, in version order.
+    pub fn migrations(self) -> &'static [Migration] {
+        static POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+        static MYSQL: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/mysql");
+        static SQLITE: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+        match self {
+            Dialect::Postgres => &POSTGRES.migrations,
+            Dialect::Mysql => &MYSQL.migrations,
+            Dialect::Sqlite => &SQLITE.migrations,
+        }
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS seqd_migrations`, shaped as sqlx's table.
+    pub fn history_ddl(self) -> &'static str {
+        match self {
+            Dialect::Postgres => {
+                "CREATE TABLE IF NOT EXISTS seqd_migrations (\n    version        BIGINT PRIMARY KEY,\n    description    TEXT NOT NULL,\n    installed_on   TIMESTAMPTZ NOT NULL DEFAULT now(),\n    success        BOOLEAN NOT NULL,\n    checksum       BYTEA NOT NULL,\n    execution_time BIGINT NOT NULL\n);"
+            }
+            Dialect::Mysql => {
+                "CREATE TABLE IF NOT EXISTS seqd_migrations (\n    version        BIGINT PRIMARY KEY,\n    description    TEXT NOT NULL,\n    installed_on   TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,\n    success        BOOLEAN NOT NULL,\n    checksum       BLOB NOT NULL,\n    execution_time BIGINT NOT NULL\n) ENGINE = InnoDB;"
+            }
+            Dialect::Sqlite => {
+                "CREATE TABLE IF NOT EXISTS seqd_migrations (\n    version        BIGINT PRIMARY KEY,\n    description    TEXT NOT NULL,\n    installed_on   TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,\n    success        BOOLEAN NOT NULL,\n    checksum       BLOB NOT NULL,\n    execution_time BIGINT NOT NULL\n);"
+            }
+        }
+    }
+
+    /// A query with one bind (a table name) answering one row, one
+    /// `BIGINT` column: how many tables of that name seqd's connection sees.
+    fn table_exists(self) -> &'static str {
+        match self {
+            Dialect::Postgres => {
+                "SELECT COUNT(*) FROM (SELECT to_regclass($1) AS t) r WHERE t IS NOT NULL"
+            }
+            Dialect::Mysql => {
+                "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+            }
+            Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        }
+    }
+
+    /// Lifts the session's statement bounds to [`MIGRATION_BOUND`]: the
+    /// statement, and one to try if the server refuses it (MySQL, which has
+    /// `max_execution_time` where MariaDB has `max_statement_time`).
+    fn bound_session(self) -> (String, Option<String>) {
+        let secs = MIGRATION_BOUND.as_secs();
+        match self {
+            Dialect::Postgres => (
+                format!("SET statement_timeout = '{secs}s'; SET lock_timeout = '{secs}s'"),
+                None,
+            ),
+            Dialect::Mysql => (
+                format!(
+                    "SET SESSION innodb_lock_wait_timeout = {secs}, max_statement_time = {secs}"
+                ),
+                Some(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {secs}, max_execution_time = {}",
+                    secs * 1000
+                )),
+            ),
+            Dialect::Sqlite => (format!("PRAGMA busy_timeout = {}", secs * 1000), None),
+        }
+    }
+
+    /// Statements with `$n` placeholders in this dialect's form.
+    fn placeholders(self, sql: &str) -> String {
+        match self {
+            Dialect::Postgres => sql.to_string(),
+            Dialect::Sqlite => sql.replace('$', "?"),
+            Dialect::Mysql => {
+                let mut out = String::with_capacity(sql.len());
+                let mut chars = sql.chars().peekable();
+                while let Some(c) = chars.next() {
+                    if c == '$' {
+                        out.push('?');
+                        while chars.peek().is_some_and(char::is_ascii_digit) {
+                            chars.next();
+                        }
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// An SQL literal of `bytes`.
+    fn bytes_literal(self, bytes: &[u8]) -> String {
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        match self {
+            Dialect::Postgres => format!("decode('{hex}', 'hex')"),
+            Dialect::Mysql | Dialect::Sqlite => format!("X'{hex}'"),
+        }
+    }
+}
+
+impl std::str::FromStr for Dialect {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "postgres" | "postgresql" => Ok(Dialect::Postgres),
+            "mysql" | "mariadb" => Ok(Dialect::Mysql),
+            "sqlite" => Ok(Dialect::Sqlite),
+            _ => Err(format!(
+                "invalid dialect {s:?}: expected postgres, mysql or sqlite"
+            )),
+        }
+    }
+}
+
+/// The complete DDL of `dialect` for operators' own migration tools: the
+/// history table, then every migration in order, each marked with its
+/// version and followed by its history row, so a database set up from it
+/// passes `--migrate check`.
+pub fn schema_sql(dialect: Dialect) -> String {
+    let mut out = format!(
+        "-- seqd {} schema, {} dialect: its tables and their migration history.\n\
+         -- Apply as one migration of your own tool; then run seqd with --migrate check or off.\n\n\
+         -- seqd's migration history (not _sqlx_migrations: that is the application's).\n{}\n",
+        env!("CARGO_PKG_VERSION"),
+        dialect.name(),
+        dialect.history_ddl()
+    );
+    for m in dialect.migrations() {
+        out.push_str(&format!(
+            "\n-- seqd migration {}: {}\n{}\n",
+            m.version,
+            m.description,
+            m.sql.trim_end()
+        ));
+        out.push_str(&format!(
+            "INSERT INTO seqd_migrations (version, description, success, checksum, execution_time) \
+             VALUES ({}, '{}', TRUE, {}, 0);\n",
+            m.version,
+            m.description.replace('\'', "''"),
+            dialect.bytes_literal(&m.checksum)
+        ));
+    }
+    out
+}
+
+/// One row of a history table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Applied {
+    version: i64,
+    checksum: Vec<u8>,
+    success: bool,
+}
+
+/// Which of `known` are missing from `applied`, or why the history is not
+/// one seqd can build on: a migration whose checksum changed since it was
+/// applied, or one that failed half-way. Versions seqd does not know (a
+/// newer seqd's, during a rolling upgrade) are accepted.
+fn pending<'m>(known: &'m [Migration], applied: &[Applied]) -> Result<Vec<&'m Migration>, String> {
+    let mut missing = Vec::new();
+    for m in known {
+        match applied.iter().find(|a| a.version == m.version) {
+            None => missing.push(m),
+            Some(a) if a.checksum != *m.checksum => {
+                return Err(format!(
+                    "seqd migration {} ({}) in {HISTORY_TABLE} has another checksum than this \
+                     seqd's: the migration was changed or is not seqd's",
+                    m.version, m.description
+                ))
+            }
+            Some(a) if !a.success => {
+                return Err(format!(
+                    "seqd migration {} ({}) failed half-way (success = false in {HISTORY_TABLE}): \
+                     repair the schema by hand, then delete that row and start again",
+                    m.version, m.description
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(missing)
+}
+
+/// Names the migrations in `missing`: `2 (create workers), 3 (...)`.
+fn describe(missing: &[&Migration]) -> String {
+    missing
+        .iter()
+        .map(|m| format!("{} ({})", m.version, m.description))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The rows of `sqlx_rows` that are seqd's: version and checksum of one of
+/// `known`.
+fn seqds_rows(known: &[Migration], sqlx_rows: Vec<Applied>) -> Vec<Applied> {
+    sqlx_rows
+        .into_iter()
+        .filter(|a| {
+            known
+                .iter()
+                .any(|m| m.version == a.version && *m.checksum == a.checksum)
+        })
+        .collect()
+}
+
+/// A migration problem as seqd reports it: a configuration error.
+fn failed(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Migration(format!("{what}: {e}"))
+}
+
+/// A pool of one of the backends, for [`Migrator::prepare`].
+pub(crate) enum PoolRef<'a> {
+    /// PostgreSQL.
+    Postgres(&'a sqlx::PgPool),
+    /// MariaDB / MySQL.
+    Mysql(&'a sqlx::MySqlPool),
+    /// SQLite.
+    Sqlite(&'a sqlx::SqlitePool),
+}
+
+/// A connection of one of the backends, detached from its pool.
+enum Conn {
+    Postgres(sqlx::PgConnection),
+    Mysql(sqlx::MySqlConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+/// Evaluates `$body` with `$c` bound to the connection, whichever backend
+/// it is on (the body is compiled once per backend, with concrete types).
+macro_rules! on_conn {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            Conn::Postgres($c) => $body,
+            Conn::Mysql($c) => $body,
+            Conn::Sqlite($c) => $body,
+        }
+    };
+}
+
+/// A boxed, `Send` future of the migrator's statements. (Boxing each with
+/// its lifetimes spelled out spares `async_trait` callers rustc's "`Send`
+/// is not general enough" on sqlx futures.)
+type Fut<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// seqd's migrator on one connection of its own (see the module docs).
+pub(crate) struct Migrator {
+    conn: Conn,
+    dialect: Dialect,
+    /// SQLite: a connection of the pool held while the migration runs. An
+    /// in-memory database lives only while one of its connections is open;
+    /// without this, closing the detached connection could take the
+    /// database, and the tables just made, with it.
+    _keep_alive: Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>,
+}
+
+impl Migrator {
+    /// Prepares the schema of `pool` as `mode` says ([`Self::apply`] with
+    /// `create_schema`, [`Self::check`], or nothing).
+    pub(crate) async fn prepare(
+        pool: PoolRef<'_>,
+        mode: MigrateMode,
+        create_schema: Option<String>,
+    ) -> Result<(), StoreError> {
+        match mode {
+            MigrateMode::Auto => Self::detach(pool).await?.apply(create_schema).await,
+            MigrateMode::Check => Self::detach(pool).await?.check().await,
+            MigrateMode::Off => Ok(()),
+        }
+    }
+
+    /// A connection taken out of `pool` for good (the pool opens another).
+    async fn detach(pool: PoolRef<'_>) -> Result<Self, StoreError> {
+        let what = "connecting for the migration";
+        let (conn, dialect) = match pool {
+            PoolRef::Postgres(p) => {
+                let c = p.acquire().await.map_err(|e| failed(what, e))?;
+                (Conn::Postgres(c.detach()), Dialect::Postgres)
+            }
+            PoolRef::Mysql(p) => {
+                let c = p.acquire().await.map_err(|e| failed(what, e))?;
+                (Conn::Mysql(c.detach()), Dialect::Mysql)
+            }
+            PoolRef::Sqlite(p) => {
+                let c = p.acquire().await.map_err(|e| failed(what, e))?;
+                let conn = Conn::Sqlite(c.detach());
+                // Taken after the detach, which gave its slot back.
+                let keep = p.acquire().await.map_err(|e| failed(what, e))?;
+                return Ok(Migrator {
+                    conn,
+                    dialect: Dialect::Sqlite,
+                    _keep_alive: Some(keep),
+                });
+            }
+        };
+        Ok(Migrator {
+            conn,
+            dialect,
+            _keep_alive: None,
+        })
+    }
+
+    /// Checks that every one of seqd's migrations is applied (reading
+    /// `seqd_migrations` and, for an installation not carried over yet,
+    /// seqd's rows in `_sqlx_migrations`); runs no DDL.
+    pub(crate) async fn check(mut self) -> Result<(), StoreError> {
+        let known = self.dialect.migrations();
+        let mut applied = self.history(HISTORY_TABLE).await?;
+        if !pending(known, &applied)
+            .map_err(StoreError::Migration)?
+            .is_empty()
+        {
+            applied.extend(seqds_rows(known, self.history(SQLX_TABLE).await?));
+        }
+        let missing = pending(known, &applied).map_err(StoreError::Migration)?;
+        let _ = self.close().await;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(StoreError::Migration(format!(
+            "--migrate check: seqd's schema is behind: migration(s) {} not applied \
+             (apply them with `seqd migrate`, or with the DDL of `seqd schema` in your own tool)",
+            describe(&missing)
+        )))
+    }
+
+    /// Brings the schema up to date under the migration lock; `create_schema`
+    /// is run first (PostgreSQL `CREATE SCHEMA IF NOT EXISTS`).
+    pub(crate) async fn apply(mut self, create_schema: Option<String>) -> Result<(), StoreError> {
+        self.bound_session().await?;
+        self.lock().await?;
+        if let Some(sql) = create_schema {
+            self.exec(&sql, "creating the schema").await?;
+        }
+        self.exec(self.dialect.history_ddl(), "creating seqd_migrations")
+            .await?;
+        self.carry_over().await?;
+        let known = self.dialect.migrations();
+        let applied = self.history(HISTORY_TABLE).await?;
+        for m in pending(known, &applied).map_err(StoreError::Migration)? {
+            self.run_one(m).await?;
+        }
+        self.unlock().await?;
+        let _ = self.close().await;
+        Ok(())
+    }
+
+    /// Lifts the pool's statement bounds on this connection.
+    async fn bound_session(&mut self) -> Result<(), StoreError> {
+        let (first, fallback) = self.dialect.bound_session();
+        let what = "bounding the migration session";
+        match (self.exec(&first, what).await, fallback) {
+            (Err(_), Some(fallback)) => self.exec(&fallback, what).await,
+            (outcome, _) => outcome,
+        }
+    }
+
+    /// Takes the migration lock of the database (held until [`Self::unlock`]
+    /// or until the connection closes).
+    async fn lock(&mut self) -> Result<(), StoreError> {
+        match self.dialect {
+            Dialect::Postgres => {
+                let sql = format!("SELECT pg_advisory_lock({PG_LOCK_KEY})");
+                self.exec(&sql, "waiting for the migration lock").await
+            }
+            Dialect::Mysql => {
+                let sql = format!(
+                    "SELECT GET_LOCK({MYSQL_LOCK_NAME}, {})",
+                    MIGRATION_BOUND.as_secs()
+                );
+                match self.named_lock(&sql).await? {
+                    Some(1) => Ok(()),
+                    other => Err(StoreError::Migration(format!(
+                        "the migration lock was not granted (GET_LOCK answered {other:?}): \
+                         another seqd migrator held it for {MIGRATION_BOUND:?}, or no database \
+                         is selected in the URL"
+                    ))),
+                }
+            }
+            Dialect::Sqlite => {
+                self.exec("BEGIN IMMEDIATE", "waiting for the database's write lock")
+                    .await
+            }
+        }
+    }
+
+    /// Runs MariaDB/MySQL's `GET_LOCK` statement `sql`, answering its result.
+    fn named_lock<'a>(&'a mut self, sql: &'a str) -> Fut<'a, Option<i64>> {
+        Box::pin(async move {
+            on_conn!(&mut self.conn, c => sqlx::query_scalar(sql).fetch_one(c).await)
+                .map_err(|e| failed("waiting for the migration lock", e))
+        })
+    }
+
+    /// Releases the migration lock (SQLite: commits everything).
+    async fn unlock(&mut self) -> Result<(), StoreError> {
+        let sql = match self.dialect {
+            Dialect::Postgres => format!("SELECT pg_advisory_unlock({PG_LOCK_KEY})"),
+            Dialect::Mysql => format!("SELECT RELEASE_LOCK({MYSQL_LOCK_NAME})"),
+            Dialect::Sqlite => "COMMIT".to_string(),
+        };
+        self.exec(&sql, "releasing the migration lock").await
+    }
+
+    /// Moves seqd's rows (version and checksum) from `_sqlx_migrations` to
+    /// `seqd_migrations`, in one transaction (SQLite: the migration's).
+    async fn carry_over(&mut self) -> Result<(), StoreError> {
+        let known = self.dialect.migrations();
+        let ours = seqds_rows(known, self.history(SQLX_TABLE).await?);
+        if ours.is_empty() {
+            return Ok(());
+        }
+        let already = self.history(HISTORY_TABLE).await?;
+        let transaction = self.dialect != Dialect::Sqlite;
+        if transaction {
+            self.exec("BEGIN", "carrying over the history").await?;
+        }
+        for row in &ours {
+            if !already.iter().any(|a| a.version == row.version) {
+                self.move_row(row, "INSERT INTO seqd_migrations (version, description, installed_on, success, checksum, execution_time) \
+                     SELECT version, description, installed_on, success, checksum, execution_time \
+                     FROM _sqlx_migrations WHERE version = $1 AND checksum = $2")
+                    .await?;
+            }
+            self.move_row(
+                row,
+                "DELETE FROM _sqlx_migrations WHERE version = $1 AND checksum = $2",
+            )
+            .await?;
+        }
+        if transaction {
+            self.exec("COMMIT", "carrying over the history").await?;
+        }
+        tracing::info!(
+            versions = ?ours.iter().map(|r| r.version).collect::<Vec<_>>(),
+            "seqd's migration history moved from _sqlx_migrations to seqd_migrations"
+        );
+        Ok(())
+    }
+
+    /// Runs one statement of the carry-over, bound to `row`'s version and checksum.
+    async fn move_row(&mut self, row: &Applied, sql: &str) -> Result<(), StoreError> {
+        let sql = self.dialect.placeholders(sql);
+        self.bound(
+            &sql,
+            row.version,
+            &row.checksum,
+            "carrying over the history from _sqlx_migrations",
+        )
+        .await
+    }
+
+    /// Runs `sql` with binds `version` and `bytes`.
+    fn bound<'a>(
+        &'a mut self,
+        sql: &'a str,
+        version: i64,
+        bytes: &'a [u8],
+        what: &'a str,
+    ) -> Fut<'a, ()> {
+        Box::pin(async move {
+            on_conn!(&mut self.conn, c => sqlx::query(sql)
+                .bind(version)
+                .bind(bytes)
+                .execute(c)
+                .await
+                .map(|_| ()))
+            .map_err(|e| failed(what, e))
+        })
+    }
+
+    /// Applies `m` with its history row: `success = FALSE` first, so a
+    /// migration cut off half-way (MariaDB commits each DDL statement) is
+    /// seen as such; on PostgreSQL the three statements are one transaction.
+    async fn run_one(&mut self, m: &Migration) -> Result<(), StoreError> {
+        let what = format!("applying seqd migration {} ({})", m.version, m.description);
+        let transaction = self.dialect == Dialect::Postgres;
+        if transaction {
+            self.exec("BEGIN", &what).await?;
+        }
+        let start = Instant::now();
+        let insert = self.dialect.placeholders(
+            "INSERT INTO seqd_migrations (version, description, success, checksum, execution_time) \
+             VALUES ($1, $2, FALSE, $3, -1)",
+        );
+        self.record(&insert, m, &what).await?;
+        self.exec(&m.sql, &what).await?;
+        let done = self.dialect.placeholders(
+            "UPDATE seqd_migrations SET success = TRUE, execution_time = $1 WHERE version = $2",
+        );
+        let nanos = start.elapsed().as_nanos().min(i64::MAX as u128) as i64;
+        self.finish(&done, nanos, m.version, &what).await?;
+        if transaction {
+            self.exec("COMMIT", &what).await?;
+        }
+        tracing::info!(version = m.version, description = %m.description, "seqd migration applied");
+        Ok(())
+    }
+
+    /// Inserts `m`'s history row with `sql` (binds: version, description, checksum).
+    fn record<'a>(&'a mut self, sql: &'a str, m: &'a Migration, what: &'a str) -> Fut<'a, ()> {
+        Box::pin(async move {
+            on_conn!(&mut self.conn, c => sqlx::query(sql)
+                .bind(m.version)
+                .bind(&*m.description)
+                .bind(&*m.checksum)
+                .execute(c)
+                .await
+                .map(|_| ()))
+            .map_err(|e| failed(what, e))
+        })
+    }
+
+    /// Marks a history row done with `sql` (binds: two integers).
+    fn finish<'a>(&'a mut self, sql: &'a str, a: i64, b: i64, what: &'a str) -> Fut<'a, ()> {
+        Box::pin(async move {
+            on_conn!(&mut self.conn, c => sqlx::query(sql)
+                .bind(a)
+                .bind(b)
+                .execute(c)
+                .await
+                .map(|_| ()))
+            .map_err(|e| failed(what, e))
+        })
+    }
+
+    /// Whether the connection sees a table named `table`.
+    fn table_exists<'a>(&'a mut self, table: &'a str, what: &'a str) -> Fut<'a, bool> {
+        let exists = self.dialect.table_exists();
+        Box::pin(async move {
+            let count: i64 = on_conn!(&mut self.conn, c => sqlx::query_scalar(exists)
+                .bind(table)
+                .fetch_one(c)
+                .await)
+            .map_err(|e| failed(what, e))?;
+            Ok(count > 0)
+        })
+    }
+
+    /// `(version, checksum, success)` of every row of `table`.
+    fn rows<'a>(&'a mut self, sql: &'a str, what: &'a str) -> Fut<'a, Vec<(i64, Vec<u8>, bool)>> {
+        Box::pin(async move {
+            on_conn!(&mut self.conn, c => sqlx::query_as(sql).fetch_all(c).await)
+                .map_err(|e| failed(what, e))
+        })
+    }
+
+    /// The rows of the history table `table`; none if it does not exist.
+    async fn history(&mut self, table: &str) -> Result<Vec<Applied>, StoreError> {
+        let what = format!("reading {table}");
+        if !self.table_exists(table, &what).await? {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT version, checksum, success FROM {table} ORDER BY version");
+        let rows = self.rows(&sql, &what).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(version, checksum, success)| Applied {
+                version,
+                checksum,
+                success,
+            })
+            .collect())
+    }
+
+    /// Runs `sql` (one or more statements, no binds).
+    fn exec<'a>(&'a mut self, sql: &'a str, what: &'a str) -> Fut<'a, ()> {
+        Box::pin(async move {
+            // A `&str` with no binds goes as a simple query: several statements allowed.
+            on_conn!(&mut self.conn, c => sqlx::Executor::execute(c, sql).await.map(|_| ()))
+                .map_err(|e| failed(what, e))
+        })
+    }
+
+    /// Closes the connection (its locks go with it).
+    fn close(self) -> Fut<'static, ()> {
+        use sqlx::Connection;
+        Box::pin(async move {
+            let _ = on_conn!(self.conn, c => c.close().await);
+            Ok(())
+        })
+    }
+}
+
+/// `CREATE SCHEMA IF NOT EXISTS` for a PostgreSQL `--schema`.
+pub(crate) fn create_schema_sql(schema: Option<&str>) -> Option<String> {
+    schema.map(|s| format!("CREATE SCHEMA IF NOT EXISTS \"{s}\""))
+}
+
+/// Checks a PostgreSQL `--schema` name: lower-case letters, digits and `_`,
+/// not starting with a digit, at most 63 characters (so it needs no quoting
+/// in `search_path` and means the same quoted or not).
+pub fn check_schema_name(name: &str) -> Result<(), StoreError> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    if first_ok
+        && name.len() <= 63
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        Ok(())
+    } else {
+        Err(StoreError::Config(format!(
+            "invalid --schema {name:?}: lower-case letters, digits and _, not starting with a \
+             digit, at most 63 characters"
+        )))
+    }
+}
+
+/// A migration `m` of `sql`, for the tests.
+#[cfg(test)]
+fn migration(version: i64, sql: &'static str) -> Migration {
+    use std::borrow::Cow;
+    Migration::new(
+        version,
+        Cow::Borrowed("m"),
+        sqlx::migrate::MigrationType::Simple,
+        Cow::Borrowed(sql),
+        false,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(m: &Migration, success: bool) -> Applied {
+        Applied {
+            version: m.version,
+            checksum: m.checksum.to_vec(),
+            success,
+        }
+    }
+
+    #[test]
+    fn pending_lists_the_missing_migrations_and_accepts_newer_versions() {
+        let known = [migration(1, "a"), migration(2, "b")];
+        let newer = Applied {
+            version: 3,
+            checksum: vec![1],
+            success: true,
+        };
+        let got = pending(&known, &[applied(&known[0], true), newer]).unwrap();
+        assert_eq!(got.iter().map(|m| m.version).collect::<Vec<_>>(), [2]);
+    }
+
+    #[test]
+    fn pending_refuses_a_changed_checksum_and_a_failed_migration() {
+        let known = [migration(1, "a")];
+        let other = migration(1, "changed");
+        let err = pending(&known, &[applied(&other, true)]).unwrap_err();
+        assert!(err.contains("another checksum"), "{err}");
+        let err = pending(&known, &[applied(&known[0], false)]).unwrap_err();
+        assert!(err.contains("failed half-way"), "{err}");
+    }
+
+    #[test]
+    fn only_rows_with_seqds_version_and_checksum_are_seqds() {
+        let known = [migration(1, "a"), migration(2, "b")];
+        let app_one = applied(&migration(1, "the application's"), true);
+        let ours = applied(&known[1], true);
+        let got = seqds_rows(&known, vec![app_one, ours.clone()]);
+        assert_eq!(got, [ours]);
+    }
+
+    #[test]
+    fn placeholders_follow_the_dialect() {
+        let sql = "WHERE version = $1 AND checksum = $2";
+        assert_eq!(Dialect::Postgres.placeholders(sql), sql);
+        assert_eq!(
+            Dialect::Mysql.placeholders(sql),
+            "WHERE version = ? AND checksum = ?"
+        );
+        assert_eq!(
+            Dialect::Sqlite.placeholders(sql),
+            "WHERE version = ?1 AND checksum = ?2"
+        );
+    }
+
+    #[test]
+    fn schema_sql_has_the_history_table_and_every_migration_with_its_row() {
+        for dialect in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
+            let sql = schema_sql(dialect);
+            assert!(sql.contains("CREATE TABLE IF NOT EXISTS seqd_migrations"));
+            let mut at = 0;
+            for m in dialect.migrations() {
+                let mark = format!("-- seqd migration {}: {}", m.version, m.description);
+                let pos = sql[at..].find(&mark).expect("each migration, in order") + at;
+                assert!(sql[pos..].contains(&format!("VALUES ({}, ", m.version)));
+                at = pos;
+            }
+            assert!(sql.contains("CREATE TABLE sequences") && sql.contains("CREATE TABLE workers"));
+        }
+    }
+
+    #[test]
+    fn schema_names_need_no_quoting() {
+        assert!(check_schema_name("seqd_a1").is_ok());
+        for bad in ["", "1a", "Seqd", "a-b", "a\"b", &"a".repeat(64)] {
+            assert!(check_schema_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn mode_and_dialect_parse_their_names() {
+        for name in MigrateMode::NAMES {
+            assert!(name.parse::<MigrateMode>().is_ok());
+        }
+        for name in Dialect::NAMES {
+            assert!(name.parse::<Dialect>().is_ok());
+        }
+        assert!("sometimes".parse::<MigrateMode>().is_err());
+        assert!("oracle".parse::<Dialect>().is_err());
+    }
+}

@@ -1,0 +1,63 @@
+//! MySQL / MariaDB: one pool (this file: connect options, statement bounds,
+//! [`connect`]) with the sequence store over it ([`MySqlStore`],
+//! `sequences.rs`) and the worker leases ([`MySqlWorkerLeases`], `workers.rs`).
+
+pub mod sequences;
+pub mod workers;
+
+pub use sequences::MySqlStore;
+pub use workers::MySqlWorkerLeases;
+
+use std::str::FromStr;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
+use sqlx::Executor;
+
+use crate::store::{unavailable, StoreError, StoreOptions};
+
+/// The connect options of `url` (the bounds are set by [`set_bounds`] as
+/// each session opens).
+fn connect_options(url: &str) -> Result<MySqlConnectOptions, StoreError> {
+    MySqlConnectOptions::from_str(url).map_err(unavailable)
+}
+
+/// Pool settings of `options`, with [`set_bounds`] run on every new connection.
+fn bounded_pool(options: &StoreOptions) -> MySqlPoolOptions {
+    let (mariadb, mysql) = bounds_sql(options);
+    options.pool().after_connect(move |conn, _| {
+        let (mariadb, mysql) = (mariadb.clone(), mysql.clone());
+        Box::pin(async move { set_bounds(conn, &mariadb, &mysql).await })
+    })
+}
+
+/// The `SET SESSION` statements of the bounds: MariaDB's, and MySQL's
+/// (which has `max_execution_time`, in ms and for `SELECT` only, instead of
+/// `max_statement_time`). `innodb_lock_wait_timeout` takes whole seconds,
+/// at least 1: below that, the statement bound ends the wait.
+fn bounds_sql(options: &StoreOptions) -> (String, String) {
+    let lock_secs = options.lock_timeout.as_secs_f64().ceil().max(1.0) as u64;
+    let statement = options.statement_timeout;
+    (
+        format!(
+            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_statement_time = {:.3}",
+            statement.as_secs_f64()
+        ),
+        format!(
+            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_execution_time = {}",
+            statement.as_millis().max(1)
+        ),
+    )
+}
+
+/// Bounds every statement of a new session: MariaDB's form first, MySQL's
+/// if the server does not know `max_statement_time`.
+async fn set_bounds(
+    conn: &mut MySqlConnection,
+    mariadb: &str,
+    mysql: &str,
+) -> Result<(), sqlx::Error> {
+    match conn.execute(mariadb).await {
+        Ok(_) => Ok(()),
+        Err(_) => conn.execute(mysql).await.map(|_| ()),
+    }
+}

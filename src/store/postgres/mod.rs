@@ -1,0 +1,46 @@
+//! PostgreSQL: one pool (this file: connect options, statement bounds,
+//! [`connect`]) with the sequence store over it ([`PostgresStore`],
+//! `sequences.rs`) and the worker leases ([`PgWorkerLeases`], `workers.rs`).
+
+pub mod sequences;
+pub mod workers;
+
+pub use sequences::PostgresStore;
+pub use workers::PgWorkerLeases;
+
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgPool};
+
+use crate::store::migrator::{
+    check_schema_name, create_schema_sql, MigrateMode, Migrator, PoolRef,
+};
+use crate::store::{unavailable, StoreError, StoreOptions};
+
+/// The connect options of `url` with the statement bounds of `options` and
+/// its schema as `search_path` (after the URL's own options, so it wins),
+/// sent in the startup packet (no extra round trip per connection).
+fn connect_options(url: &str, options: &StoreOptions) -> Result<PgConnectOptions, StoreError> {
+    let ms = |d: std::time::Duration| format!("{}ms", d.as_millis().max(1));
+    let mut connect = PgConnectOptions::from_str(url)
+        .map_err(unavailable)?
+        .options([
+            ("lock_timeout", ms(options.lock_timeout)),
+            ("statement_timeout", ms(options.statement_timeout)),
+        ]);
+    if let Some(schema) = &options.schema {
+        check_schema_name(schema)?;
+        connect = connect.options([("search_path", schema)]);
+    }
+    Ok(connect)
+}
+
+/// Prepares the schema of `pool` as `mode` says; `schema` (`--schema`) is
+/// created by `auto` if missing.
+pub(crate) async fn prepare(
+    pool: &PgPool,
+    mode: MigrateMode,
+    schema: Option<&str>,
+) -> Result<(), StoreError> {
+    Migrator::prepare(PoolRef::Postgres(pool), mode, create_schema_sql(schema)).await
+}

@@ -1,0 +1,331 @@
+//! Hostile input at the edge, over a real socket (issue 13): control
+//! characters in descriptions, integers that JSON numbers cannot carry
+//! exactly, malformed percent-encoding on every route, and forged `Host`
+//! headers on a token-less loopback listener (DNS rebinding).
+
+#[macro_use]
+mod common;
+mod server;
+
+use std::net::SocketAddr;
+
+use common::TestDb;
+use reqwest::{Method, StatusCode};
+use seqd::config::Settings;
+use serde_json::{json, Value};
+use server::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn start(db: &TestDb) -> TestServer {
+    TestServer::start(Settings::for_database(db.url.clone())).await
+}
+
+/// Asserts the documented error body and returns its message.
+async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -> String {
+    assert_eq!(resp.status(), status, "status for {code}");
+    let body: Value = resp.json().await.expect("JSON body");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    body["error"]["message"].as_str().expect("message").into()
+}
+
+/// Sends `body` as it is written (numbers untouched by any JSON library).
+async fn send_raw(s: &TestServer, method: Method, path: &str, body: &str) -> reqwest::Response {
+    s.http
+        .request(method, s.url(path))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// One bodiless HTTP/1.1 request, `head` written byte for byte
+/// (`Connection: close` is added); returns the status, the `content-type`
+/// and the body.
+async fn raw_request(addr: SocketAddr, head: &str) -> (u16, String, String) {
+    exchange(
+        addr,
+        &format!("{head}Connection: close\r\nContent-Length: 0\r\n\r\n"),
+    )
+    .await
+}
+
+/// Writes `request` (which asks for `Connection: close`) as is; returns the
+/// status, the `content-type` and the body.
+async fn exchange(addr: SocketAddr, request: &str) -> (u16, String, String) {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, content_type, body.to_string())
+}
+
+/// Descriptions with control characters are refused with 400 on create and
+/// patch, on every backend (PostgreSQL used to answer 503 for a NUL), and
+/// nothing is written.
+async fn descriptions_with_control_characters_get_400_on_create_and_patch(db: TestDb) {
+    let s = start(&db).await;
+    let resp = s
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "kept", "description": "fine"}),
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    for (i, bad) in [
+        "a\u{0}b",
+        "\u{1b}[31mred",
+        "tab\there",
+        "line\n",
+        "del\u{7f}",
+        "c1\u{9b}2J",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("ctl{i}");
+        let body = json!({"name": name, "description": bad});
+        let resp = s.send_json(Method::POST, "/v1/sequences", &body).await;
+        let msg = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
+        assert!(msg.contains("control character"), "{bad:?}: {msg}");
+        let resp = s.get(&format!("/v1/sequences/{name}")).await;
+        expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
+
+        let body = json!({"description": bad});
+        let resp = s
+            .send_json(Method::PATCH, "/v1/sequences/kept", &body)
+            .await;
+        let msg = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
+        assert!(msg.contains("control character"), "{bad:?}: {msg}");
+    }
+    let row = s.get_json("/v1/sequences/kept").await;
+    assert_eq!(row["description"], "fine");
+    let resp = s
+        .send_json(
+            Method::PATCH,
+            "/v1/sequences/kept",
+            &json!({"description": "ünïcode ok ✓"}),
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    s.stop().await;
+}
+
+per_backend!(descriptions_with_control_characters_get_400_on_create_and_patch);
+
+/// An integer field holds exactly the number written, or the request is
+/// refused naming the field: never a nearby double.
+#[tokio::test]
+async fn integer_fields_take_exact_values_or_400_naming_the_field() {
+    let db = common::test_db(common::Backend::Sqlite).await.unwrap();
+    let s = start(&db).await;
+    let refused = [
+        (r#"{"name":"f1","start":9007199254740993.0}"#, "start"),
+        (r#"{"name":"f1","start":9007199254740992.0}"#, "start"),
+        (r#"{"name":"f1","start":9223372036854775808}"#, "start"),
+        (r#"{"name":"f1","start":9223372036854775807.0}"#, "start"),
+        (r#"{"name":"f1","start":1e19}"#, "start"),
+        (r#"{"name":"f1","start":1e999999999999}"#, "start"),
+        (r#"{"name":"f1","start":10.5}"#, "start"),
+        (r#"{"name":"f1","start":1.5e-1}"#, "start"),
+        (r#"{"name":"f1","step":2.5}"#, "step"),
+        (r#"{"name":"f1","step":null}"#, "step"),
+        (r#"{"name":"f1","step":"10"}"#, "step"),
+    ];
+    for (body, field) in refused {
+        let resp = send_raw(&s, Method::POST, "/v1/sequences", body).await;
+        let msg = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
+        assert!(msg.contains(field), "{body}: {msg}");
+    }
+    expect_error(
+        s.get("/v1/sequences/f1").await,
+        StatusCode::NOT_FOUND,
+        "sequence_not_found",
+    )
+    .await;
+
+    let accepted = [
+        (r#"{"name":"e1","start":1000.0,"step":10.000}"#, 999, 10),
+        (r#"{"name":"e2","start":1e3,"step":2E1}"#, 999, 20),
+        (r#"{"name":"e3","start":1.5e3,"step":1000e-2}"#, 1499, 10),
+        (
+            r#"{"name":"e4","start":9007199254740991.0}"#,
+            9007199254740990,
+            1000,
+        ),
+        (
+            r#"{"name":"e5","start":9007199254740993}"#,
+            9007199254740992,
+            1000,
+        ),
+        (
+            r#"{"name":"e6","start":9223372036854775807}"#,
+            i64::MAX - 1,
+            1000,
+        ),
+    ];
+    for (body, max_id, step) in accepted {
+        let resp = send_raw(&s, Method::POST, "/v1/sequences", body).await;
+        assert_eq!(resp.status(), StatusCode::CREATED, "{body}");
+        let row: Value = resp.json().await.unwrap();
+        assert_eq!(
+            (row["max_id"].as_i64(), row["step"].as_i64()),
+            (Some(max_id), Some(step)),
+            "{body}"
+        );
+    }
+
+    let resp = send_raw(
+        &s,
+        Method::PATCH,
+        "/v1/sequences/e1",
+        r#"{"step":9007199254740993.0}"#,
+    )
+    .await;
+    let msg = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
+    assert!(msg.contains("step"), "{msg}");
+    let resp = send_raw(&s, Method::PATCH, "/v1/sequences/e1", r#"{"step":4e1}"#).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(s.get_json("/v1/sequences/e1").await["step"], 40);
+    s.stop().await;
+}
+
+/// Bad percent-encoding and invalid UTF-8 in the path or the query of every
+/// route answers the documented JSON error body, never axum's plain text.
+#[tokio::test]
+async fn malformed_paths_and_queries_answer_the_json_error_body_on_every_route() {
+    let db = common::test_db(common::Backend::Sqlite).await.unwrap();
+    let s = start(&db).await;
+    let table: &[(&str, &str, u16, &str)] = &[
+        ("GET", "/v1/sequences/%FF/next", 400, "invalid_name"),
+        ("POST", "/v1/sequences/%C0%80/next", 400, "invalid_name"),
+        (
+            "GET",
+            "/v1/sequences/%E2%82/batch?count=1",
+            400,
+            "invalid_name",
+        ),
+        (
+            "GET",
+            "/v1/sequences/ok/batch?count=%FF",
+            400,
+            "invalid_count",
+        ),
+        (
+            "GET",
+            "/v1/sequences/ok/batch?count=%zz",
+            400,
+            "invalid_count",
+        ),
+        ("GET", "/v1/sequences/%FF", 400, "invalid_name"),
+        ("PATCH", "/v1/sequences/%FF%FE", 400, "invalid_name"),
+        ("GET", "/api/segment/get/%FF", 400, "invalid_name"),
+        ("GET", "/v1/snowflake/decode/%FF", 400, "invalid_request"),
+        ("GET", "/v1/snowflake/decode/%C3%28", 400, "invalid_request"),
+        ("GET", "/v1/snowflake/decode/%", 400, "invalid_request"),
+        ("GET", "/v1/snowflake/batch?count=%FF", 400, "invalid_count"),
+        ("GET", "/assets/%FF", 400, "invalid_request"),
+        ("GET", "/assets/%ED%A0%80", 400, "invalid_request"),
+        ("GET", "/assets/nothing.js", 404, "not_found"),
+        ("GET", "/docs/%FF", 400, "invalid_request"),
+        ("GET", "/docs/no-such-file.js", 404, "not_found"),
+        ("GET", "/%FF", 404, "not_found"),
+    ];
+    for &(method, target, status, code) in table {
+        let head = format!("{method} {target} HTTP/1.1\r\nHost: {}\r\n", s.addr);
+        let (got, content_type, body) = raw_request(s.addr, &head).await;
+        assert_eq!(got, status, "{method} {target}: {body}");
+        assert!(
+            content_type.starts_with("application/json"),
+            "{method} {target}: {content_type:?} {body}"
+        );
+        let v: Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("{method} {target}: {e}: {body}"));
+        if status >= 400 {
+            assert_eq!(v["error"]["code"], code, "{method} {target}: {v}");
+            assert!(v["error"]["message"].is_string(), "{method} {target}: {v}");
+        }
+    }
+    s.stop().await;
+}
+
+/// Without an admin token, admin calls are open only to requests whose
+/// `Host` names the loopback interface: a page reaching the port through
+/// DNS rebinding sends its own host name, and is refused.
+#[tokio::test]
+async fn tokenless_admin_calls_need_a_loopback_host_header() {
+    let db = common::test_db(common::Backend::Sqlite).await.unwrap();
+    let s = start(&db).await;
+    let create = |host: Option<&str>, name: &str| {
+        let host = host.map(|h| format!("Host: {h}\r\n")).unwrap_or_default();
+        let body = format!(r#"{{"name":"{name}"}}"#);
+        format!(
+            "POST /v1/sequences HTTP/1.1\r\n{host}Connection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let allowed = [
+        "localhost:8080",
+        "LocalHost",
+        "[::1]:1",
+        "[::1]",
+        "127.0.0.1",
+        "127.9.8.7:80",
+        "localhost.",
+    ];
+    for (i, host) in allowed.into_iter().enumerate() {
+        let (status, _, body) = exchange(s.addr, &create(Some(host), &format!("ok{i}"))).await;
+        assert_eq!(status, 201, "Host: {host}: {body}");
+    }
+    let refused = [
+        Some("evil.example"),
+        Some("127.0.0.1.evil.example"),
+        Some("localhost.evil.example"),
+        Some("evil.example:8080"),
+        Some("0.0.0.0"),
+        Some("[::2]:80"),
+        Some("128.0.0.1"),
+        Some(""),
+        None,
+    ];
+    for (i, host) in refused.into_iter().enumerate() {
+        let (status, _, body) = exchange(s.addr, &create(host, &format!("no{i}"))).await;
+        assert_eq!(status, 401, "Host: {host:?}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["error"]["code"], "unauthorized", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("Host") && msg.contains("SEQD_ADMIN_TOKEN"),
+            "{msg}"
+        );
+    }
+    let twice = "POST /v1/sequences HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\
+                 Connection: close\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"name\":\"t2\"}";
+    assert_eq!(exchange(s.addr, twice).await.0, 401, "two Host headers");
+    let names: Vec<String> = common::names(&s.store).await;
+    assert_eq!(names, ["ok0", "ok1", "ok2", "ok3", "ok4", "ok5", "ok6"]);
+    // Reads stay open whatever the Host.
+    let (status, _, _) = raw_request(
+        s.addr,
+        "GET /v1/sequences/ok0/next HTTP/1.1\r\nHost: evil.example\r\n",
+    )
+    .await;
+    assert_eq!(status, 200);
+    s.stop().await;
+}
