@@ -76,6 +76,29 @@ pub struct SeqBuffer {
     waits: AtomicU64,
     fetches: AtomicU64,
     fetch_errors: AtomicU64,
+    regressions: AtomicU64,
+}
+
+/// The numbers of one live sequence, read without copying its name: what
+/// `/metrics` reads of every sequence at each scrape.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SeqStats {
+    /// IDs handed out by this instance.
+    pub issued: u64,
+    /// Successful segment fetches.
+    pub fetches: u64,
+    /// Failed segment fetches (each retry counts).
+    pub fetch_errors: u64,
+    /// Requests that found both segments empty and had to wait.
+    pub waits: u64,
+    /// Reserved ranges at or below IDs already reserved (the row went back).
+    pub regressions: u64,
+    /// Size of the most recent segment fetched (the adapted step).
+    pub step: i64,
+    /// IDs left in memory: current plus next segment.
+    pub ids_available: u64,
+    /// The highest ID reserved so far, if any.
+    pub high_water: Option<i64>,
 }
 
 /// A point-in-time view of one segment, for monitoring.
@@ -150,6 +173,7 @@ impl SeqBuffer {
             waits: AtomicU64::new(0),
             fetches: AtomicU64::new(0),
             fetch_errors: AtomicU64::new(0),
+            regressions: AtomicU64::new(0),
         }
     }
 
@@ -358,8 +382,7 @@ impl SeqBuffer {
             "the database handed out a range at or below IDs this instance already reserved: \
              the row was lowered, rolled back or recreated (a failover to a lagging replica?); \
              skipping past it");
-        metrics::counter!(REGRESSIONS_METRIC, "sequence" => self.name.as_str().to_owned())
-            .increment(1);
+        self.regressions.fetch_add(1, Ordering::Relaxed);
     }
 
     fn fail_terminal(&self, t: Terminal) {
@@ -393,6 +416,23 @@ impl SeqBuffer {
     /// The highest ID this buffer has reserved so far, if any.
     pub fn high_water(&self) -> Option<i64> {
         self.state.lock().unwrap().high_water
+    }
+
+    /// The numbers `/metrics` reads (no allocation).
+    pub fn stats(&self) -> SeqStats {
+        let cur = self.segments.current();
+        let next = self.segments.next();
+        let st = self.state.lock().unwrap();
+        SeqStats {
+            issued: self.segments.issued(),
+            fetches: self.fetches.load(Ordering::Relaxed),
+            fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
+            waits: self.waits.load(Ordering::Relaxed),
+            regressions: self.regressions.load(Ordering::Relaxed),
+            step: st.last_size,
+            ids_available: cur.remaining() + next.as_deref().map_or(0, Segment::remaining),
+            high_water: st.high_water,
+        }
     }
 
     /// A point-in-time view for monitoring.

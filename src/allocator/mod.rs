@@ -50,7 +50,7 @@ pub mod segment;
 pub mod step;
 pub mod sync;
 
-pub use buffer::{BufferSnapshot, SegmentView};
+pub use buffer::{BufferSnapshot, SegmentView, SeqStats};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use failure::FetchFailure;
 pub use segment::IdRange;
@@ -470,6 +470,14 @@ impl Allocator {
     /// The buffer state of one live sequence.
     pub fn snapshot(&self, name: &SeqName) -> Option<BufferSnapshot> {
         self.inner.live.load().get(name).map(|b| b.snapshot())
+    }
+
+    /// Calls `f` with the numbers of every live sequence, in no particular
+    /// order, copying no name (what a scrape of `/metrics` reads).
+    pub fn for_each_stats(&self, mut f: impl FnMut(&SeqName, &SeqStats)) {
+        for buf in self.inner.live.load().values() {
+            f(buf.name(), &buf.stats());
+        }
     }
 
     /// The buffer state of every live sequence, ordered by name.

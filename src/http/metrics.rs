@@ -24,7 +24,8 @@ use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::AppState;
-use crate::allocator::{Allocator, BufferSnapshot};
+use crate::allocator::{Allocator, BufferSnapshot, SeqStats};
+use crate::domain::SeqName;
 
 /// Counter: IDs handed out by this instance, per `sequence`.
 pub const IDS_ISSUED: &str = "seqd_ids_issued_total";
@@ -175,6 +176,15 @@ fn record_snapshot(s: &BufferSnapshot) {
     metrics::gauge!(SEQUENCE_IDS_AVAILABLE, &labels).set(available as f64);
 }
 
+/// Writes one live sequence's regression count into the registry (only
+/// sequences that regressed get the series).
+fn record_regressions(name: &SeqName, s: &SeqStats) {
+    if s.regressions > 0 {
+        metrics::counter!(SEQUENCE_REGRESSIONS, "sequence" => name.as_str().to_owned())
+            .absolute(s.regressions);
+    }
+}
+
 /// Reads the allocator's live sequences into the registry and renders the
 /// Prometheus text format.
 pub fn render(allocator: &Allocator) -> String {
@@ -182,6 +192,7 @@ pub fn render(allocator: &Allocator) -> String {
     for s in allocator.snapshots() {
         record_snapshot(&s);
     }
+    allocator.for_each_stats(record_regressions);
     let names = allocator.names_in_memory();
     for (state, n) in [
         ("live", names.live),
