@@ -36,6 +36,8 @@ use seqd::store::memory::MemoryStore;
 
 const STEP: i64 = 1_000_000;
 const NAMES: usize = 10_000;
+/// Live sequences of the largest round-robin case of the summary.
+const MILLION: usize = 1_000_000;
 /// A segment that never runs out during a benchmark.
 const HUGE: u64 = 1 << 62;
 
@@ -362,8 +364,13 @@ fn interleaved_summary() {
     let (a_two_batch, _s5) = allocator(std::slice::from_ref(&one));
     let names: Vec<SeqName> = (0..NAMES).map(|i| name(&format!("seq-{i:05}"))).collect();
     let (a_names, _s6) = allocator(&names);
+    let million: Vec<SeqName> = (0..MILLION)
+        .map(|i| name(&format!("tenant-{i:07}")))
+        .collect();
+    let (a_million, _s8) = allocator(&million);
     let hundred = Count::new(100).unwrap();
     let mut rr = 0usize;
+    let mut rr_m = 0usize;
 
     let mut cases = vec![
         case("atomic_fetch_add", 1, || {
@@ -417,6 +424,17 @@ fn interleaved_summary() {
         case("names/next_round_robin/10000", 1, || {
             rr = if rr + 1 == names.len() { 0 } else { rr + 1 };
             black_box(run(a_names.next(black_box(&names[rr]))).unwrap());
+        }),
+        case("names/next/1 (of 1,000,000)", 1, || {
+            black_box(run(a_million.next(black_box(&million[0]))).unwrap());
+        }),
+        case("names/next_round_robin/1000000", 1, || {
+            rr_m = if rr_m + 1 == million.len() {
+                0
+            } else {
+                rr_m + 1
+            };
+            black_box(run(a_million.next(black_box(&million[rr_m]))).unwrap());
         }),
     ];
     let two = [

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 use super::double::DoubleBuffer;
 use super::failure::FetchFailure;
-use super::segment::{IdRange, Segment};
+use super::segment::{IdRange, Segment, SegmentState};
 use super::step::StepInput;
 use super::{AllocError, Shared};
 use crate::domain::SeqName;
@@ -339,18 +339,22 @@ impl SeqBuffer {
         let now = self.shared.clock.now();
         let mut st = self.state.lock().unwrap();
         let mut first = r.first();
-        if let Some(hw) = st.high_water {
-            if r.max_id <= hw {
-                drop(st);
-                self.regressed(r, hw);
-                return Installed::Behind(hw - r.max_id);
+        // IDs below 1 are never handed out (a row lowered below zero by SQL
+        // is lifted like a regression), which the segment cursor relies on.
+        let floor = st.high_water.unwrap_or(0).max(0);
+        let regression = st.high_water.is_some();
+        if r.max_id <= floor {
+            drop(st);
+            if regression {
+                self.regressed(r, floor);
             }
-            if first <= hw {
-                if !catching_up {
-                    self.regressed(r, hw);
-                }
-                first = hw + 1;
+            return Installed::Behind(floor.saturating_sub(r.max_id));
+        }
+        if first <= floor {
+            if regression && !catching_up {
+                self.regressed(r, floor);
             }
+            first = floor + 1;
         }
         let len = (r.max_id - first + 1) as u64;
         let seg = Segment::new(first, len, self.shared.config.prefetch_ratio, now);
@@ -430,14 +434,14 @@ impl SeqBuffer {
             waits: self.waits.load(Ordering::Relaxed),
             regressions: self.regressions.load(Ordering::Relaxed),
             step: st.last_size,
-            ids_available: cur.remaining() + next.as_deref().map_or(0, Segment::remaining),
+            ids_available: cur.remaining() + next.map_or(0, |n| n.remaining()),
             high_water: st.high_water,
         }
     }
 
     /// A point-in-time view for monitoring.
     pub fn snapshot(&self) -> BufferSnapshot {
-        let view = |s: &Segment| SegmentView {
+        let view = |s: &SegmentState| SegmentView {
             first: s.first(),
             last: s.last(),
             cursor: (s.remaining() > 0).then(|| s.first() + s.used() as i64),
@@ -450,7 +454,7 @@ impl SeqBuffer {
         BufferSnapshot {
             name: self.name.clone(),
             current: (!cur.is_empty()).then(|| view(&cur)),
-            next: next.as_deref().map(view),
+            next: next.as_ref().map(view),
             loading: self.fetching.load(Ordering::Relaxed),
             current_step: st.last_size,
             row_step: st.row_step,

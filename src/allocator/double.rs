@@ -2,22 +2,55 @@
 //! next one, and the switch between them. No async, no I/O: the model-checked
 //! part of the allocator (see `tests/loom_double.rs`).
 //!
-//! Taking IDs loads the current segment (lock-free) and claims them with one
-//! `fetch_add`. Only when the current segment is used up does a caller take the
-//! `next` mutex to make the next segment current: the switch.
+//! The current segment lives inline in the buffer as two atomics, `cursor`
+//! (the next ID to hand out) and `end` (one past its last ID), so taking IDs
+//! reads the buffer's own cache line and nothing else: no pointer to a
+//! segment, no reference count, no guard. A take loads `cursor` and `end` and
+//! moves `cursor` forward with one compare-and-swap; it never moves it past
+//! `end`. Only when the current segment is used up does a caller take the
+//! mutex to make the next segment current: the switch.
+//!
+//! Why a stale `end` cannot hand out an ID twice or an ID not reserved:
+//! `cursor` only ever grows, because every segment starts above the previous
+//! one (the buffer installs only ranges above what it reserved before), so a
+//! compare-and-swap from a value `c` succeeds only while `c` is still the
+//! cursor of the segment it was read from, and no value recurs. The switch
+//! stores the new `cursor` before the new `end` (release); a taker that read
+//! the new `end` (acquire) therefore finds the new `cursor` in its
+//! compare-and-swap, which fails if it still holds an old value. A taker that
+//! read an old `end` with a new `cursor` sees `cursor >= end`: empty, and
+//! goes to the slow path. docs/design.md, "The double buffer".
+//!
+//! IDs are at least 0 here (the buffer never installs lower ones), so they
+//! and the end of a segment ending at `i64::MAX` fit an `u64`.
 
-use super::segment::{IdRange, Segment};
-use super::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex, Ordering};
+use super::segment::{IdRange, Segment, SegmentState, Taken};
+use super::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// Current + next segment. See the module docs.
 pub struct DoubleBuffer {
-    current: ArcCell<Segment>,
-    /// The segment fetched ahead; its mutex also serializes switches.
-    next: Mutex<Option<Arc<Segment>>>,
-    /// Mirror of `next.is_some()` readable without the mutex.
+    /// The next ID of the current segment (as `u64`); `end` once used up.
+    cursor: AtomicU64,
+    /// One past the last ID of the current segment.
+    end: AtomicU64,
+    /// Once `cursor` passes this, the next segment should be fetched (a hint:
+    /// read without ordering, it may lag a switch by one take).
+    prefetch_at: AtomicU64,
+    /// Mirror of `slow.next.is_some()` readable without the mutex.
     has_next: AtomicBool,
+    /// What only switches, installs and monitoring touch. Its mutex also
+    /// serializes switches.
+    slow: Mutex<Slow>,
+}
+
+/// The part of the buffer behind the mutex.
+struct Slow {
+    /// The current segment (its cursor is `DoubleBuffer::cursor`).
+    current: SegmentState,
+    /// The segment fetched ahead.
+    next: Option<SegmentState>,
     /// IDs of the segments already switched away from (all claimed).
-    retired: AtomicU64,
+    retired: u64,
 }
 
 /// What [`DoubleBuffer::take`] achieved.
@@ -29,21 +62,62 @@ pub struct Progress {
     pub past_prefetch_mark: bool,
 }
 
+/// `id` as the cursor holds it. Segments hold IDs >= 0 only.
+fn to_cursor(id: i64) -> u64 {
+    debug_assert!(id >= 0, "segments hold IDs >= 0");
+    id.max(0) as u64
+}
+
 impl DoubleBuffer {
     /// A buffer serving `initial` (often an empty placeholder) with no next.
     pub fn new(initial: Segment) -> Self {
+        let current = SegmentState::of(&initial);
         DoubleBuffer {
-            current: ArcCell::new(Arc::new(initial)),
-            next: Mutex::new(None),
+            cursor: AtomicU64::new(to_cursor(current.first)),
+            end: AtomicU64::new(current.end()),
+            prefetch_at: AtomicU64::new(current.prefetch_id()),
             has_next: AtomicBool::new(false),
-            retired: AtomicU64::new(0),
+            slow: Mutex::new(Slow {
+                current,
+                next: None,
+                retired: 0,
+            }),
         }
     }
 
     /// Hot path: claims up to `n` IDs from the current segment only.
     #[inline]
-    pub fn take_fast(&self, n: u64) -> super::segment::Taken {
-        self.current.load().take(n)
+    pub fn take_fast(&self, n: u64) -> Taken {
+        let mut c = self.cursor.load(Ordering::Relaxed);
+        loop {
+            let end = self.end.load(Ordering::Acquire);
+            if c >= end {
+                return Taken {
+                    range: None,
+                    past_prefetch_mark: true,
+                };
+            }
+            let got = n.min(end - c);
+            match self.cursor.compare_exchange_weak(
+                c,
+                c + got,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    let past_prefetch_mark = c + got > self.prefetch_at.load(Ordering::Relaxed);
+                    let first = c as i64;
+                    return Taken {
+                        range: Some(IdRange {
+                            first,
+                            last: first + (got as i64 - 1),
+                        }),
+                        past_prefetch_mark,
+                    };
+                }
+                Err(now) => c = now,
+            }
+        }
     }
 
     /// Claims `n` IDs from the current segment, switching to the next one as
@@ -51,12 +125,10 @@ impl DoubleBuffer {
     /// `out`. Stops when done or when both segments are used up.
     pub fn take(&self, n: u64, out: &mut Vec<IdRange>) -> Progress {
         let mut missing = n;
-        let mut past_prefetch_mark;
         loop {
-            let cur = self.current.load_full();
-            let taken = cur.take(missing);
+            let taken = self.take_fast(missing);
             // Only the segment taken from last matters: earlier ones are retired.
-            past_prefetch_mark = taken.past_prefetch_mark;
+            let past_prefetch_mark = taken.past_prefetch_mark;
             if let Some(r) = taken.range {
                 out.push(r);
                 missing -= r.len();
@@ -67,7 +139,7 @@ impl DoubleBuffer {
                     };
                 }
             }
-            if !self.try_switch(&cur) {
+            if !self.try_switch() {
                 return Progress {
                     missing,
                     past_prefetch_mark,
@@ -76,20 +148,26 @@ impl DoubleBuffer {
         }
     }
 
-    /// If `observed` is still current and used up, makes the next segment
-    /// current. Returns true when the caller should look again (switched, or
-    /// someone else switched), false when there is no next segment yet.
-    fn try_switch(&self, observed: &Arc<Segment>) -> bool {
-        let mut next = self.next.lock().unwrap();
-        let cur = self.current.load_full();
-        if !Arc::ptr_eq(&cur, observed) || !cur.is_exhausted() {
+    /// If the current segment is used up, makes the next segment current.
+    /// Returns true when the caller should look again (switched, or IDs are
+    /// available: someone else switched), false when the current segment is
+    /// used up and there is no next segment yet.
+    fn try_switch(&self) -> bool {
+        let mut slow = self.slow.lock().unwrap();
+        // Under the mutex no one else switches, and takers never move the
+        // cursor past `end`: `cursor < end` means IDs are available.
+        if self.cursor.load(Ordering::Relaxed) < self.end.load(Ordering::Relaxed) {
             return true;
         }
-        match next.take() {
+        match slow.next.take() {
             Some(seg) => {
                 self.has_next.store(false, Ordering::Release);
-                self.retired.fetch_add(cur.len(), Ordering::Relaxed);
-                self.current.store(seg);
+                slow.retired += slow.current.len;
+                self.prefetch_at.store(seg.prefetch_id(), Ordering::Relaxed);
+                // The cursor first, then the end: see the module docs.
+                self.cursor.store(to_cursor(seg.first), Ordering::Release);
+                self.end.store(seg.end(), Ordering::Release);
+                slow.current = seg;
                 true
             }
             None => false,
@@ -98,12 +176,13 @@ impl DoubleBuffer {
 
     /// Installs the segment fetched ahead. Returns it back if one is already
     /// waiting (callers fetch one at a time, so that is a bug upstream).
+    /// The segment must start above every ID this buffer held before.
     pub fn install_next(&self, seg: Segment) -> Result<(), Segment> {
-        let mut next = self.next.lock().unwrap();
-        if next.is_some() {
+        let mut slow = self.slow.lock().unwrap();
+        if slow.next.is_some() {
             return Err(seg);
         }
-        *next = Some(Arc::new(seg));
+        slow.next = Some(SegmentState::of(&seg));
         self.has_next.store(true, Ordering::Release);
         Ok(())
     }
@@ -116,16 +195,30 @@ impl DoubleBuffer {
 
     /// IDs handed out so far through this buffer.
     pub fn issued(&self) -> u64 {
-        self.retired.load(Ordering::Relaxed) + self.current.load().used()
+        let slow = self.slow.lock().unwrap();
+        slow.retired + self.used(&slow)
     }
 
-    /// The current segment.
-    pub fn current(&self) -> Arc<Segment> {
-        self.current.load_full()
+    /// IDs claimed from the current segment (read under the mutex, so the
+    /// segment cannot change meanwhile).
+    fn used(&self, slow: &Slow) -> u64 {
+        let cursor = self.cursor.load(Ordering::Relaxed);
+        cursor
+            .saturating_sub(to_cursor(slow.current.first))
+            .min(slow.current.len)
+    }
+
+    /// The current segment, with its IDs claimed so far.
+    pub fn current(&self) -> SegmentState {
+        let slow = self.slow.lock().unwrap();
+        SegmentState {
+            used: self.used(&slow),
+            ..slow.current
+        }
     }
 
     /// The next segment, if fetched.
-    pub fn next(&self) -> Option<Arc<Segment>> {
-        self.next.lock().unwrap().clone()
+    pub fn next(&self) -> Option<SegmentState> {
+        self.slow.lock().unwrap().next
     }
 }

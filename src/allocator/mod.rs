@@ -26,8 +26,9 @@
 //! an atomic cursor, and the next one, fetched in the background once 10% of
 //! the current is used (one fetch in flight per sequence at most). Requests that
 //! find both empty wait on a `Notify` for the fetch, up to the wait timeout.
-//! The name -> buffer map is an `ArcSwap<HashMap>`: lookups take no lock;
-//! inserts (first use of a sequence) copy the map.
+//! The name -> buffer map is a concurrent hash map ([`live::LiveMap`]):
+//! lookups take no lock and write nothing shared; the first use of a
+//! sequence inserts one entry (no copy of the map).
 
 use std::collections::HashMap;
 
@@ -37,8 +38,6 @@ type Map<V> = HashMap<SeqName, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-
 use crate::domain::{Count, SeqName, SeqNameRef};
 use crate::store::Store;
 
@@ -46,6 +45,7 @@ pub mod buffer;
 pub mod clock;
 pub mod double;
 pub mod failure;
+mod live;
 pub mod segment;
 pub mod step;
 pub mod sync;
@@ -57,6 +57,7 @@ pub use segment::IdRange;
 pub use step::{FixedStep, LeafStep, RateStep, StepInput, StepPolicy};
 
 use buffer::SeqBuffer;
+use live::LiveMap;
 
 /// Tuning of the allocator. See docs/design.md, "Configuration".
 #[derive(Debug, Clone)]
@@ -155,7 +156,7 @@ pub struct Allocator {
 struct Inner {
     shared: Arc<Shared>,
     /// Live sequences (first fetch succeeded). Read without locks.
-    live: ArcSwap<Map<Arc<SeqBuffer>>>,
+    live: LiveMap,
     /// Sequences whose first fetch has not succeeded yet, each with the
     /// callers waiting on it; also the writers' lock for `live`. An entry
     /// goes when its last caller does, whatever the outcome (found, missing,
@@ -257,7 +258,7 @@ impl Allocator {
         Allocator {
             inner: Arc::new(Inner {
                 shared,
-                live: ArcSwap::from_pointee(Map::default()),
+                live: LiveMap::new(),
                 pending: Mutex::new(Map::default()),
                 missing: Mutex::new(Map::default()),
                 draining: Mutex::new(Map::default()),
@@ -279,13 +280,9 @@ impl Allocator {
     /// name is only copied when this instance has not served it yet).
     pub async fn next<'n>(&self, name: impl Into<SeqNameRef<'n>>) -> Result<i64, AllocError> {
         let name = name.into();
-        {
-            let live = self.inner.live.load();
-            if let Some(buf) = live.get(name.as_str()) {
-                if let Some(r) = buf.take_fast(1) {
-                    return Ok(r.first);
-                }
-            }
+        let fast = self.inner.live.with(name.as_str(), |buf| buf.take_fast(1));
+        if let Some(Some(r)) = fast {
+            return Ok(r.first);
         }
         // Boxed so the slow path's state does not bloat this future: callers
         // move it on every call, and the fast path above is the common case.
@@ -317,7 +314,7 @@ impl Allocator {
         n: u64,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
-        let live = self.inner.live.load().get(name.as_str()).cloned();
+        let live = self.inner.live.get(name.as_str());
         if let Some(buf) = live {
             return buf.take(n, out).await;
         }
@@ -337,8 +334,7 @@ impl Allocator {
         }
         let hold = {
             let mut pending = self.inner.pending.lock().unwrap();
-            if let Some(buf) = self.inner.live.load().get(name.as_str()) {
-                let buf = buf.clone();
+            if let Some(buf) = self.inner.live.get(name.as_str()) {
                 drop(pending);
                 return buf.take(n, out).await;
             }
@@ -398,9 +394,8 @@ impl Allocator {
             return;
         }
         pending.remove(buf.name());
-        let mut live = Map::clone(&self.inner.live.load());
-        live.insert(buf.name().clone(), buf.clone());
-        self.inner.live.store(Arc::new(live));
+        // Under the `pending` lock: the only writer of `live`.
+        self.inner.live.insert(buf.clone());
     }
 
     /// Records that `buf`'s name is missing, then drops `buf` from `pending`,
@@ -446,8 +441,8 @@ impl Allocator {
     /// The highest ID this instance has reserved for `name`, if it served it.
     /// A sequence re-created under the same name must start above it.
     pub fn reserved_up_to(&self, name: &SeqName) -> Option<i64> {
-        if let Some(buf) = self.inner.live.load().get(name) {
-            return buf.high_water();
+        if let Some(hw) = self.inner.live.with(name.as_str(), |buf| buf.high_water()) {
+            return hw;
         }
         self.inner
             .pending
@@ -461,7 +456,7 @@ impl Allocator {
     pub fn names_in_memory(&self) -> NamesInMemory {
         let pending = self.inner.pending.lock().unwrap().len();
         NamesInMemory {
-            live: self.inner.live.load().len(),
+            live: self.inner.live.len(),
             pending,
             missing: self.inner.missing.lock().unwrap().len(),
         }
@@ -469,26 +464,19 @@ impl Allocator {
 
     /// The buffer state of one live sequence.
     pub fn snapshot(&self, name: &SeqName) -> Option<BufferSnapshot> {
-        self.inner.live.load().get(name).map(|b| b.snapshot())
+        self.inner.live.with(name.as_str(), |b| b.snapshot())
     }
 
     /// Calls `f` with the numbers of every live sequence, in no particular
     /// order, copying no name (what a scrape of `/metrics` reads).
     pub fn for_each_stats(&self, mut f: impl FnMut(&SeqName, &SeqStats)) {
-        for buf in self.inner.live.load().values() {
-            f(buf.name(), &buf.stats());
-        }
+        self.inner.live.for_each(|buf| f(buf.name(), &buf.stats()));
     }
 
     /// The buffer state of every live sequence, ordered by name.
     pub fn snapshots(&self) -> Vec<BufferSnapshot> {
-        let mut all: Vec<_> = self
-            .inner
-            .live
-            .load()
-            .values()
-            .map(|b| b.snapshot())
-            .collect();
+        let mut all = Vec::with_capacity(self.inner.live.len());
+        self.inner.live.for_each(|b| all.push(b.snapshot()));
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }

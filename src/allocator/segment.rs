@@ -139,6 +139,78 @@ impl Segment {
     pub fn installed_at(&self) -> Duration {
         self.installed_at
     }
+
+    /// The offset past which the next segment should be fetched.
+    pub fn prefetch_at(&self) -> u64 {
+        self.prefetch_at
+    }
+}
+
+/// A segment as the double buffer keeps it: its bounds and how much of it
+/// was claimed (the claims themselves go through the buffer's own cursor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentState {
+    pub(super) first: i64,
+    pub(super) len: u64,
+    pub(super) used: u64,
+    /// Offset of the prefetch mark from `first`.
+    pub(super) prefetch_at: u64,
+}
+
+impl SegmentState {
+    /// The bounds of `seg`, nothing claimed.
+    pub(super) fn of(seg: &Segment) -> Self {
+        SegmentState {
+            first: seg.first(),
+            len: seg.len(),
+            used: 0,
+            prefetch_at: seg.prefetch_at(),
+        }
+    }
+
+    /// One past the last ID, as the buffer's cursor counts.
+    pub(super) fn end(&self) -> u64 {
+        self.first.max(0) as u64 + self.len
+    }
+
+    /// The cursor value past which the next segment should be fetched.
+    pub(super) fn prefetch_id(&self) -> u64 {
+        self.first.max(0) as u64 + self.prefetch_at
+    }
+
+    /// First ID of the segment.
+    pub fn first(&self) -> i64 {
+        self.first
+    }
+
+    /// Last ID of the segment (`first - 1` when empty).
+    pub fn last(&self) -> i64 {
+        if self.len == 0 {
+            self.first - 1
+        } else {
+            self.first + (self.len as i64 - 1)
+        }
+    }
+
+    /// Number of IDs in the segment.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for a placeholder with no IDs.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// IDs claimed so far.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// IDs still available.
+    pub fn remaining(&self) -> u64 {
+        self.len - self.used
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,118 @@
+//! Client of the scale benchmark (`scripts/bench/scale.sh`): touches every
+//! one of `N` sequences once through a running seqd and reports, per block of
+//! names, the rate of first uses and the server's resident memory; then the
+//! time of a listing page and the size and time of a `/metrics` scrape.
+//!
+//! `cargo run --release --example scale -- URL PID NAMES [BLOCK] [CONCURRENCY] [PREFIX]`
+//!
+//! Names are `{PREFIX}{i:07}` for `i` in `0..NAMES` (the rows are expected in
+//! the database already). Prints one Markdown table row per block and a
+//! summary line per measurement; every request must answer 200.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+/// The server's resident set, in KiB, from `/proc/PID/status`.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("server running");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+async fn timed_get(client: &reqwest::Client, url: &str) -> (Duration, usize) {
+    let t0 = Instant::now();
+    let resp = client.get(url).send().await.expect("request");
+    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    let body = resp.bytes().await.expect("body");
+    (t0.elapsed(), body.len())
+}
+
+/// Median of five timed GETs of `url`: (time, body bytes).
+async fn median_get(client: &reqwest::Client, url: &str) -> (Duration, usize) {
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        runs.push(timed_get(client, url).await);
+    }
+    runs.sort();
+    runs[2]
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, base, pid, names, rest @ ..] = args.as_slice() else {
+        eprintln!("usage: scale URL PID NAMES [BLOCK] [CONCURRENCY] [PREFIX]");
+        std::process::exit(2);
+    };
+    let pid: u32 = pid.parse().expect("PID");
+    let names: usize = names.parse().expect("NAMES");
+    let block: usize = rest
+        .first()
+        .map_or(100_000, |b| b.parse().expect("BLOCK"))
+        .min(names);
+    let concurrency: usize = rest.get(1).map_or(32, |c| c.parse().expect("CONCURRENCY"));
+    let prefix = rest.get(2).map_or("tenant-", String::as_str).to_owned();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()
+        .unwrap();
+
+    let rss_before = rss_kib(pid);
+    println!("server RSS before the first use: {} KiB", rss_before);
+    println!("| names | first uses per second | RSS (MiB) | RSS growth per sequence (bytes) |");
+    println!("|---:|---:|---:|---:|");
+    let mut start = 0;
+    while start < names {
+        let end = (start + block).min(names);
+        let t0 = Instant::now();
+        futures::stream::iter(start..end)
+            .map(|i| {
+                let url = format!("{base}/v1/sequences/{prefix}{i:07}/next");
+                let client = client.clone();
+                async move {
+                    let resp = client
+                        .get(&url)
+                        .header("accept", "text/plain")
+                        .send()
+                        .await
+                        .expect("request");
+                    assert_eq!(resp.status(), 200, "{url}");
+                    resp.bytes().await.expect("body");
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect::<()>()
+            .await;
+        let rate = (end - start) as f64 / t0.elapsed().as_secs_f64();
+        let rss = rss_kib(pid);
+        println!(
+            "| {start}..{end} | {rate:.0} | {:.1} | {:.0} |",
+            rss as f64 / 1024.0,
+            (rss.saturating_sub(rss_before) * 1024) as f64 / end as f64
+        );
+        start = end;
+    }
+
+    let middle = format!("{prefix}{:07}", names / 2);
+    let (first, first_len) = median_get(&client, &format!("{base}/v1/sequences?limit=100")).await;
+    let (mid, _) = median_get(
+        &client,
+        &format!("{base}/v1/sequences?limit=100&after={middle}"),
+    )
+    .await;
+    println!(
+        "list page (limit 100): first {:.2} ms ({first_len} bytes), after the middle name {:.2} ms (median of 5)",
+        first.as_secs_f64() * 1e3,
+        mid.as_secs_f64() * 1e3
+    );
+    let (scrape, size) = median_get(&client, &format!("{base}/metrics")).await;
+    println!(
+        "/metrics: {size} bytes, {:.1} ms (median of 5); server RSS after: {:.1} MiB",
+        scrape.as_secs_f64() * 1e3,
+        rss_kib(pid) as f64 / 1024.0
+    );
+}
