@@ -20,6 +20,10 @@ use crate::store::{Dialect, MigrateMode};
 /// The default database: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";
 
+/// The default of `--metrics-top`: sequences given per-sequence series on
+/// `/metrics`.
+pub const DEFAULT_METRICS_TOP: usize = 100;
+
 /// seqd: unique 64-bit IDs per named sequence, over HTTP.
 #[derive(Debug, Parser)]
 #[command(name = "seqd", version, about, long_about = None, args_conflicts_with_subcommands = true)]
@@ -286,6 +290,11 @@ pub struct ServeArgs {
     /// Longest graceful shutdown waits for in-flight requests.
     #[arg(long, env = "SEQD_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
+    /// Per-sequence series on /metrics for at most this many sequences: those
+    /// in trouble first, then those with the most IDs issued; 0 for none.
+    /// Totals always cover every sequence.
+    #[arg(long, value_name = "N", env = "SEQD_METRICS_TOP", default_value_t = DEFAULT_METRICS_TOP)]
+    pub metrics_top: usize,
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -395,6 +404,7 @@ mod tests {
         assert_eq!(args.serve.wait_timeout, Duration::from_secs(3));
         assert_eq!(args.serve.db.max_step, 1_000_000);
         assert_eq!(args.serve.log_format, LogFormat::Text);
+        assert_eq!(args.serve.metrics_top, 100);
     }
 
     #[test]
@@ -437,5 +447,14 @@ mod tests {
             Some(Command::Serve(s)) => assert_eq!(s.segment_target, Duration::from_secs(90)),
             other => panic!("unexpected {other:?}"),
         }
+        let c = Cli::parse_from(["seqd", "serve", "--metrics-top", "0"]);
+        match c.command {
+            Some(Command::Serve(s)) => {
+                assert_eq!(s.metrics_top, 0);
+                assert_eq!(Settings::from_args(&s).metrics_top, 0);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(Cli::try_parse_from(["seqd", "--metrics-top", "-1"]).is_err());
     }
 }

@@ -96,6 +96,7 @@ pub async fn run(
         admin,
         snowflake: snowflake.clone(),
         reads: crate::http::reads::ReadGate::default(),
+        metrics_top: settings.metrics_top,
     };
     let app = router_with_limits(state, &settings.limits);
 

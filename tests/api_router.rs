@@ -23,6 +23,7 @@ fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> seqd::http::App {
         admin,
         snowflake: None,
         reads: Default::default(),
+        metrics_top: seqd::http::metrics::DEFAULT_TOP,
     })
 }
 

@@ -453,6 +453,20 @@ async fn help_mentions_every_subcommand() {
 }
 
 #[tokio::test]
+async fn serve_help_documents_metrics_top_with_its_variable_and_default() {
+    let out = ok(&seqd(&["serve", "--help"]).await);
+    let start = out
+        .find("--metrics-top <N>")
+        .unwrap_or_else(|| panic!("--metrics-top missing from:\n{out}"));
+    let entry = &out[start..];
+    // Up to the next flag.
+    let flag = &entry[..entry.find("\n      -").unwrap_or(entry.len())];
+    for part in ["[env: SEQD_METRICS_TOP=]", "[default: 100]", "0 for none"] {
+        assert!(flag.contains(part), "{part:?} missing from:\n{flag}");
+    }
+}
+
+#[tokio::test]
 async fn an_unusable_database_url_fails_readably() {
     let err = fails(
         &seqd(&[

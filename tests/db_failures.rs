@@ -237,10 +237,12 @@ network_backends!(
 /// The row goes back under a running instance (rolled back by SQL, as after
 /// a failover to a lagging replica). The next requests succeed at once, above
 /// everything served before, after ONE catch-up reservation, and the
-/// regression is counted on `/metrics`.
+/// regression is counted on `/metrics`, where the sequence is shown ahead of
+/// a busier one even with per-sequence series for one sequence only.
 async fn a_rolled_back_row_is_skipped_in_one_reservation(db: TestDb) {
     // One name per backend: the metrics registry is shared by the process.
     let seq = format!("rolled-{}", db.backend.store_name());
+    let busier = format!("busier-{}", db.backend.store_name());
     let path = |p: &str| format!("/v1/sequences/{seq}{p}");
     let database = common::database(&db).await;
     database
@@ -248,9 +250,17 @@ async fn a_rolled_back_row_is_skipped_in_one_reservation(db: TestDb) {
         .create(&common::new_seq(&seq, 1, 10))
         .await
         .unwrap();
+    database
+        .sequences()
+        .create(&common::new_seq(&busier, 1, 10_000))
+        .await
+        .unwrap();
     let mut settings = Settings::for_database(db.url.clone());
     settings.allocator.max_step = 10;
+    settings.metrics_top = 1;
     let s = TestServer::start_with_database(settings, database).await;
+    s.get_json(&format!("/v1/sequences/{busier}/batch?count=10000"))
+        .await;
     let mut served = Vec::new();
     for _ in 0..3 {
         let v = s.get_json(&path("/batch?count=1000")).await;
@@ -299,6 +309,14 @@ async fn a_rolled_back_row_is_skipped_in_one_reservation(db: TestDb) {
         })
         .unwrap_or_else(|| panic!("no regression counted:\n{metrics}"));
     assert!(line.ends_with(" 1"), "{line}");
+    assert!(
+        !metrics.contains(&format!("\"{busier}\"")),
+        "the regressed sequence is shown, not the busier one:\n{metrics}"
+    );
+    assert!(
+        metrics.contains("\nseqd_all_sequences_regressed 1\n"),
+        "{metrics}"
+    );
     let unique: HashSet<_> = served.iter().collect();
     assert_eq!(unique.len(), served.len());
     s.stop().await;

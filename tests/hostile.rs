@@ -36,6 +36,7 @@ fn app(store: Arc<MemoryStore>) -> seqd::http::App {
         admin: AdminAuth::OpenOnLoopback,
         snowflake: None,
         reads: Default::default(),
+        metrics_top: seqd::http::metrics::DEFAULT_TOP,
     })
 }
 

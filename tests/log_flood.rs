@@ -74,6 +74,7 @@ async fn ten_thousand_failing_requests_log_one_line_per_sequence_then_the_count(
         admin: AdminAuth::OpenOnLoopback,
         snowflake: None,
         reads: Default::default(),
+        metrics_top: seqd::http::metrics::DEFAULT_TOP,
     });
     const MESSAGE: &str = "no segment available within the wait timeout";
 

@@ -789,6 +789,7 @@ async fn snowflake_server(
         admin: AdminAuth::OpenOnLoopback,
         snowflake: Some(sf),
         reads: Default::default(),
+        metrics_top: seqd::http::metrics::DEFAULT_TOP,
     });
     (TestServer::serve_app(app, store).await, db)
 }

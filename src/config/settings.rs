@@ -30,6 +30,8 @@ pub struct Settings {
     pub connections: ConnLimits,
     /// `--migrate` and `--schema`.
     pub schema: SchemaSetup,
+    /// Sequences given per-sequence series on `/metrics` (`--metrics-top`).
+    pub metrics_top: usize,
 }
 
 impl std::fmt::Debug for Settings {
@@ -44,6 +46,7 @@ impl std::fmt::Debug for Settings {
             limits,
             connections,
             schema,
+            metrics_top,
         } = self;
         f.debug_struct("Settings")
             .field("database_url", &store::redact_url(database_url))
@@ -54,6 +57,7 @@ impl std::fmt::Debug for Settings {
             .field("limits", limits)
             .field("connections", connections)
             .field("schema", schema)
+            .field("metrics_top", metrics_top)
             .finish()
     }
 }
@@ -70,6 +74,7 @@ impl Settings {
             connections: ConnLimits::default(),
             snowflake: crate::snowflake::SnowflakeSettings::default(),
             schema: SchemaSetup::default(),
+            metrics_top: crate::http::metrics::DEFAULT_TOP,
         }
     }
 
@@ -97,6 +102,7 @@ impl Settings {
             },
             snowflake: args.snowflake.settings(),
             schema: args.db.schema_setup(),
+            metrics_top: args.metrics_top,
         }
     }
 }

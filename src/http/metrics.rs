@@ -1,19 +1,23 @@
-//! `GET /metrics`: the Prometheus text format, rendered by
-//! `metrics-exporter-prometheus` from one process-wide recorder.
+//! `GET /metrics`: the Prometheus text format.
 //!
-//! What it costs where:
-//! - The ID hot path records nothing. Per-sequence numbers (IDs issued,
-//!   fetches, fetch errors, waits, adapted step, IDs in memory) are read from
-//!   [`Allocator::snapshots`] at scrape time and written into the registry
-//!   then (`counter.absolute`, `gauge.set`). Only live sequences (names found
-//!   in the database) are read, so unknown names never create labels.
-//! - The allocator records [`SEGMENT_FETCH_DURATION`] when a fetch succeeds.
-//! - Each HTTP request bumps one cached counter and one histogram
-//!   ([`super::middleware`]), labelled by the route template, never the raw
-//!   path.
+//! Two sources, one body:
+//! - The process-wide registry of `metrics-exporter-prometheus`, rendered by
+//!   its handle: HTTP requests and latency per route template (each request
+//!   bumps one cached counter and one histogram, [`super::middleware`]), the
+//!   segment fetch latency histogram (one for all sequences, recorded by the
+//!   allocator when a fetch succeeds), [`NAMES_IN_MEMORY`], build info and
+//!   start time. Nothing in it is per sequence.
+//! - The per-sequence families and their exact totals, read from the
+//!   allocator at scrape time and written straight into the text
+//!   ([`write_sequences`]): series for at most `--metrics-top` sequences
+//!   (those in trouble first, then the most IDs issued), unlabelled totals
+//!   over all of them. Nothing per sequence is kept between scrapes, so the
+//!   body stays small however many sequences are live, and a sequence that
+//!   leaves the top leaves no stale series.
 //!
-//! The recorder is global (the `metrics` macros need one), installed once per
-//! process by [`handle`], and shared by every router built in the process.
+//! The ID hot path records nothing. The recorder is global (the `metrics`
+//! macros need one), installed once per process by [`handle`], and shared by
+//! every router built in the process.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,27 +27,64 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use super::error::ApiError;
 use super::AppState;
-use crate::allocator::{Allocator, BufferSnapshot, SeqStats};
+use crate::allocator::{Allocator, SeqStats};
 use crate::domain::SeqName;
 
-/// Counter: IDs handed out by this instance, per `sequence`.
+mod top;
+
+pub use top::{write_sequences, TROUBLE_SPACE_RATIO};
+
+/// Default of `--metrics-top`: how many sequences get per-sequence series.
+pub const DEFAULT_TOP: usize = crate::config::DEFAULT_METRICS_TOP;
+
+/// Counter: IDs handed out by this instance, per `sequence` (top sequences only).
 pub const IDS_ISSUED: &str = "seqd_ids_issued_total";
-/// Counter: successful segment fetches, per `sequence`.
+/// Counter: successful segment fetches, per `sequence` (top sequences only).
 pub const SEGMENT_FETCHES: &str = "seqd_segment_fetches_total";
-/// Counter: failed segment fetches (each retry counts), per `sequence`.
+/// Counter: failed segment fetches (each retry counts), per `sequence` (top
+/// sequences only).
 pub const SEGMENT_FETCH_ERRORS: &str = "seqd_segment_fetch_errors_total";
-/// Histogram: latency of successful segment fetches, per `sequence`.
+/// Histogram: latency of successful segment fetches, all sequences together.
 pub const SEGMENT_FETCH_DURATION: &str = crate::allocator::buffer::FETCH_DURATION_METRIC;
-/// Counter: requests that found both segments empty and had to wait, per `sequence`.
+/// Counter: requests that found both segments empty and had to wait, per
+/// `sequence` (top sequences only).
 pub const SEGMENT_WAITS: &str = "seqd_segment_waits_total";
-/// Gauge: size of the last segment fetched (the adapted step), per `sequence`.
+/// Gauge: size of the last segment fetched (the adapted step), per
+/// `sequence` (top sequences only).
 pub const SEQUENCE_STEP: &str = "seqd_sequence_step";
-/// Gauge: IDs left in memory (current + next segment), per `sequence`.
+/// Gauge: IDs left in memory (current + next segment), per `sequence` (top
+/// sequences only).
 pub const SEQUENCE_IDS_AVAILABLE: &str = "seqd_sequence_ids_available";
 /// Counter: reserved ranges that reached down to IDs this instance already
-/// reserved (the row went back and was skipped past), per `sequence`.
+/// reserved (the row went back and was skipped past), per `sequence` (top
+/// sequences only).
 pub const SEQUENCE_REGRESSIONS: &str = crate::allocator::buffer::REGRESSIONS_METRIC;
+/// Gauge: fraction of the ID space used (highest ID reserved / `i64::MAX`),
+/// per `sequence` (top sequences only).
+pub const SEQUENCE_SPACE_USED: &str = "seqd_sequence_space_used_ratio";
+/// Counter: [`IDS_ISSUED`] over every live sequence.
+pub const ALL_IDS_ISSUED: &str = "seqd_all_ids_issued_total";
+/// Counter: [`SEGMENT_FETCHES`] over every live sequence.
+pub const ALL_SEGMENT_FETCHES: &str = "seqd_all_segment_fetches_total";
+/// Counter: [`SEGMENT_FETCH_ERRORS`] over every live sequence.
+pub const ALL_SEGMENT_FETCH_ERRORS: &str = "seqd_all_segment_fetch_errors_total";
+/// Counter: [`SEGMENT_WAITS`] over every live sequence.
+pub const ALL_SEGMENT_WAITS: &str = "seqd_all_segment_waits_total";
+/// Counter: [`SEQUENCE_REGRESSIONS`] over every live sequence.
+pub const ALL_SEQUENCE_REGRESSIONS: &str = "seqd_all_sequence_regressions_total";
+/// Gauge: [`SEQUENCE_IDS_AVAILABLE`] summed over every live sequence.
+pub const ALL_SEQUENCE_IDS_AVAILABLE: &str = "seqd_all_sequence_ids_available";
+/// Gauge: the largest [`SEQUENCE_SPACE_USED`] of any live sequence.
+pub const ALL_SEQUENCE_MAX_SPACE_USED: &str = "seqd_all_sequence_max_space_used_ratio";
+/// Gauge: live sequences with no ID in memory after failed fetches.
+pub const ALL_SEQUENCES_FAILING: &str = "seqd_all_sequences_failing";
+/// Gauge: live sequences with at least one regression counted.
+pub const ALL_SEQUENCES_REGRESSED: &str = "seqd_all_sequences_regressed";
+/// Gauge: sequences given per-sequence series in this scrape (at most
+/// `--metrics-top`).
+pub const METRICS_TOP_SEQUENCES: &str = "seqd_metrics_top_sequences";
 /// Gauge: names held in memory, per `state`: `live` (served), `pending`
 /// (being loaded by requests in flight), `missing` (the negative cache).
 pub const NAMES_IN_MEMORY: &str = "seqd_names_in_memory";
@@ -118,31 +159,9 @@ pub fn started_at() -> SystemTime {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
-    describe_counter!(IDS_ISSUED, "IDs handed out by this instance.");
-    describe_counter!(SEGMENT_FETCHES, "Segments reserved from the database.");
-    describe_counter!(
-        SEGMENT_FETCH_ERRORS,
-        "Failed segment fetches (each retry counts)."
-    );
     describe_histogram!(
         SEGMENT_FETCH_DURATION,
-        "Latency of successful segment fetches, in seconds."
-    );
-    describe_counter!(
-        SEGMENT_WAITS,
-        "Requests that found both segments empty and waited for a fetch."
-    );
-    describe_gauge!(
-        SEQUENCE_STEP,
-        "Size of the last segment fetched (the adapted step)."
-    );
-    describe_gauge!(
-        SEQUENCE_IDS_AVAILABLE,
-        "IDs left in memory: current plus next segment."
-    );
-    describe_counter!(
-        SEQUENCE_REGRESSIONS,
-        "Reserved ranges at or below IDs this instance already reserved (the row went back); skipped past."
+        "Latency of successful segment fetches, all sequences together, in seconds."
     );
     describe_gauge!(
         NAMES_IN_MEMORY,
@@ -163,36 +182,9 @@ fn describe() {
     describe_gauge!(BUILD_INFO, "Always 1; the labels describe the build.");
 }
 
-/// Writes one live sequence's numbers into the registry.
-fn record_snapshot(s: &BufferSnapshot) {
-    let name = s.name.as_str();
-    let labels = [("sequence", name.to_owned())];
-    let available = s.current.map_or(0, |c| c.remaining) + s.next.map_or(0, |n| n.remaining);
-    metrics::counter!(IDS_ISSUED, &labels).absolute(s.issued);
-    metrics::counter!(SEGMENT_FETCHES, &labels).absolute(s.fetches);
-    metrics::counter!(SEGMENT_FETCH_ERRORS, &labels).absolute(s.fetch_errors);
-    metrics::counter!(SEGMENT_WAITS, &labels).absolute(s.waits);
-    metrics::gauge!(SEQUENCE_STEP, &labels).set(s.current_step as f64);
-    metrics::gauge!(SEQUENCE_IDS_AVAILABLE, &labels).set(available as f64);
-}
-
-/// Writes one live sequence's regression count into the registry (only
-/// sequences that regressed get the series).
-fn record_regressions(name: &SeqName, s: &SeqStats) {
-    if s.regressions > 0 {
-        metrics::counter!(SEQUENCE_REGRESSIONS, "sequence" => name.as_str().to_owned())
-            .absolute(s.regressions);
-    }
-}
-
-/// Reads the allocator's live sequences into the registry and renders the
-/// Prometheus text format.
-pub fn render(allocator: &Allocator) -> String {
-    let handle = handle();
-    for s in allocator.snapshots() {
-        record_snapshot(&s);
-    }
-    allocator.for_each_stats(record_regressions);
+/// The whole `/metrics` body: the registry, then the per-sequence families
+/// of the `top` highest-ranked live sequences and the totals over all.
+pub fn render(allocator: &Allocator, top: usize) -> String {
     let names = allocator.names_in_memory();
     for (state, n) in [
         ("live", names.live),
@@ -201,22 +193,53 @@ pub fn render(allocator: &Allocator) -> String {
     ] {
         metrics::gauge!(NAMES_IN_MEMORY, "state" => state).set(n as f64);
     }
-    handle.render()
+    render_from(top, |f| allocator.for_each_stats(f))
 }
 
-/// `GET /metrics`.
+/// The registry's exposition followed by the per-sequence families and the
+/// totals of the sequences `each_stats` goes through (it calls its argument
+/// once per sequence): what [`render`] writes, from any source of numbers.
+pub fn render_from(
+    top: usize,
+    each_stats: impl FnOnce(&mut dyn FnMut(&SeqName, &SeqStats)),
+) -> String {
+    let mut out = handle().render();
+    write_sequences(&mut out, top, each_stats);
+    out
+}
+
+/// `GET /metrics`. The pass over every live sequence runs on the blocking
+/// pool: with a million sequences it takes long enough to hold up the ID
+/// requests that share a runtime thread.
 #[utoipa::path(
     get,
     path = "/metrics",
     tag = "operations",
     summary = "Prometheus metrics",
-    description = "Per-sequence IDs issued, fetches, fetch errors and latency, waits, adapted step and IDs \
-                   in memory; HTTP requests and latency per route; build info and start time.",
+    description = "Prometheus text format. Per-sequence series (IDs issued, fetches, fetch errors, waits, \
+                   regressions, adapted step, IDs in memory, fraction of the ID space used) for at most \
+                   `--metrics-top` sequences (default 100): those in trouble first (a regression, no ID \
+                   in memory after failed fetches, 90% of the ID space used), then those with the most IDs \
+                   issued. Exact totals over every sequence under `seqd_all_*` names, and \
+                   `seqd_metrics_top_sequences`, how many got series. Segment fetch latency (one \
+                   histogram for all sequences), names in memory, HTTP requests and latency per route, \
+                   build info and start time. The body stays small however many sequences are live.",
     responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String,
         content_type = "text/plain; version=0.0.4; charset=utf-8")),
 )]
 pub async fn metrics(State(st): State<AppState>) -> Response {
-    let body = render(&st.allocator);
+    let AppState {
+        allocator,
+        metrics_top,
+        ..
+    } = st;
+    let body = match tokio::task::spawn_blocking(move || render(&allocator, metrics_top)).await {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!(error = %e, "rendering /metrics failed");
+            return ApiError::Internal.into_response();
+        }
+    };
     (
         [
             (CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"),

@@ -84,6 +84,9 @@ pub struct AppState {
     pub snowflake: Option<crate::snowflake::Snowflake>,
     /// The bound on the database reads of unauthenticated routes.
     pub reads: reads::ReadGate,
+    /// How many sequences get per-sequence series on `/metrics`
+    /// (`--metrics-top`).
+    pub metrics_top: usize,
 }
 
 /// The whole HTTP application: the router inside [`middleware::Front`].

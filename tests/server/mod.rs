@@ -170,6 +170,16 @@ pub struct Process {
 impl Process {
     /// Starts `seqd serve` on `database_url` with extra flags.
     pub async fn spawn(database_url: &str, extra: &[&str]) -> Process {
+        Self::spawn_with_env(database_url, extra, &[]).await
+    }
+
+    /// Starts `seqd serve` on `database_url` with extra flags and
+    /// environment variables.
+    pub async fn spawn_with_env(
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Process {
         use std::process::Stdio;
         use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -178,6 +188,7 @@ impl Process {
             .args(extra)
             .env("SEQD_DATABASE_URL", database_url)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
