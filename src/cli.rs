@@ -4,7 +4,7 @@
 use anyhow::{anyhow, bail, Context};
 
 use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
-use crate::domain::{escape_controls, validate_step, NewSequence, ParseError, SeqName};
+use crate::domain::{escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName};
 use crate::startup::open_store;
 use crate::store::{self, BumpMode, Bumped, MigrateMode, SequencePatch, SequenceRow, StoreError};
 
@@ -58,9 +58,13 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 Err(e) => return Err(e).context("creating the sequence"),
             }
         }
-        SequencesCommand::List { db } => {
+        SequencesCommand::List { prefix, db } => {
+            let prefix = prefix
+                .as_deref()
+                .map(|p| NamePrefix::parse(p).map_err(|e| anyhow!("{e} (got {p:?})")))
+                .transpose()?;
             let store = open_store(db).await?;
-            print_rows(&store.list().await?);
+            list(store.as_ref(), prefix.as_ref()).await?;
         }
         SequencesCommand::SetStep { name, step, db } => {
             let name = parse_name(name)?;
@@ -143,21 +147,59 @@ fn parse_name(name: &str) -> anyhow::Result<SeqName> {
     SeqName::parse(name).map_err(|e| anyhow!("{e} (got {name:?})"))
 }
 
-/// Prints the rows as a table; text read from the database is printed with
-/// its control characters escaped (rows inserted by SQL may hold them).
+/// `seqd sequences list`: every sequence, or those whose name starts with
+/// `prefix`, read and printed one page of [`store::MAX_PAGE`] at a time, so
+/// a million rows never sit in memory at once. Pages are separate reads, not
+/// one snapshot: a row created or deleted meanwhile may or may not show,
+/// every other row shows once.
+async fn list(store: &dyn store::Store, prefix: Option<&NamePrefix>) -> anyhow::Result<()> {
+    use std::io::Write;
+
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    write_header(&mut out)?;
+    let mut after = None;
+    loop {
+        let page = store
+            .list_page(prefix, after.as_ref(), store::MAX_PAGE)
+            .await
+            .context("listing the sequences")?;
+        write_rows(&mut out, &page.rows)?;
+        out.flush()?;
+        match page.rows.last() {
+            Some(last) if page.more => after = Some(last.name.clone()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Prints the rows as a table (see [`write_rows`]).
 fn print_rows(rows: &[SequenceRow]) {
-    println!(
+    let mut out = std::io::stdout().lock();
+    let _ = write_header(&mut out).and_then(|()| write_rows(&mut out, rows));
+}
+
+/// The header line of [`write_rows`]' table.
+fn write_header(out: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
         "{:<32} {:>20} {:>10}  DESCRIPTION",
         "NAME", "MAX_ID", "STEP"
-    );
+    )
+}
+
+/// Writes one line per row; text read from the database is written with
+/// its control characters escaped (rows inserted by SQL may hold them).
+fn write_rows(out: &mut impl std::io::Write, rows: &[SequenceRow]) -> std::io::Result<()> {
     for r in rows {
         // `as_str`: SeqName's Display ignores width, which would break the columns.
-        println!(
+        writeln!(
+            out,
             "{:<32} {:>20} {:>10}  {}",
             r.name.as_str(),
             r.max_id,
             r.step,
             escape_controls(&r.description)
-        );
+        )?;
     }
+    Ok(())
 }

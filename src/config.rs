@@ -123,8 +123,12 @@ pub enum SequencesCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
-    /// List every sequence.
+    /// List every sequence, or those whose name starts with --prefix, by name
+    /// (byte order), reading one page of 1000 at a time.
     List {
+        /// Only the sequences whose name starts with this (case-sensitive).
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
         #[command(flatten)]
         db: DatabaseArgs,
     },

@@ -83,6 +83,12 @@ pub enum ParseError {
     /// The name does not match the allowed pattern.
     #[error("invalid sequence name: must match ^[A-Za-z0-9][A-Za-z0-9._:-]{{0,127}}$")]
     Name,
+    /// The name prefix does not match the pattern of a name's start.
+    #[error(
+        "invalid prefix: must be the start of a sequence name, 1 to 128 characters matching \
+         ^[A-Za-z0-9][A-Za-z0-9._:-]{{0,127}}$"
+    )]
+    Prefix,
     /// The batch count is not an integer in 1..=10000.
     #[error("invalid count: must be an integer from 1 to {MAX_BATCH}")]
     Count,
@@ -151,6 +157,72 @@ impl fmt::Debug for SeqName {
 impl serde::Serialize for SeqName {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
+    }
+}
+
+/// The start of sequence names: lists are narrowed to the names that begin
+/// with it (`GET /v1/sequences?prefix=`, `seqd sequences list --prefix`).
+///
+/// Every non-empty start of a valid name is itself a valid name (the first
+/// character is a letter or digit, the others from `._:-` too), and every
+/// valid name is a start of itself, so a prefix is checked against the same
+/// pattern, `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`: 1 to 128 characters.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NamePrefix(SeqName);
+
+/// A character above every character a name may hold, in byte order: names
+/// are ASCII `[A-Za-z0-9._:-]`, the highest of which is `z` (0x7A), and `{`
+/// is 0x7B. See [`NamePrefix::upper_bound`].
+pub const ABOVE_NAME_CHARS: char = '{';
+
+impl NamePrefix {
+    /// Parses a prefix: `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        SeqNameRef::parse(s)
+            .map(|n| NamePrefix(n.to_owned()))
+            .map_err(|_| ParseError::Prefix)
+    }
+
+    /// The prefix as a string slice.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// Whether `name` begins with this prefix.
+    pub fn matches(&self, name: &str) -> bool {
+        name.starts_with(self.as_str())
+    }
+
+    /// The exclusive upper end of the names with this prefix, in byte order:
+    /// the prefix followed by [`ABOVE_NAME_CHARS`] (`{`), so that for every
+    /// valid name `n`, `prefix <= n < prefix + "{"` holds exactly when `n`
+    /// begins with `prefix`. A range that an index on the names serves,
+    /// unlike `LIKE 'prefix%'` under most collations.
+    ///
+    /// - `n = prefix + rest`: `n >= prefix`, and either `rest` is empty
+    ///   (`n` is a proper start of `prefix{`) or its first byte is a name
+    ///   character, below `{`: `n < prefix{`.
+    /// - `n` does not begin with `prefix` but `n >= prefix`: `n` is not a
+    ///   proper start of `prefix` (it would be below it), so at the first
+    ///   byte where they differ, within the prefix, `n`'s is higher; the
+    ///   same byte decides against `prefix{`: `n > prefix{`.
+    pub fn upper_bound(&self) -> String {
+        let mut upper = String::with_capacity(self.as_str().len() + 1);
+        upper.push_str(self.as_str());
+        upper.push(ABOVE_NAME_CHARS);
+        upper
+    }
+}
+
+impl fmt::Display for NamePrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for NamePrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
@@ -347,6 +419,48 @@ mod tests {
             escape_controls("a\u{1b}[31m\n\0\u{9b}\u{7f}z"),
             r"a\u{1b}[31m\n\0\u{9b}\u{7f}z"
         );
+    }
+
+    #[test]
+    fn a_prefix_is_a_name_start_of_1_to_128_characters() {
+        for ok in ["a", "A", "0", "a.", "a-", "a:", "a_", &"z".repeat(128)] {
+            assert_eq!(NamePrefix::parse(ok).unwrap().as_str(), ok);
+        }
+        for bad in ["", ".", "-a", "_", "a b", "a{", "é", &"z".repeat(129)] {
+            assert_eq!(NamePrefix::parse(bad), Err(ParseError::Prefix), "{bad:?}");
+        }
+    }
+
+    /// `prefix <= n < prefix{` in byte order exactly when `n` starts with
+    /// `prefix`: every name of up to 3 characters over the alphabet's edges
+    /// (the lowest and highest of each class) against every prefix of up to
+    /// 2 characters over it.
+    #[test]
+    fn the_upper_bound_selects_exactly_the_names_with_the_prefix() {
+        let chars = ['-', '.', '0', '9', ':', 'A', 'Z', '_', 'a', 'z'];
+        let mut names: Vec<String> = chars.iter().map(|c| c.to_string()).collect();
+        for _ in 1..3 {
+            let longer: Vec<String> = names
+                .iter()
+                .filter(|n| n.len() == names.last().unwrap().len())
+                .flat_map(|n| chars.iter().map(move |c| format!("{n}{c}")))
+                .collect();
+            names.extend(longer);
+        }
+        names.retain(|n| SeqName::parse(n).is_ok());
+        let prefixes: Vec<NamePrefix> = names
+            .iter()
+            .filter(|n| n.len() <= 2)
+            .map(|n| NamePrefix::parse(n).unwrap())
+            .collect();
+        assert_eq!((names.len(), prefixes.len()), (6 * 111, 6 * 11));
+        for p in &prefixes {
+            let upper = p.upper_bound();
+            for n in &names {
+                let in_range = p.as_str() <= n.as_str() && n.as_str() < upper.as_str();
+                assert_eq!(in_range, p.matches(n), "prefix {p:?}, name {n:?}");
+            }
+        }
     }
 
     #[test]

@@ -472,28 +472,116 @@ fn page_of(body: &Value) -> (Vec<String>, Value) {
     (names, body["next"].clone())
 }
 
-async fn walking_every_page_lists_each_sequence_exactly_once_in_byte_order(db: TestDb) {
-    let s = start(&db).await;
-    let all = insert_sequences(&db, 250).await;
+/// The names of every page of `GET /v1/sequences?{query}` walked from the
+/// first by `next` (`query` holds `limit` and possibly `prefix`), checking
+/// each page's size and `next`.
+async fn walk(s: &TestServer, query: &str, limit: usize) -> Vec<String> {
     let mut seen = Vec::new();
     let mut after: Option<String> = None;
-    for _ in 0..10 {
+    for _ in 0..1000 {
         let path = match &after {
-            Some(a) => format!("/v1/sequences?limit=100&after={a}"),
-            None => "/v1/sequences?limit=100".to_string(),
+            Some(a) => format!("/v1/sequences?{query}&after={a}"),
+            None => format!("/v1/sequences?{query}"),
         };
         let (names, next) = page_of(&s.get_json(&path).await);
-        assert!(names.len() <= 100, "{path}: {} rows", names.len());
+        assert!(names.len() <= limit, "{path}: {} rows", names.len());
         seen.extend(names.iter().cloned());
         match next.as_str() {
             Some(n) => {
+                assert_eq!(names.len(), limit, "{path}: a page before the last is full");
                 assert_eq!(Some(n), names.last().map(String::as_str), "{path}: next");
                 after = Some(n.to_string());
             }
-            None => break,
+            None => return seen,
         }
     }
+    panic!("{query}: more than 1000 pages");
+}
+
+async fn walking_every_page_lists_each_sequence_exactly_once_in_byte_order(db: TestDb) {
+    let s = start(&db).await;
+    let all = insert_sequences(&db, 250).await;
+    let seen = walk(&s, "limit=100", 100).await;
     assert_eq!(seen, all, "the pages tile the table in byte order");
+    s.stop().await;
+}
+
+async fn walking_the_pages_of_a_prefix_lists_each_matching_sequence_exactly_once(db: TestDb) {
+    let s = start(&db).await;
+    let all = insert_sequences(&db, 250).await;
+    for prefix in [
+        "a", "A", "a0", "B.", "b-", "Z:", "z_", "9.", "9.1", "0", "a00", "c", "a249",
+    ] {
+        let matching: Vec<String> = all
+            .iter()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect();
+        for limit in [7, 31, 1000] {
+            let seen = walk(&s, &format!("limit={limit}&prefix={prefix}"), limit).await;
+            assert_eq!(seen, matching, "prefix {prefix}, limit {limit}");
+        }
+    }
+    // A prefix with `after` below, inside and past its names; `next` is null
+    // on the prefix's last page though other sequences follow it.
+    let a: Vec<&String> = all.iter().filter(|n| n.starts_with('a')).collect();
+    let (first, next) = page_of(&s.get_json("/v1/sequences?prefix=a&after=A&limit=2").await);
+    assert_eq!(
+        (first, next),
+        (vec![a[0].clone(), a[1].clone()], json!(a[1]))
+    );
+    let last = a[a.len() - 1];
+    let query = format!("/v1/sequences?prefix=a&after={}&limit=5", a[a.len() - 3]);
+    let (tail, next) = page_of(&s.get_json(&query).await);
+    assert_eq!(
+        (tail, next),
+        (vec![a[a.len() - 2].clone(), last.clone()], Value::Null)
+    );
+    // `after` the prefix's last name, or beyond its names.
+    for after in [last.as_str(), "b"] {
+        let query = format!("/v1/sequences?prefix=a&after={after}");
+        let (none, next) = page_of(&s.get_json(&query).await);
+        assert_eq!((none.len(), next), (0, Value::Null), "{query}");
+    }
+    s.stop().await;
+}
+
+async fn sequence_pages_reject_a_bad_prefix(db: TestDb) {
+    let s = start(&db).await;
+    let resp = s.get("/v1/sequences?prefix=a&prefix=b").await;
+    let message = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
+    assert!(message.contains("prefix given more than once"), "{message}");
+    for q in [
+        "prefix=",
+        "prefix=-a",
+        "prefix=.",
+        "prefix=_a",
+        "prefix=a%20b",
+        "prefix=a%7B",
+        "prefix=a%25",
+        "prefix=%C3%A9",
+        "prefix=a*",
+        &format!("prefix={}", "a".repeat(129)),
+        "prefix=a&limit=0",
+    ] {
+        let resp = s.get(&format!("/v1/sequences?{q}")).await;
+        let code = if q.ends_with("limit=0") {
+            "invalid_request"
+        } else {
+            "invalid_name"
+        };
+        let message = expect_error(resp, StatusCode::BAD_REQUEST, code).await;
+        if code == "invalid_name" {
+            assert!(message.starts_with("invalid prefix"), "{q}: {message}");
+        }
+    }
+    let longest = "a".repeat(128);
+    let (names, next) = page_of(&s.get_json(&format!("/v1/sequences?prefix={longest}")).await);
+    assert_eq!(
+        (names.len(), next),
+        (0, Value::Null),
+        "128 characters are a prefix"
+    );
     s.stop().await;
 }
 
@@ -568,6 +656,8 @@ per_backend!(
     admin_token_is_required_when_set,
     concurrent_clients_over_http_get_unique_increasing_ids,
     walking_every_page_lists_each_sequence_exactly_once_in_byte_order,
+    walking_the_pages_of_a_prefix_lists_each_matching_sequence_exactly_once,
+    sequence_pages_reject_a_bad_prefix,
     sequence_pages_default_to_100_and_end_with_next_null,
     sequence_pages_reject_bad_limit_and_after
 );

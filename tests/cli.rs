@@ -408,10 +408,59 @@ async fn list_escapes_control_characters_of_rows_inserted_by_sql(db: TestDb) {
     assert!(err.contains("control character"), "{err}");
 }
 
+/// The names `seqd sequences list` printed, in its order.
+fn listed_names(list_output: &str) -> Vec<String> {
+    list_output
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+async fn list_pages_through_every_sequence_or_those_with_a_prefix(db: TestDb) {
+    ok(&seqd_on(&db, &["migrate"]).await);
+    // 2,300 names with the prefix `m:` (three pages of 1000) and neighbours.
+    let mut names: Vec<String> = (0..2300).map(|i| format!("m:{i:05}")).collect();
+    names.extend(["m", "m.1", "m9", "mA", "l:1", "n:0", "M:1"].map(String::from));
+    let values: Vec<String> = names.iter().map(|n| format!("('{n}', 0, 1)")).collect();
+    common::execute(
+        &db,
+        &format!(
+            "INSERT INTO sequences (name, max_id, step) VALUES {}",
+            values.join(", ")
+        ),
+    )
+    .await;
+    names.sort();
+    let all = ok(&seqd_on(&db, &["sequences", "list"]).await);
+    assert_eq!(
+        all.lines().next().unwrap().split_whitespace().next(),
+        Some("NAME")
+    );
+    assert_eq!(listed_names(&all), names, "every row once, in byte order");
+    let matching: Vec<String> = names
+        .iter()
+        .filter(|n| n.starts_with("m:"))
+        .cloned()
+        .collect();
+    assert_eq!(matching.len(), 2300);
+    let out = ok(&seqd_on(&db, &["sequences", "list", "--prefix", "m:"]).await);
+    assert_eq!(listed_names(&out), matching);
+    let out = ok(&seqd_on(&db, &["sequences", "list", "--prefix", "m:0229"]).await);
+    assert_eq!(listed_names(&out), matching[2290..]);
+    let out = ok(&seqd_on(&db, &["sequences", "list", "--prefix", "x"]).await);
+    assert_eq!(out.lines().count(), 1, "only the header: {out}");
+    for bad in ["", ":m", "m n", "m%"] {
+        let err = fails(&seqd_on(&db, &["sequences", "list", "--prefix", bad]).await);
+        assert!(err.contains("invalid prefix"), "{bad:?}: {err}");
+    }
+}
+
 per_backend!(
     migrate_succeeds_and_is_idempotent,
     list_escapes_control_characters_of_rows_inserted_by_sql,
     create_then_list_shows_the_sequence,
+    list_pages_through_every_sequence_or_those_with_a_prefix,
     create_of_an_existing_name_fails_readably,
     create_rejects_invalid_names_and_values,
     set_step_changes_the_step_and_rejects_unknown_names,

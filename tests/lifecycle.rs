@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use common::TestDb;
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, SystemClock};
 use seqd::config::Settings;
-use seqd::domain::{NewSequence, SeqName};
+use seqd::domain::{NamePrefix, NewSequence, SeqName};
 use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
 };
@@ -44,10 +44,11 @@ impl Store for Counting {
     }
     async fn list_page(
         &self,
+        prefix: Option<&NamePrefix>,
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError> {
-        self.inner.list_page(after, limit).await
+        self.inner.list_page(prefix, after, limit).await
     }
     async fn update(
         &self,

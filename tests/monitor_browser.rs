@@ -13,7 +13,14 @@
 //! next control the other 50 (refreshing in place), and previous the first
 //! 100 again.
 //!
-//! A screenshot is saved to `target/artifacts/monitor.png`. Without Chromium
+//! A third searches and pages 100,000 sequences (inserted by SQL before the
+//! server starts): one page of rows at a time, typing a prefix shows only
+//! its names from its first page, next/previous move within it, a prefix
+//! given in the page's link opens its view, the DOM stays one page, and
+//! every list request the page makes asks for one page.
+//!
+//! Screenshots are saved to `target/artifacts/monitor.png` and
+//! `monitor-search.png`. Without Chromium
 //! or chromedriver the test is skipped, or fails under `SEQD_TEST_REQUIRE_ALL=1`.
 
 #[macro_use]
@@ -236,6 +243,50 @@ impl Browser {
             .await
             .as_bool()
             .unwrap()
+    }
+
+    /// Waits until the page shows page `n` (1-based) of the names starting
+    /// with `prefix` ("": all names).
+    async fn wait_view(&self, n: u64, prefix: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let want = json!([n.to_string(), prefix]);
+        let script =
+            "return [document.body.dataset.page || '', document.body.dataset.prefix || '']";
+        loop {
+            let shown = self.eval(script).await;
+            if shown == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the page did not show page {n} of prefix {prefix:?}: {shown}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Types `text` into the element matching the CSS `selector`, as a
+    /// user would (WebDriver key events: focus, keydown, input, keyup).
+    async fn type_into(&self, selector: &str, text: &str) {
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/element",
+                Some(json!({ "using": "css selector", "value": selector })),
+            )
+            .await;
+        let id = found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no element {selector}: {found}"))
+            .to_string();
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            Some(json!({ "text": text })),
+        )
+        .await;
     }
 
     async fn source(&self) -> String {
@@ -831,6 +882,207 @@ async fn monitor_page_shows_100_sequences_and_pages_with_next_and_previous() {
     browser.click("prev").await;
     browser.wait_page(1).await;
     assert_eq!(shown_names(&browser.source().await), all[..100]);
+
+    browser.close().await;
+    srv.stop().await;
+}
+
+/// How many elements of the document match the CSS `selector` (`*`: all).
+async fn dom_count(browser: &Browser, selector: &str) -> u64 {
+    browser
+        .eval(&format!(
+            "return document.querySelectorAll('{selector}').length"
+        ))
+        .await
+        .as_u64()
+        .unwrap()
+}
+
+/// The rows of the table shown (in the DOM, not only parsed from the source).
+async fn dom_rows(browser: &Browser) -> u64 {
+    dom_count(browser, "#rows tr").await
+}
+
+/// Asserts that every request for the list that this document made asked
+/// for one page of 100 (the browser's resource timing entries).
+async fn one_page_requests_only(browser: &Browser) {
+    let requests = browser
+        .eval(
+            "return performance.getEntriesByType('resource').map((e) => e.name)\
+             .filter((u) => u.includes('/v1/sequences'))",
+        )
+        .await;
+    let requests: Vec<&str> = requests
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert!(!requests.is_empty());
+    for url in &requests {
+        assert!(url.contains("/v1/sequences?limit=100"), "{url}");
+    }
+}
+
+/// `merchant-NNNNNN` for `range`, in byte order.
+fn merchants(range: std::ops::Range<u32>) -> Vec<String> {
+    range.map(|i| format!("merchant-{i:06}")).collect()
+}
+
+/// WebDriver's Escape key.
+const ESCAPE: &str = "\u{E00C}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_searches_and_pages_a_hundred_thousand_sequences_one_page_at_a_time() {
+    use sqlx::Connection;
+
+    let Some((chromium, chromedriver)) = browser_tools() else {
+        return;
+    };
+    let db = common::test_db(common::Backend::Sqlite)
+        .await
+        .expect("sqlite test database");
+    common::store(&db).await; // the schema
+                              // 100,000 rows, inserted by SQL in one transaction before the server starts.
+    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99999) \
+         INSERT INTO sequences (name, max_id, step) \
+         SELECT 'merchant-' || printf('%06d', i), 0, 1000 FROM n",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM sequences")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(count, 100_000);
+    conn.close().await.unwrap();
+    let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
+
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&srv.url("/")).await;
+    browser.wait_view(1, "").await;
+    // One page of rows, the first 100 names.
+    assert_eq!(shown_names(&browser.source().await), merchants(0..100));
+    assert_eq!(dom_rows(&browser).await, 100);
+    let elements = dom_count(&browser, "*").await;
+    assert!(browser.disabled("prev").await);
+    assert!(!browser.disabled("next").await);
+
+    // Typing a prefix shows its first page, only names starting with it.
+    browser.type_into("#search", "merchant-042").await;
+    browser.wait_view(1, "merchant-042").await;
+    let html = browser.source().await;
+    assert_eq!(shown_names(&html), merchants(42_000..42_100));
+    for id in ["page-info", "view-info"] {
+        assert_eq!(
+            text_by_id(&html, id),
+            "page 1 of names starting with “merchant-042” · merchant-042000 – merchant-042099"
+        );
+    }
+    assert!(
+        browser.disabled("prev").await,
+        "a new prefix starts at its first page"
+    );
+
+    // Next pages within the prefix; the DOM stays one page.
+    for page in 2..=4u32 {
+        browser.click("next").await;
+        browser.wait_view(u64::from(page), "merchant-042").await;
+        let from = 42_000 + (page - 1) * 100;
+        assert_eq!(
+            shown_names(&browser.source().await),
+            merchants(from..from + 100),
+            "page {page}"
+        );
+        assert_eq!(dom_rows(&browser).await, 100);
+        assert!(!browser.disabled("prev").await);
+    }
+    browser.click("prev").await;
+    browser.wait_view(3, "merchant-042").await;
+    assert_eq!(
+        shown_names(&browser.source().await),
+        merchants(42_200..42_300)
+    );
+
+    // A longer prefix starts again at page 1; exactly one page: no next.
+    browser.type_into("#search", "1").await;
+    browser.wait_view(1, "merchant-0421").await;
+    assert_eq!(
+        shown_names(&browser.source().await),
+        merchants(42_100..42_200)
+    );
+    assert!(browser.disabled("next").await, "the prefix's only page");
+    assert!(browser.disabled("prev").await);
+
+    // A prefix nothing starts with.
+    browser
+        .type_into("#search", &format!("{ESCAPE}nomatch"))
+        .await;
+    browser.wait_view(1, "nomatch").await;
+    let html = browser.source().await;
+    assert!(shown_names(&html).is_empty());
+    let hidden = |id: &str| {
+        let id = id.to_string();
+        let browser = &browser;
+        async move {
+            browser
+                .eval(&format!("return document.getElementById('{id}').hidden"))
+                .await
+                .as_bool()
+                .unwrap()
+        }
+    };
+    assert!(!hidden("no-match").await && hidden("empty").await);
+    assert_eq!(text_by_id(&html, "no-match-prefix"), "nomatch");
+
+    // Escape clears the search: all names again; text that cannot start a
+    // name is flagged and changes nothing.
+    browser.type_into("#search", ESCAPE).await;
+    browser.wait_view(1, "").await;
+    assert_eq!(shown_names(&browser.source().await), merchants(0..100));
+    browser.type_into("#search", "-x").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hidden("search-hint").await {
+        assert!(
+            Instant::now() < deadline,
+            "an invalid prefix is not flagged"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 1).await;
+    browser.wait_view(1, "").await;
+    assert_eq!(shown_names(&browser.source().await), merchants(0..100));
+
+    one_page_requests_only(&browser).await;
+
+    // A link with the prefix in the page's query string opens its view.
+    browser.open(&srv.url("/?prefix=merchant-0999")).await;
+    browser.wait_view(1, "merchant-0999").await;
+    assert_eq!(
+        shown_names(&browser.source().await),
+        merchants(99_900..100_000)
+    );
+    assert!(browser.disabled("next").await);
+
+    // After all that, still one page in the DOM, and every list request of
+    // both documents asked for one page.
+    assert_eq!(dom_rows(&browser).await, 100);
+    assert!(
+        dom_count(&browser, "*").await <= elements + 50,
+        "the DOM grew"
+    );
+    one_page_requests_only(&browser).await;
+
+    let png = browser.screenshot_png().await;
+    let shot = artifact_path().with_file_name("monitor-search.png");
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot: {}", shot.display());
 
     browser.close().await;
     srv.stop().await;

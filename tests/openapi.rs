@@ -30,7 +30,7 @@ use reqwest::{Method, StatusCode};
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::config::Secret;
 use seqd::config::Settings;
-use seqd::domain::{NewSequence, SeqName};
+use seqd::domain::{NamePrefix, NewSequence, SeqName};
 use seqd::http::error::ErrorCode;
 use seqd::http::limits::Limits;
 use seqd::http::{router, AdminAuth, AppState};
@@ -728,7 +728,12 @@ impl Store for MisconfiguredStore {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         misconfigured()
     }
-    async fn list_page(&self, _: Option<&SeqName>, _: u32) -> Result<SequencePage, StoreError> {
+    async fn list_page(
+        &self,
+        _: Option<&NamePrefix>,
+        _: Option<&SeqName>,
+        _: u32,
+    ) -> Result<SequencePage, StoreError> {
         misconfigured()
     }
     async fn update(&self, _: &SeqName, _: &SequencePatch) -> Result<SequenceRow, StoreError> {

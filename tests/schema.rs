@@ -201,14 +201,16 @@ async fn an_old_installation_is_carried_over_without_rerunning_anything(db: Test
     )
     .await;
     let old = history(&db, "_sqlx_migrations").await;
-    assert_eq!(versions(&old), [1, 2, 20240101000000]);
+    let mut expected = versions(&seqds(db.backend));
+    expected.push(20240101000000);
+    assert_eq!(versions(&old), expected);
 
     seqd_migrate(&db).await;
 
     assert_eq!(history(&db, "seqd_migrations").await, seqds(db.backend));
     assert_eq!(
         history(&db, "_sqlx_migrations").await,
-        [old[2].clone()],
+        [old.last().unwrap().clone()],
         "only the application's row stays in _sqlx_migrations"
     );
     let store = common::store(&db).await;

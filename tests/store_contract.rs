@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use common::{execute, name, new_seq, try_execute, Backend, TestDb};
-use seqd::domain::NewSequence;
-use seqd::store::{Reservation, SequencePatch, Store, StoreError, StoreOptions};
+use seqd::domain::{NamePrefix, NewSequence};
+use seqd::store::{Reservation, SequencePatch, Store, StoreError, StoreOptions, MAX_PAGE};
 
 /// Asserts that a timestamp read from the database is "now" in UTC (so the
 /// column was written and decoded as UTC, not as some local time).
@@ -127,12 +127,20 @@ async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
     assert_eq!(listed, expected);
 }
 
-/// Every page of `limit` rows, from the first on: (names, more) per page.
-async fn pages(store: &std::sync::Arc<dyn Store>, limit: u32) -> Vec<(Vec<String>, bool)> {
+/// Every page of `limit` rows with `prefix`, from the first on: (names,
+/// more) per page.
+async fn pages_with(
+    store: &std::sync::Arc<dyn Store>,
+    prefix: Option<&NamePrefix>,
+    limit: u32,
+) -> Vec<(Vec<String>, bool)> {
     let mut out = Vec::new();
     let mut after = None;
     for _ in 0..100 {
-        let page = store.list_page(after.as_ref(), limit).await.unwrap();
+        let page = store
+            .list_page(prefix, after.as_ref(), limit)
+            .await
+            .unwrap();
         let names: Vec<String> = page.rows.iter().map(|r| r.name.to_string()).collect();
         after = page.rows.last().map(|r| r.name.clone());
         out.push((names, page.more));
@@ -141,6 +149,36 @@ async fn pages(store: &std::sync::Arc<dyn Store>, limit: u32) -> Vec<(Vec<String
         }
     }
     panic!("more than 100 pages");
+}
+
+/// Every page of `limit` rows, from the first on: (names, more) per page.
+async fn pages(store: &std::sync::Arc<dyn Store>, limit: u32) -> Vec<(Vec<String>, bool)> {
+    pages_with(store, None, limit).await
+}
+
+/// Asserts that `pages` tile `expected` exactly: every page but the last
+/// full (`limit` rows) with `more`, the last without `more`.
+fn assert_pages_tile(pages: &[(Vec<String>, bool)], expected: &[String], limit: u32, what: &str) {
+    let walked: Vec<String> = pages.iter().flat_map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        walked, expected,
+        "{what}, limit {limit}: pages tile the list exactly"
+    );
+    let (last, full) = pages.split_last().unwrap();
+    assert!(
+        !last.1,
+        "{what}, limit {limit}: the last page says no more: {pages:?}"
+    );
+    assert!(
+        !last.0.is_empty() || expected.is_empty(),
+        "{what}, limit {limit}: an empty last page after a full one: {pages:?}"
+    );
+    for (names, more) in full {
+        assert!(
+            *more && names.len() == limit as usize,
+            "{what}, limit {limit}: {pages:?}"
+        );
+    }
 }
 
 async fn list_pages_tile_the_table_in_the_byte_order_of_list(db: TestDb) {
@@ -153,35 +191,306 @@ async fn list_pages_tile_the_table_in_the_byte_order_of_list(db: TestDb) {
     }
     let listed = common::names(&store).await;
     for limit in [1, 3, 5, 14, 1000] {
-        let pages = pages(&store, limit).await;
-        let walked: Vec<String> = pages.iter().flat_map(|(n, _)| n.clone()).collect();
-        assert_eq!(walked, listed, "limit {limit}: pages tile the list exactly");
-        let (last, full) = pages.split_last().unwrap();
-        assert!(!last.1 && !last.0.is_empty(), "limit {limit}: {pages:?}");
-        for (names, more) in full {
-            assert!(
-                *more && names.len() == limit as usize,
-                "limit {limit}: {pages:?}"
-            );
-        }
+        assert_pages_tile(&pages(&store, limit).await, &listed, limit, "no prefix");
     }
 }
 
 async fn list_page_of_an_empty_table_or_after_the_end_is_empty_and_last(db: TestDb) {
     let store = common::store(&db).await;
-    let empty = store.list_page(None, 10).await.unwrap();
+    let empty = store.list_page(None, None, 10).await.unwrap();
     assert!(empty.rows.is_empty() && !empty.more, "{empty:?}");
     store.create(&new_seq("m", 1, 10)).await.unwrap();
     for after in ["m", "n", "zzz"] {
-        let page = store.list_page(Some(&name(after)), 10).await.unwrap();
+        let page = store.list_page(None, Some(&name(after)), 10).await.unwrap();
         assert!(
             page.rows.is_empty() && !page.more,
             "after {after}: {page:?}"
         );
     }
-    let page = store.list_page(Some(&name("M")), 10).await.unwrap();
+    let page = store.list_page(None, Some(&name("M")), 10).await.unwrap();
     assert_eq!(page.rows.len(), 1, "after need not exist and is exclusive");
     assert!(!page.more);
+}
+
+fn prefix(p: &str) -> NamePrefix {
+    NamePrefix::parse(p).unwrap_or_else(|e| panic!("{p:?}: {e}"))
+}
+
+/// One page with `prefix` after `after`: its names and whether more follow.
+async fn read_page(
+    store: &std::sync::Arc<dyn Store>,
+    prefix_: Option<&str>,
+    after: Option<&str>,
+    limit: u32,
+) -> (Vec<String>, bool) {
+    let (prefix_, after) = (prefix_.map(prefix), after.map(name));
+    let page = store
+        .list_page(prefix_.as_ref(), after.as_ref(), limit)
+        .await
+        .unwrap_or_else(|e| panic!("page of {prefix_:?} after {after:?}: {e}"));
+    let names = page.rows.iter().map(|r| r.name.to_string()).collect();
+    (names, page.more)
+}
+
+/// `names` as owned strings.
+fn strings(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Names that share a start with punctuation after it, and their
+/// neighbours in byte order ('-' < '.' < '0'-'9' < ':' < 'A'-'Z' < '_' <
+/// 'a'-'z').
+const PUNCTUATED: [&str; 17] = [
+    "a", "a.b", "a-b", "a:b", "a_b", "ab", "b", "A", "B", "a0", "ba", "0", "a.b.c", "a.bc", "aZ",
+    "az", "z",
+];
+
+async fn list_pages_with_a_prefix_read_exactly_the_names_starting_with_it(db: TestDb) {
+    let store = common::store(&db).await;
+    for n in PUNCTUATED {
+        store.create(&new_seq(n, 1, 10)).await.unwrap();
+    }
+    let listed = common::names(&store).await;
+    for p in [
+        "a", "a.", "a-", "a:", "a_", "ab", "b", "A", "0", "a.b", "a.b.", "aZ", "az", "z", "c",
+        "a.bz", "Z", "a0", "a.b.c.d",
+    ] {
+        let expected: Vec<String> = listed
+            .iter()
+            .filter(|n| n.starts_with(p))
+            .cloned()
+            .collect();
+        for limit in [1, 2, 3, 7, 1000] {
+            let pages = pages_with(&store, Some(&prefix(p)), limit).await;
+            assert_pages_tile(&pages, &expected, limit, &format!("prefix {p:?}"));
+        }
+    }
+    // The neighbours of the range are not in it.
+    let all_a = [
+        "a", "a-b", "a.b", "a.b.c", "a.bc", "a0", "a:b", "aZ", "a_b", "ab", "az",
+    ];
+    assert_eq!(
+        read_page(&store, Some("a"), None, 1000).await,
+        (strings(&all_a), false)
+    );
+}
+
+async fn list_page_with_a_prefix_starts_after_after_and_ends_with_the_prefix(db: TestDb) {
+    let store = common::store(&db).await;
+    for n in PUNCTUATED {
+        store.create(&new_seq(n, 1, 10)).await.unwrap();
+    }
+    let read = |after: &'static str, limit: u32| read_page(&store, Some("a"), Some(after), limit);
+    // `after` below the prefix's names: the page starts at the prefix itself.
+    for below in ["0", "A", "B", "Zzz"] {
+        assert_eq!(
+            read(below, 2).await,
+            (strings(&["a", "a-b"]), true),
+            "after {below}"
+        );
+    }
+    // `after` is exclusive, also when it is the prefix.
+    assert_eq!(read("a", 2).await, (strings(&["a-b", "a.b"]), true));
+    // Within the range, a name or not.
+    assert_eq!(
+        read("a.b", 3).await,
+        (strings(&["a.b.c", "a.bc", "a0"]), true)
+    );
+    assert_eq!(
+        read("a.b.d", 10).await,
+        (
+            strings(&["a.bc", "a0", "a:b", "aZ", "a_b", "ab", "az"]),
+            false
+        )
+    );
+    // The last page of the prefix ends there, even though other rows follow.
+    assert_eq!(
+        read("ab", 1).await,
+        (strings(&["az"]), false),
+        "exactly full"
+    );
+    assert_eq!(read("ab", 2).await, (strings(&["az"]), false));
+    // `after` at the end of or beyond the prefix's names: an empty last page.
+    for beyond in ["az", "aza", "az_", "b", "z", "zzz"] {
+        assert_eq!(read(beyond, 10).await, (vec![], false), "after {beyond}");
+    }
+}
+
+async fn list_page_with_a_prefix_of_a_full_page_and_one_more(db: TestDb) {
+    let store = common::store(&db).await;
+    // 1001 names with the prefix `p:` and neighbours on both sides, by SQL.
+    let mut values: Vec<String> = (0..=1000).map(|i| format!("('p:{i:04}', 0, 1)")).collect();
+    for n in ["p", "p.9", "p9", "pa", "p:", "o:1", "q:0"] {
+        values.push(format!("('{n}', 0, 1)"));
+    }
+    execute(
+        &db,
+        &format!(
+            "INSERT INTO sequences (name, max_id, step) VALUES {}",
+            values.join(", ")
+        ),
+    )
+    .await;
+    let (first, more) = read_page(&store, Some("p:"), None, MAX_PAGE).await;
+    assert_eq!(first.len(), 1000);
+    assert_eq!(
+        (&*first[0], &*first[1], &*first[999]),
+        ("p:", "p:0000", "p:0998")
+    );
+    assert!(more);
+    assert_eq!(
+        read_page(&store, Some("p:"), Some(&first[999]), MAX_PAGE).await,
+        (strings(&["p:0999", "p:1000"]), false)
+    );
+    assert_eq!(
+        read_page(&store, Some("p:1"), None, 1).await,
+        (strings(&["p:1000"]), false),
+        "one name, limit 1"
+    );
+}
+
+/// The plan of `sql` on `db`, one line per row of the backend's `EXPLAIN`:
+/// PostgreSQL's text plan (sequential and bitmap scans disabled, so that a
+/// small table shows the plan a large one gets: a bitmap scan's rows come
+/// unordered, and sorting a handful is cheaper than walking an index there), SQLite's `EXPLAIN QUERY PLAN` details,
+/// MariaDB's `EXPLAIN` rows as `type key Extra`.
+async fn plan(db: &TestDb, sql: &str) -> Vec<String> {
+    use sqlx::{Connection, Row};
+    match db.backend {
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            for off in ["enable_seqscan", "enable_bitmapscan"] {
+                sqlx::query(&format!("SET {off} = off"))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+            }
+            sqlx::query_scalar(&format!("EXPLAIN {sql}"))
+                .fetch_all(&mut c)
+                .await
+                .unwrap()
+        }
+        Backend::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .fetch_all(&mut c)
+                .await
+                .unwrap();
+            rows.iter().map(|r| r.get::<String, _>("detail")).collect()
+        }
+        Backend::Mysql => {
+            let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+            let rows = sqlx::query(&format!("EXPLAIN {sql}"))
+                .fetch_all(&mut c)
+                .await
+                .unwrap();
+            let text = |r: &sqlx::mysql::MySqlRow, col: &str| {
+                r.try_get::<Option<String>, _>(col)
+                    .ok()
+                    .flatten()
+                    .or_else(|| {
+                        r.try_get::<Option<Vec<u8>>, _>(col)
+                            .ok()
+                            .flatten()
+                            .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    })
+                    .unwrap_or_default()
+            };
+            rows.iter()
+                .map(|r| {
+                    format!(
+                        "{} {} {}",
+                        text(r, "type"),
+                        text(r, "key"),
+                        text(r, "Extra")
+                    )
+                })
+                .collect()
+        }
+    }
+}
+
+/// The statement `list_page` runs on `db`'s backend, its lower bound
+/// compared with `lower_op`, with the binds written in.
+fn page_statement(db: &TestDb, lower_op: &str, lower: &str, upper: &str) -> String {
+    let binds = [format!("'{lower}'"), format!("'{upper}'"), "101".into()];
+    match db.backend {
+        Backend::Postgres => {
+            let mut sql = seqd::store::postgres::sequences::page_sql(lower_op);
+            for (i, b) in binds.iter().enumerate() {
+                sql = sql.replace(&format!("${}", i + 1), b);
+            }
+            sql
+        }
+        _ => binds
+            .iter()
+            .fold(seqd::store::binary_page_sql(lower_op), |sql, b| {
+                sql.replacen('?', b, 1)
+            }),
+    }
+}
+
+async fn a_page_is_an_index_range_read_in_order_without_sorting_the_table(db: TestDb) {
+    let store = common::store(&db).await;
+    let values: Vec<String> = (0..2000)
+        .map(|i| format!("('t{}:m-{i:05}', 0, 1)", i % 10))
+        .collect();
+    let insert = format!(
+        "INSERT INTO sequences (name, max_id, step) VALUES {}",
+        values.join(", ")
+    );
+    execute(&db, &insert).await;
+    execute(
+        &db,
+        match db.backend {
+            Backend::Mysql => "ANALYZE TABLE sequences",
+            _ => "ANALYZE",
+        },
+    )
+    .await;
+    // A first page, a later page, a prefix's first and later page.
+    for (op, lower, upper) in [
+        (">", "", "{"),
+        (">", "t5:m-00995", "{"),
+        (">=", "t3:m-01", "t3:m-01{"),
+        (">", "t3:m-01003", "t3:m-01{"),
+    ] {
+        let sql = page_statement(&db, op, lower, upper);
+        let plan = plan(&db, &sql).await;
+        let text = plan.join("\n");
+        match db.backend {
+            Backend::Postgres => assert!(
+                text.contains("Index Scan using sequences_name_bytes")
+                    && text.contains("Index Cond")
+                    && !text.contains("Sort"),
+                "{sql}:\n{text}"
+            ),
+            Backend::Sqlite => assert!(
+                plan.len() == 1
+                    && text.contains("INDEX sqlite_autoindex_sequences_1 (name>? AND name<?)")
+                    && !text.contains("TEMP B-TREE"),
+                "{sql}:\n{text}"
+            ),
+            Backend::Mysql => assert!(
+                plan.len() == 1
+                    && (text.starts_with("range PRIMARY") || text.starts_with("index PRIMARY"))
+                    && !text.contains("filesort"),
+                "{sql}:\n{text}"
+            ),
+        }
+    }
+    // And the store reads what the statements select.
+    let later = [
+        "t3:m-01013",
+        "t3:m-01023",
+        "t3:m-01033",
+        "t3:m-01043",
+        "t3:m-01053",
+    ];
+    assert_eq!(
+        read_page(&store, Some("t3:m-01"), Some("t3:m-01003"), 5).await,
+        (strings(&later), true)
+    );
 }
 
 async fn list_ignores_rows_whose_name_is_not_a_valid_sequence_name(db: TestDb) {
@@ -712,6 +1021,10 @@ per_backend!(
     list_ignores_rows_whose_name_is_not_a_valid_sequence_name,
     list_pages_tile_the_table_in_the_byte_order_of_list,
     list_page_of_an_empty_table_or_after_the_end_is_empty_and_last,
+    list_pages_with_a_prefix_read_exactly_the_names_starting_with_it,
+    list_page_with_a_prefix_starts_after_after_and_ends_with_the_prefix,
+    list_page_with_a_prefix_of_a_full_page_and_one_more,
+    a_page_is_an_index_range_read_in_order_without_sorting_the_table,
     update_changes_step_and_description,
     update_with_an_empty_patch_returns_the_unchanged_row,
     update_of_a_missing_name_fails_with_not_found,

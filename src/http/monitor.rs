@@ -2,9 +2,13 @@
 //! `GET /v1/info`, the server facts its header shows.
 //!
 //! The page is one HTML file, one stylesheet and one script, embedded in the
-//! binary (`src/http/monitor/`): no CDN, no build step. The script polls
-//! `GET /v1/sequences` every 2 seconds and draws one table row per sequence.
-//! A `Content-Security-Policy` keeps the page to seqd's own origin.
+//! binary (`src/http/monitor/`): no CDN, no build step. The script polls one
+//! page of `GET /v1/sequences` (100 sequences) every 2 seconds and draws one
+//! table row per sequence; next/previous move between pages and a search box
+//! narrows them to a name prefix (`?prefix=`, debounced, kept in the page's
+//! own query string). It never asks for the whole list, so it stays as quick
+//! at a million sequences as at ten. A `Content-Security-Policy` keeps the
+//! page to seqd's own origin.
 
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
@@ -47,7 +51,8 @@ fn page(content_type: &'static str, body: &'static str) -> Response {
     tag = "operations",
     summary = "Monitor page",
     description = "An HTML page (no external resources) that polls one page of `GET /v1/sequences` \
-                   (100 sequences, with next/previous controls) and shows their buffers, rates and errors.",
+                   (100 sequences, with next/previous controls and a search by name prefix) and shows \
+                   their buffers, rates and errors. `?prefix=` opens it on the names starting with that.",
     responses((status = 200, description = "The page", body = String, content_type = "text/html; charset=utf-8")),
 )]
 pub async fn index() -> Response {

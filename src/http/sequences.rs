@@ -12,7 +12,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{exact_integer, Admin, JsonBody, PathSeqName};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
-use crate::domain::{validate_description, validate_step, NewSequence, SeqName};
+use crate::domain::{validate_description, validate_step, NamePrefix, NewSequence, SeqName};
 use crate::store::{SequencePatch, SequenceRow, MAX_PAGE};
 
 /// Default first ID of a created sequence.
@@ -43,20 +43,23 @@ pub struct SequencePageView {
     pub next: Option<SeqName>,
 }
 
-/// The query of `GET /v1/sequences`: `limit` (1..=1000, default 100) and
-/// `after` (a sequence name, exclusive).
+/// The query of `GET /v1/sequences`: `limit` (1..=1000, default 100),
+/// `after` (a sequence name, exclusive) and `prefix` (the start of the
+/// names to list).
 #[derive(Debug, PartialEq, Eq)]
 pub struct PageQuery {
     /// Rows to return at most.
     pub limit: u32,
     /// Only names above this one.
     pub after: Option<SeqName>,
+    /// Only names that start with this.
+    pub prefix: Option<NamePrefix>,
 }
 
 impl PageQuery {
     /// Parses a raw query string; other parameters are ignored.
     pub fn parse(query: Option<&str>) -> Result<Self, ApiError> {
-        let (mut limit, mut after) = (None, None);
+        let (mut limit, mut after, mut prefix) = (None, None, None);
         for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             match k.as_ref() {
                 "limit" => once(&mut limit, "limit", parse_limit(&v)?)?,
@@ -65,12 +68,18 @@ impl PageQuery {
                     "after",
                     SeqName::parse(&v).map_err(ApiError::InvalidName)?,
                 )?,
+                "prefix" => once(
+                    &mut prefix,
+                    "prefix",
+                    NamePrefix::parse(&v).map_err(ApiError::InvalidName)?,
+                )?,
                 _ => {}
             }
         }
         Ok(PageQuery {
             limit: limit.unwrap_or(DEFAULT_PAGE),
             after,
+            prefix,
         })
     }
 }
@@ -218,13 +227,17 @@ pub async fn create(
     operation_id = "list_sequences",
     tag = "sequences",
     summary = "One page of sequences by name, each with this instance's buffer",
+    description = "Sequences in byte order of their names, optionally only those whose name starts with \
+                   `prefix`. Walk the pages by passing each page's `next` as `after` (with the same \
+                   `prefix`) until `next` is null. The database reads one page, whatever the number of sequences.",
     params(
         ("limit" = Option<u32>, Query, description = "Sequences per page, 1..=1000 (default 100)", minimum = 1, maximum = 1000, example = 100),
-        ("after" = Option<String>, Query, description = "Only names above this one (byte order): the `next` of the previous page", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
+        ("after" = Option<String>, Query, description = "Only names above this one (byte order): the `next` of the previous page", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", min_length = 1, max_length = 128, example = "order"),
+        ("prefix" = Option<String>, Query, description = "Only names that start with this (case-sensitive): the start of a sequence name, 1 to 128 characters", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", min_length = 1, max_length = 128, example = "shop-42:"),
     ),
     responses(
-        (status = 200, description = "One page, ordered by name in byte order; `next` is null on the last page", body = SequenceListDoc),
-        (status = 400, description = "`invalid_request` (`limit` not an integer from 1 to 1000, or a parameter given twice) or `invalid_name` (`after`)", body = ErrorBody),
+        (status = 200, description = "One page, ordered by name in byte order; `next` is null on the last page (of the names with `prefix`, when given)", body = SequenceListDoc),
+        (status = 400, description = "`invalid_request` (`limit` not an integer from 1 to 1000, or a parameter given twice) or `invalid_name` (`after` not a sequence name, `prefix` not the start of one)", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`, or `overloaded`: too many database reads in flight", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -236,7 +249,7 @@ pub async fn list(
     let store = st.allocator.store();
     let page = st
         .reads
-        .run(store.list_page(q.after.as_ref(), q.limit))
+        .run(store.list_page(q.prefix.as_ref(), q.after.as_ref(), q.limit))
         .await??;
     let next = page
         .more

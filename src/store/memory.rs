@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
 use super::{Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError};
-use crate::domain::{NewSequence, SeqName};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
 
 /// Per-name fault settings and counters.
 #[derive(Debug, Default, Clone)]
@@ -223,16 +223,27 @@ impl Store for MemoryStore {
 
     async fn list_page(
         &self,
+        prefix: Option<&NamePrefix>,
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError> {
-        use std::ops::Bound::{Excluded, Unbounded};
+        use std::ops::Bound::{Excluded, Included};
+        // The same range as the databases read (a map's range panics on an
+        // empty one, hence the check).
+        let range = super::page_range(prefix, after, limit);
+        if range.is_empty() {
+            return Ok(SequencePage::from_read(Vec::new(), limit, Some));
+        }
+        let lower = if range.inclusive {
+            Included(range.lower)
+        } else {
+            Excluded(range.lower)
+        };
         let rows = self.rows.lock().unwrap();
-        let lower = after.map_or(Unbounded, Excluded);
         let read: Vec<SequenceRow> = rows
-            .range::<SeqName, _>((lower, Unbounded))
+            .range::<str, _>((lower, Excluded(&*range.upper)))
             .map(|(_, row)| row.clone())
-            .take(limit.min(super::MAX_PAGE) as usize + 1)
+            .take(range.read as usize)
             .collect();
         Ok(SequencePage::from_read(read, limit, Some))
     }

@@ -15,11 +15,13 @@
 //! [`Database`]. The traits never name their implementations. `memory.rs` is
 //! an in-memory [`Store`] for tests and benchmarks.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::domain::{NewSequence, SeqName};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
 
 pub use database::{connect, Database};
 pub use migrator::{Dialect, MigrateMode};
@@ -101,22 +103,94 @@ impl SequencePage {
     }
 }
 
-/// The bounds of a page read: the exclusive lower bound to bind (`""`,
-/// below every name, for the first page) and how many rows to read (one
-/// more than `limit`, to learn whether more follow).
-fn page_bounds(after: Option<&SeqName>, limit: u32) -> (&str, i64) {
-    (
-        after.map_or("", SeqName::as_str),
-        i64::from(limit.min(MAX_PAGE)) + 1,
+/// The names one page read covers, in byte order: those above `lower` (or
+/// at it, when `inclusive`) and below `upper`, at most `read` rows (one more
+/// than the page's limit, to learn whether more follow).
+///
+/// A lower and an upper bound on the name are a range an index on the names
+/// serves, whatever the backend; there is only ever ONE lower bound, so no
+/// planner can seek on the weaker of two and filter the rest (SQLite would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PageRange<'a> {
+    lower: &'a str,
+    inclusive: bool,
+    upper: Cow<'a, str>,
+    read: i64,
+}
+
+impl PageRange<'_> {
+    /// The comparison of the lower bound: `>` or `>=`.
+    fn lower_op(&self) -> &'static str {
+        if self.inclusive {
+            ">="
+        } else {
+            ">"
+        }
+    }
+
+    /// Whether the range is empty for certain: its lower bound at or past
+    /// its upper one (`after` beyond the prefix's names).
+    fn is_empty(&self) -> bool {
+        self.lower >= &*self.upper
+    }
+}
+
+/// The range of [`Store::list_page`]`(prefix, after, limit)`.
+///
+/// - The upper bound is `prefix + "{"` ([`NamePrefix::upper_bound`]: exactly
+///   the names starting with `prefix` lie in `[prefix, prefix{)`), or `"{"`
+///   without a prefix, above every valid name (names begin with a letter or
+///   a digit; rows inserted by SQL with other names are not listed anyway).
+/// - The lower bound is the higher of `after` (exclusive) and `prefix`
+///   (inclusive): when `after >= prefix`, `name > after` implies
+///   `name >= prefix`; otherwise `name >= prefix` implies `name > after`.
+///   Without either, `> ""`: every name.
+fn page_range<'a>(
+    prefix: Option<&'a NamePrefix>,
+    after: Option<&'a SeqName>,
+    limit: u32,
+) -> PageRange<'a> {
+    let upper = prefix.map_or(Cow::Borrowed(NAMES_END), |p| Cow::Owned(p.upper_bound()));
+    let (lower, inclusive) = match (prefix, after) {
+        (Some(p), Some(a)) if a.as_str() < p.as_str() => (p.as_str(), true),
+        (Some(p), None) => (p.as_str(), true),
+        (_, Some(a)) => (a.as_str(), false),
+        (None, None) => ("", false),
+    };
+    PageRange {
+        lower,
+        inclusive,
+        upper,
+        read: i64::from(limit.min(MAX_PAGE)) + 1,
+    }
+}
+
+/// The statement of [`Store::list_page`] on the backends whose `name`
+/// compares in byte order by itself, MySQL/MariaDB (`utf8mb4_bin`) and
+/// SQLite (the default `BINARY` collation): names compared with `lower_op`
+/// (`>` or `>=`) to the first `?` and below the second, at most the third
+/// `?` of rows, in name order. The primary key's index serves the range and
+/// the order.
+pub fn binary_page_sql(lower_op: &str) -> String {
+    format!(
+        "SELECT name, max_id, step, description, created_at, updated_at FROM sequences \
+         WHERE name {lower_op} ? AND name < ? ORDER BY name LIMIT ?"
     )
 }
 
-/// [`Store::list_page`] on a backend's pool: runs `sql` (rows of the
-/// table's columns with a name above the first bind, in name order, at most
-/// the second bind) and converts the rows read with `convert`.
+/// `"{"`: above every valid name in byte order (see
+/// [`crate::domain::ABOVE_NAME_CHARS`]).
+const NAMES_END: &str = "{";
+
+/// [`Store::list_page`] on a backend's pool: runs the statement
+/// `sql(lower_op)` (rows of the table's columns whose name compares with
+/// `lower_op` (`>` or `>=`) to the first bind and is below the second, in
+/// name order, at most the third bind) and converts the rows read with
+/// `convert`.
 async fn fetch_page<DB, R>(
     pool: &sqlx::Pool<DB>,
-    sql: &str,
+    sql: fn(&str) -> String,
+    prefix: Option<&NamePrefix>,
     after: Option<&SeqName>,
     limit: u32,
     convert: fn(R) -> Option<SequenceRow>,
@@ -129,10 +203,15 @@ where
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
     R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
 {
-    let (above, read) = page_bounds(after, limit);
-    let rows: Vec<R> = sqlx::query_as::<DB, R>(sql)
-        .bind(above)
-        .bind(read)
+    let range = page_range(prefix, after, limit);
+    if range.is_empty() {
+        return Ok(SequencePage::from_read(Vec::<R>::new(), limit, convert));
+    }
+    let sql = sql(range.lower_op());
+    let rows: Vec<R> = sqlx::query_as::<DB, R>(&sql)
+        .bind(range.lower)
+        .bind(&*range.upper)
+        .bind(range.read)
         .fetch_all(pool)
         .await
         .map_err(unavailable)?;
@@ -267,11 +346,20 @@ pub trait Store: Send + Sync + 'static {
     /// Reads every row, ordered by name.
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError>;
 
-    /// Reads one page: at most `limit` (1..=[`MAX_PAGE`]) rows whose name is
-    /// above `after` (all rows when `None`), ordered by name in byte order,
-    /// as [`Store::list`] is; [`SequencePage::more`] says whether rows follow.
+    /// Reads one page: at most `limit` (1..=[`MAX_PAGE`]) rows whose name
+    /// starts with `prefix` (any name when `None`) and is above `after` (all
+    /// such rows when `None`), ordered by name in byte order, as
+    /// [`Store::list`] is; [`SequencePage::more`] says whether more rows
+    /// with the prefix follow.
+    ///
+    /// The database reads only the page (plus one row), in time independent
+    /// of the table's size: the prefix is the range `[prefix, prefix{)` of
+    /// the names in byte order (see [`NamePrefix::upper_bound`]), which the
+    /// index on the names serves (PostgreSQL: the one on
+    /// `name COLLATE "C"`, `migrations/postgres/0003_*`).
     async fn list_page(
         &self,
+        prefix: Option<&NamePrefix>,
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError>;
@@ -877,12 +965,90 @@ mod tests {
         for n in ["b", "a", "C", "a.b"] {
             store.insert(n, 0, 1);
         }
-        let first = store.list_page(None, 2).await.unwrap();
+        let first = store.list_page(None, None, 2).await.unwrap();
         let got: Vec<&str> = first.rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!((got, first.more), (vec!["C", "a"], true));
-        let rest = store.list_page(Some(&names(&["a"])[0]), 2).await.unwrap();
+        let rest = store
+            .list_page(None, Some(&names(&["a"])[0]), 2)
+            .await
+            .unwrap();
         let got: Vec<&str> = rest.rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!((got, rest.more), (vec!["a.b", "b"], false));
+    }
+
+    fn prefix(p: &str) -> NamePrefix {
+        NamePrefix::parse(p).unwrap()
+    }
+
+    #[test]
+    fn the_names_end_is_the_character_above_every_name_character() {
+        assert_eq!(NAMES_END, crate::domain::ABOVE_NAME_CHARS.to_string());
+    }
+
+    #[test]
+    fn a_page_range_has_one_lower_bound_the_higher_of_after_and_prefix() {
+        let (p, below, above) = (prefix("m"), names(&["a"]), names(&["m.x"]));
+        let range = |prefix, after, limit| {
+            let r = page_range(prefix, after, limit);
+            (r.lower, r.lower_op(), r.upper.into_owned(), r.read)
+        };
+        assert_eq!(range(None, None, 100), ("", ">", "{".into(), 101));
+        assert_eq!(range(None, Some(&above[0]), 5), ("m.x", ">", "{".into(), 6));
+        assert_eq!(range(Some(&p), None, 1), ("m", ">=", "m{".into(), 2));
+        assert_eq!(
+            range(Some(&p), Some(&below[0]), 1),
+            ("m", ">=", "m{".into(), 2)
+        );
+        assert_eq!(
+            range(Some(&p), Some(&above[0]), 1),
+            ("m.x", ">", "m{".into(), 2)
+        );
+        assert_eq!(range(None, None, 5000).3, i64::from(MAX_PAGE) + 1);
+    }
+
+    #[test]
+    fn a_page_range_past_the_prefix_is_empty() {
+        let p = prefix("m");
+        let (inside, at_end, past) = (names(&["mz"]), names(&["m"]), names(&["n"]));
+        assert!(!page_range(Some(&p), Some(&inside[0]), 10).is_empty());
+        assert!(!page_range(Some(&p), Some(&at_end[0]), 10).is_empty());
+        assert!(page_range(Some(&p), Some(&past[0]), 10).is_empty());
+        assert!(!page_range(None, Some(&past[0]), 10).is_empty());
+    }
+
+    #[tokio::test]
+    async fn memory_list_page_narrows_to_the_prefix_and_ends_with_it() {
+        let store = memory::MemoryStore::new();
+        for n in ["a", "a.b", "a-b", "a:b", "a_b", "ab", "b", "A"] {
+            store.insert(n, 0, 1);
+        }
+        let read = |prefix: &'static str, after: Option<&'static str>, limit| {
+            let store = &store;
+            async move {
+                let after = after.map(|a| names(&[a]).remove(0));
+                let page = store
+                    .list_page(Some(&self::prefix(prefix)), after.as_ref(), limit)
+                    .await
+                    .unwrap();
+                let got: Vec<String> = page.rows.iter().map(|r| r.name.to_string()).collect();
+                (got, page.more)
+            }
+        };
+        let all_a = ["a", "a-b", "a.b", "a:b", "a_b", "ab"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(read("a", None, 10).await, (all_a.clone(), false));
+        assert_eq!(read("a", None, 6).await, (all_a.clone(), false));
+        assert_eq!(read("a", None, 5).await, (all_a[..5].to_vec(), true));
+        assert_eq!(
+            read("a", Some("a:b"), 10).await,
+            (all_a[4..].to_vec(), false)
+        );
+        assert_eq!(read("a", Some("ab"), 10).await, (vec![], false));
+        assert_eq!(read("a", Some("b"), 10).await, (vec![], false));
+        assert_eq!(read("a", Some("A"), 1).await, (vec!["a".into()], true));
+        assert_eq!(read("a.", None, 10).await, (vec!["a.b".into()], false));
+        assert_eq!(read("c", None, 10).await, (vec![], false));
     }
 
     #[test]

@@ -1,14 +1,23 @@
 // seqd monitor: polls one page of GET /v1/sequences (PAGE sequences by name)
 // every 2 s and draws one row per sequence; next/previous move between pages
-// by the API's `next` cursor. <body> carries data-page (1-based) and
-// data-refreshes. Every number cell carries data-k (what it is) and data-v (the raw
-// value from the API), which the browser test reads back. Paths are relative,
-// so the page also works behind a reverse proxy's path prefix.
+// by the API's `next` cursor, and the search box narrows the list to the
+// names starting with what is typed (the API's `prefix`, debounced; a new
+// prefix starts again at its first page). Only the page shown is ever
+// requested, never the whole list: the page stays as fast with a million
+// sequences as with ten. <body> carries data-page (1-based), data-prefix (of
+// the page shown) and data-refreshes. Every number cell carries data-k (what
+// it is) and data-v (the raw value from the API), which the browser test
+// reads back. Paths are relative, so the page also works behind a reverse
+// proxy's path prefix; the prefix is kept in the page's own query string
+// (`?prefix=`), so a filtered view can be linked and survives a reload.
 'use strict';
 
 (() => {
   const REFRESH_MS = 2000;
   const PAGE = 100;
+  const SEARCH_DEBOUNCE_MS = 300;
+  // The start of a sequence name: what the API accepts as `prefix`.
+  const PREFIX = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
   const $ = (id) => document.getElementById(id);
   const nf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
   const nf1 = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
@@ -25,8 +34,8 @@
     });
   }
 
-  async function getJson(path) {
-    const resp = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' } });
+  async function getJson(path, signal) {
+    const resp = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' }, signal });
     const body = await resp.text();
     if (!resp.ok) {
       let detail = 'HTTP ' + resp.status;
@@ -172,14 +181,22 @@
           : null));
   }
 
-  function render(sequences) {
+  function render(sequences, shownPrefix) {
     const now = performance.now();
     const totals = { live: 0, rate: 0, issued: 0n, errors: 0n };
     // Live sequences first, then the ones this instance has not served; by name within each.
     const sorted = [...sequences].sort((a, b) =>
       (a.buffer ? 0 : 1) - (b.buffer ? 0 : 1) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     $('rows').replaceChildren(...sorted.map((s) => row(s, now, totals)));
-    $('empty').hidden = sequences.length > 0;
+    // Keep the live-rate memory to the page shown: paging through a million
+    // sequences must not grow it.
+    const shown = new Set(sequences.map((s) => s.name));
+    for (const name of previous.keys()) {
+      if (!shown.has(name)) previous.delete(name);
+    }
+    $('empty').hidden = sequences.length > 0 || shownPrefix !== null;
+    $('no-match').hidden = sequences.length > 0 || shownPrefix === null;
+    $('no-match-prefix').textContent = shownPrefix || '';
     $('t-live').textContent = nf.format(totals.live);
     $('t-total').textContent = nf.format(sequences.length);
     $('t-rate').textContent = rate(totals.rate);
@@ -223,57 +240,77 @@
 
   let info = null;
   let refreshes = 0; // successful refreshes, in data-refreshes on <body>
-  // Paging: `after` of the page shown (null: the first), the cursors of the
-  // pages before it, and the API's `next` for the page after it.
+  // What is shown: the names starting with `prefix` (null: all), the page
+  // after `after` (null: the first), the cursors of the pages before it, and
+  // the API's `next` for the page after it. `view` counts the moves to
+  // another page or prefix: a load started for an older view is dropped.
+  let prefix = null;
   let after = null;
-  const before = [];
+  let before = [];
   let next = null;
+  let view = 0;
   let timer = null;
+  let loading = null; // the AbortController of the load in flight
 
-  function pagePath(cursor) {
-    return 'v1/sequences?limit=' + PAGE + (cursor === null ? '' : '&after=' + encodeURIComponent(cursor));
+  function pagePath(pfx, cursor) {
+    return 'v1/sequences?limit=' + PAGE +
+      (pfx === null ? '' : '&prefix=' + encodeURIComponent(pfx)) +
+      (cursor === null ? '' : '&after=' + encodeURIComponent(cursor));
   }
 
-  function renderPager(sequences) {
+  function renderPager(sequences, shownPrefix) {
     $('prev').disabled = before.length === 0;
     $('next').disabled = next === null;
     const page = before.length + 1;
     const names = sequences.map((s) => s.name).sort();
-    $('page-info').textContent = 'page ' + page +
+    const text = 'page ' + page +
+      (shownPrefix === null ? '' : ' of names starting with “' + shownPrefix + '”') +
       (names.length ? ' · ' + names[0] + ' – ' + names[names.length - 1] : '');
+    $('page-info').textContent = text;
+    $('view-info').textContent = text;
     document.body.dataset.page = String(page);
+    document.body.dataset.prefix = shownPrefix === null ? '' : shownPrefix;
   }
 
   async function tick() {
-    const cursor = after;
+    const mine = view;
+    const [pfx, cursor] = [prefix, after];
+    clearTimeout(timer);
+    const controller = new AbortController();
+    loading = controller;
     try {
       if (!info) {
-        info = await getJson('v1/info');
+        info = await getJson('v1/info', controller.signal);
         renderInfo(info);
       }
-      const data = await getJson(pagePath(cursor));
-      if (cursor !== after) return; // the page changed meanwhile; its own load draws it
+      const data = await getJson(pagePath(pfx, cursor), controller.signal);
+      if (mine !== view) return; // moved meanwhile; the move loads its own view
       next = data.next;
-      render(data.sequences);
-      renderPager(data.sequences);
+      render(data.sequences, pfx);
+      renderPager(data.sequences, pfx);
       setConnection(true);
       refreshes += 1;
       document.body.dataset.refreshes = String(refreshes);
     } catch (e) {
-      setConnection(false, String(e.message || e));
+      if (mine === view) setConnection(false, String(e.message || e));
     } finally {
-      clearTimeout(timer);
-      timer = setTimeout(tick, REFRESH_MS);
+      if (mine === view) {
+        clearTimeout(timer);
+        timer = setTimeout(tick, REFRESH_MS);
+      }
     }
   }
 
-  // Moves to another page and loads it at once.
+  // Moves to another page (or prefix) and loads it at once; the load of the
+  // view left, if still in flight, is cancelled.
   function go(cursor) {
+    view += 1;
     after = cursor;
     next = null;
     $('prev').disabled = true;
     $('next').disabled = true;
     clearTimeout(timer);
+    if (loading) loading.abort();
     tick();
   }
 
@@ -286,6 +323,53 @@
     if (before.length === 0) return;
     go(before.pop());
   });
+
+  // Search: what is typed becomes the prefix once typing pauses (or at
+  // Enter); Escape clears it. Text that cannot start a name is flagged and
+  // changes nothing.
+  const search = $('search');
+  let searchTimer = null;
+
+  function applySearch() {
+    clearTimeout(searchTimer);
+    const text = search.value.trim();
+    const valid = text === '' || PREFIX.test(text);
+    search.setAttribute('aria-invalid', valid ? 'false' : 'true');
+    $('search-hint').hidden = valid;
+    if (!valid) return;
+    const wanted = text === '' ? null : text;
+    if (wanted === prefix) return;
+    prefix = wanted;
+    before = [];
+    const url = new URL(window.location.href);
+    if (prefix === null) url.searchParams.delete('prefix');
+    else url.searchParams.set('prefix', prefix);
+    window.history.replaceState(null, '', url);
+    go(null);
+  }
+
+  search.addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(applySearch, SEARCH_DEBOUNCE_MS);
+  });
+  search.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      applySearch();
+    } else if (e.key === 'Escape') {
+      search.value = '';
+      applySearch();
+    }
+  });
+
+  const linked = new URLSearchParams(window.location.search).get('prefix');
+  if (linked !== null) {
+    search.value = linked;
+    const valid = PREFIX.test(linked);
+    search.setAttribute('aria-invalid', valid ? 'false' : 'true');
+    $('search-hint').hidden = valid;
+    if (valid) prefix = linked;
+  }
 
   tick();
 })();

@@ -17,15 +17,16 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOpti
 use sqlx::Connection;
 
 use super::MySqlWorkerLeases;
-use crate::domain::{NewSequence, SeqName};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
-use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 use crate::store::{
-    fetch_page, initial_max_id, insert_failed, reservation, row_from_columns, unavailable,
-    Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+    binary_page_sql, fetch_page, initial_max_id, insert_failed, reservation, row_from_columns,
+    unavailable, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
+    StoreOptions,
 };
+use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
@@ -247,11 +248,11 @@ impl Store for MySqlStore {
 
     async fn list_page(
         &self,
+        prefix: Option<&NamePrefix>,
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name > ? ORDER BY name LIMIT ?");
-        fetch_page(&self.pool, &sql, after, limit, to_row).await
+        fetch_page(&self.pool, binary_page_sql, prefix, after, limit, to_row).await
     }
 
     async fn update(

@@ -18,7 +18,7 @@ use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::{prepare, PgWorkerLeases};
-use crate::domain::{NewSequence, SeqName};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::MigrateMode;
 use crate::store::pool::Held;
@@ -60,6 +60,20 @@ pub const BUMP_ALL: &str = "UPDATE sequences \
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
+
+/// One page of rows: names compared with `lower_op` (`>` or `>=`) to `$1`
+/// and below `$2`, at most `$3` rows, in byte order. Every comparison and
+/// the order are on `name COLLATE "C"` (byte order, as on SQLite and MySQL,
+/// whatever the database's collation), which the index of migration 0003
+/// (`sequences_name_bytes`) serves: the primary key's index, in the
+/// database's collation, cannot, and each page would sort the whole table.
+pub fn page_sql(lower_op: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM sequences \
+         WHERE name COLLATE \"C\" {lower_op} $1 AND name COLLATE \"C\" < $2 \
+         ORDER BY name COLLATE \"C\" LIMIT $3"
+    )
+}
 
 use crate::store::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
@@ -212,14 +226,11 @@ impl Store for PostgresStore {
 
     async fn list_page(
         &self,
+        prefix: Option<&NamePrefix>,
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM sequences WHERE name COLLATE \"C\" > $1 \
-             ORDER BY name COLLATE \"C\" LIMIT $2"
-        );
-        fetch_page(&self.pool, &sql, after, limit, to_row).await
+        fetch_page(&self.pool, page_sql, prefix, after, limit, to_row).await
     }
 
     async fn update(

@@ -13,15 +13,15 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use super::SqliteWorkerLeases;
-use crate::domain::{NewSequence, SeqName};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
-use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 use crate::store::{
-    fetch_page, initial_max_id, insert_failed, reservation, unavailable, Reservation, SequencePage,
-    SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+    binary_page_sql, fetch_page, initial_max_id, insert_failed, reservation, unavailable,
+    Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
 };
+use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
@@ -201,11 +201,11 @@ impl Store for SqliteStore {
 
     async fn list_page(
         &self,
+        prefix: Option<&NamePrefix>,
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name > ? ORDER BY name LIMIT ?");
-        fetch_page(&self.pool, &sql, after, limit, to_row).await
+        fetch_page(&self.pool, binary_page_sql, prefix, after, limit, to_row).await
     }
 
     async fn update(
