@@ -1,8 +1,8 @@
 //! The per-sequence double buffer: the current segment, the next one, and the
 //! single background fetch that fills the next one.
 //!
-//! Hot path: load the current segment (`arc-swap`, no lock) and claim IDs with
-//! one `fetch_add`. Slow path (current empty): switch to the next segment under
+//! Hot path: claim IDs from the current segment, kept inline in the buffer
+//! (one compare-and-swap, docs/design.md, "The double buffer"). Slow path (current empty): switch to the next segment under
 //! a short mutex, or wait asynchronously (tokio `Notify`) for the fetch in
 //! flight, up to the wait timeout.
 
