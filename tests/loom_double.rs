@@ -288,3 +288,33 @@ fn install_next_racing_a_drained_current_hands_out_each_id_once() {
         assert_eq!(b.issued(), 3);
     });
 }
+
+/// (d) Segments with a hole between them (1..=1, then 5..=6: the row was
+/// moved on by another instance): a taker that read the old cursor and the
+/// new end, or the new cursor and the old end, must never hand out an ID of
+/// the hole (2..=4) nor any ID twice.
+#[test]
+fn takers_racing_a_switch_over_a_hole_never_hand_out_an_id_of_the_hole() {
+    model(|| {
+        let b = buffer(1, 1, Some((5, 2)));
+        let b1 = b.clone();
+        let t = thread::spawn(move || {
+            let mut out = Vec::new();
+            request(&b1, 2, &mut out);
+            ids(&out)
+        });
+        let mut out = Vec::new();
+        request(&b, 1, &mut out);
+        request(&b, 1, &mut out);
+        let mine = ids(&out);
+        let theirs = t.join().unwrap();
+        assert_increasing(&mine, "main");
+        assert_increasing(&theirs, "t");
+        let mut all: Vec<i64> = mine.into_iter().chain(theirs).collect();
+        let mut rest = Vec::new();
+        while b.take(1, &mut rest).missing == 0 {}
+        all.extend(ids(&rest));
+        all.sort_unstable();
+        assert_eq!(all, vec![1, 5, 6], "an ID of the hole, or one twice");
+    });
+}
