@@ -1,11 +1,13 @@
 //! Bytes per idle live sequence in the allocator, measured in process: a
 //! counting global allocator and the RSS around warming `N` sequences (one
-//! `next` each) on the in-memory store, whose rows are made before the first
-//! reading so they are not counted. BENCHMARKS.md, "A million sequences".
+//! `next` each) on the in-memory store, whose rows (and per-name records)
+//! are made before the first reading so they are not counted. BENCHMARKS.md, "A million sequences".
 //!
 //! `cargo run --release --example memory_per_sequence [N]` (default 1,000,000)
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc as System;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -14,27 +16,39 @@ use seqd::allocator::buffer::SeqBuffer;
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::domain::SeqName;
 use seqd::store::memory::MemoryStore;
+use seqd::store::Store;
 
-/// The system allocator, counting the bytes asked for and the live blocks.
+/// The `seqd` binary's allocator (mimalloc), counting the bytes asked for
+/// and the live blocks.
 struct Counting;
 
 static BYTES: AtomicUsize = AtomicUsize::new(0);
 static BLOCKS: AtomicUsize = AtomicUsize::new(0);
+/// Live blocks by size class (powers of two: `[2^k, 2^(k+1))`).
+static CLASSES: [AtomicUsize; 32] = [const { AtomicUsize::new(0) }; 32];
+
+fn class(size: usize) -> usize {
+    (usize::BITS - size.max(1).leading_zeros() - 1) as usize
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         BYTES.fetch_add(layout.size(), Ordering::Relaxed);
         BLOCKS.fetch_add(1, Ordering::Relaxed);
+        CLASSES[class(layout.size())].fetch_add(1, Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
         BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        CLASSES[class(layout.size())].fetch_sub(1, Ordering::Relaxed);
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         BYTES.fetch_add(new_size, Ordering::Relaxed);
         BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        CLASSES[class(layout.size())].fetch_sub(1, Ordering::Relaxed);
+        CLASSES[class(new_size)].fetch_add(1, Ordering::Relaxed);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -64,7 +78,13 @@ async fn main() {
     for name in &names {
         store.insert(name.as_str(), 0, 1000);
     }
+    // The in-memory store keeps a record per name on its first reservation
+    // (fault injection); make them now so the readings below leave them out.
+    for name in &names {
+        store.reserve(name, 1).await.expect("row");
+    }
     let alloc = Allocator::new(store, AllocatorConfig::default());
+    let classes0: Vec<usize> = CLASSES.iter().map(|c| c.load(Ordering::Relaxed)).collect();
     let (bytes0, blocks0, rss0) = (
         BYTES.load(Ordering::Relaxed),
         BLOCKS.load(Ordering::Relaxed),
@@ -101,4 +121,15 @@ async fn main() {
     println!("heap bytes asked per sequence: {:.0}", per(bytes0, bytes1));
     println!("heap blocks per sequence: {:.2}", per(blocks0, blocks1));
     println!("RSS growth per sequence: {:.0} bytes", per(rss0, rss1));
+    println!("blocks per sequence by size class:");
+    for (k, c) in CLASSES.iter().enumerate() {
+        let d = per(classes0[k], c.load(Ordering::Relaxed));
+        if d.abs() >= 0.01 {
+            println!(
+                "  {:>6}..{:<6} bytes: {d:.2}",
+                1usize << k,
+                (1usize << (k + 1)) - 1
+            );
+        }
+    }
 }

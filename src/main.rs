@@ -5,6 +5,13 @@ use clap::Parser;
 #[cfg(not(seqd_loom))]
 use seqd::config::{Cli, Command};
 
+/// mimalloc: every live sequence holds three blocks (its buffer, its name,
+/// its map entry), which mimalloc's size classes pack with less waste than
+/// glibc malloc (BENCHMARKS.md, "A million sequences").
+#[cfg(not(seqd_loom))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Under `--cfg seqd_loom` only the model-checked core is built; no server.
 #[cfg(seqd_loom)]
 fn main() {}

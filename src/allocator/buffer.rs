@@ -6,6 +6,7 @@
 //! a short mutex, or wait asynchronously (tokio `Notify`) for the fetch in
 //! flight, up to the wait timeout.
 
+use std::num::{NonZeroI64, NonZeroU64};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -50,19 +51,38 @@ enum Terminal {
 #[derive(Debug)]
 struct FetchState {
     /// Last ID of the last segment installed; new segments must start above it.
-    high_water: Option<i64>,
+    /// (At least 1: IDs below 1 are never installed, so `Option` costs no byte.)
+    high_water: Option<NonZeroI64>,
     row_step: i64,
     last_size: i64,
     rate_per_sec: f64,
     /// True once `rate_per_sec` holds a measurement.
     rate_measured: bool,
     /// (time, IDs issued) when the previous fetch started.
-    rate_sample: Option<(Duration, u64)>,
-    last_fetch_at: Option<Duration>,
-    last_fetch_latency: Option<Duration>,
+    rate_sample: Option<(Stamp, u64)>,
+    last_fetch_at: Option<Stamp>,
+    last_fetch_latency: Option<Stamp>,
     last_error: Option<FetchFailure>,
     consecutive_failures: u32,
-    terminal: Option<(Terminal, Duration)>,
+    terminal: Option<(Terminal, Stamp)>,
+}
+
+/// A time on the allocator's clock (or a duration) in 8 bytes, `Option`
+/// included: nanoseconds plus one. Keeps `FetchState` small, since every
+/// live sequence has one (docs/design.md, "The hot path and the memory of
+/// one sequence").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp(NonZeroU64);
+
+impl Stamp {
+    fn of(d: Duration) -> Self {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1);
+        Stamp(NonZeroU64::new(nanos.min(u64::MAX - 1) + 1).expect("at least 1"))
+    }
+
+    fn get(self) -> Duration {
+        Duration::from_nanos(self.0.get() - 1)
+    }
 }
 
 /// One sequence's double buffer. See the module docs.
@@ -282,6 +302,7 @@ impl SeqBuffer {
     fn live_terminal(&self) -> Option<Terminal> {
         let state = self.state.lock().unwrap();
         let (t, at) = state.terminal?;
+        let at = at.get();
         let now = self.shared.clock.now();
         (now.saturating_sub(at) < self.shared.config.negative_ttl).then_some(t)
     }
@@ -292,6 +313,7 @@ impl SeqBuffer {
         let issued = self.segments.issued();
         let mut st = self.state.lock().unwrap();
         if let Some((t0, n0)) = st.rate_sample {
+            let t0 = t0.get();
             // Over less than a second, IDs taken in one instant (a batch, a
             // burst of concurrent requests) would read as an absurd rate.
             let secs = now.saturating_sub(t0).as_secs_f64().max(1.0);
@@ -316,12 +338,12 @@ impl SeqBuffer {
             };
             st.rate_measured = true;
         }
-        st.rate_sample = Some((now, issued));
+        st.rate_sample = Some((Stamp::of(now), issued));
         let input = StepInput {
             row_step: st.row_step,
             prev_size: st.last_size,
             rate_per_sec: st.rate_per_sec,
-            prev_lifetime: st.last_fetch_at.map(|t| now.saturating_sub(t)),
+            prev_lifetime: st.last_fetch_at.map(|t| now.saturating_sub(t.get())),
         };
         self.shared
             .policy
@@ -341,7 +363,7 @@ impl SeqBuffer {
         let mut first = r.first();
         // IDs below 1 are never handed out (a row lowered below zero by SQL
         // is lifted like a regression), which the segment cursor relies on.
-        let floor = st.high_water.unwrap_or(0).max(0);
+        let floor = st.high_water.map_or(0, NonZeroI64::get);
         let regression = st.high_water.is_some();
         if r.max_id <= floor {
             drop(st);
@@ -358,12 +380,12 @@ impl SeqBuffer {
         }
         let len = (r.max_id - first + 1) as u64;
         let seg = Segment::new(first, len, self.shared.config.prefetch_ratio, now);
-        st.high_water = Some(r.max_id);
+        st.high_water = NonZeroI64::new(r.max_id);
         st.row_step = r.row_step;
         // The trimmed length: a catch-up reservation is not a step to adapt from.
         st.last_size = len as i64;
-        st.last_fetch_at = Some(started);
-        st.last_fetch_latency = Some(now.saturating_sub(started));
+        st.last_fetch_at = Some(Stamp::of(started));
+        st.last_fetch_latency = Some(Stamp::of(now.saturating_sub(started)));
         st.last_error = None;
         st.consecutive_failures = 0;
         st.terminal = None;
@@ -392,7 +414,7 @@ impl SeqBuffer {
     fn fail_terminal(&self, t: Terminal) {
         let now = self.shared.clock.now();
         let mut st = self.state.lock().unwrap();
-        st.terminal = Some((t, now));
+        st.terminal = Some((t, Stamp::of(now)));
         st.last_error = Some(match t {
             Terminal::NotFound => FetchFailure::NotFound,
             Terminal::Exhausted => FetchFailure::Exhausted,
@@ -419,7 +441,7 @@ impl SeqBuffer {
 
     /// The highest ID this buffer has reserved so far, if any.
     pub fn high_water(&self) -> Option<i64> {
-        self.state.lock().unwrap().high_water
+        self.state.lock().unwrap().high_water.map(NonZeroI64::get)
     }
 
     /// The numbers `/metrics` reads (no allocation).
@@ -435,7 +457,7 @@ impl SeqBuffer {
             regressions: self.regressions.load(Ordering::Relaxed),
             step: st.last_size,
             ids_available: cur.remaining() + next.map_or(0, |n| n.remaining()),
-            high_water: st.high_water,
+            high_water: st.high_water.map(NonZeroI64::get),
         }
     }
 
@@ -465,8 +487,10 @@ impl SeqBuffer {
             waits: self.waits.load(Ordering::Relaxed),
             last_fetch_ago_ms: st
                 .last_fetch_at
-                .map(|t| now.saturating_sub(t).as_millis() as u64),
-            last_fetch_latency_ms: st.last_fetch_latency.map(|d| d.as_secs_f64() * 1000.0),
+                .map(|t| now.saturating_sub(t.get()).as_millis() as u64),
+            last_fetch_latency_ms: st
+                .last_fetch_latency
+                .map(|d| d.get().as_secs_f64() * 1000.0),
             last_error: st.last_error.clone(),
         }
     }

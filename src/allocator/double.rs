@@ -46,9 +46,10 @@ pub struct DoubleBuffer {
 /// The part of the buffer behind the mutex.
 struct Slow {
     /// The current segment (its cursor is `DoubleBuffer::cursor`).
-    current: SegmentState,
-    /// The segment fetched ahead.
-    next: Option<SegmentState>,
+    current: Bounds,
+    /// The segment fetched ahead, if `len > 0` (fetched segments are never
+    /// empty; a flag would cost 8 bytes per sequence).
+    next: Bounds,
     /// IDs of the segments already switched away from (all claimed).
     retired: u64,
 }
@@ -62,6 +63,55 @@ pub struct Progress {
     pub past_prefetch_mark: bool,
 }
 
+/// A segment's bounds as the buffer keeps them (24 bytes: every live
+/// sequence holds two).
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    first: i64,
+    len: u64,
+    /// Offset of the prefetch mark from `first`.
+    prefetch_at: u64,
+}
+
+impl Slow {
+    /// Takes the segment fetched ahead, if any.
+    fn take_next(&mut self) -> Option<Bounds> {
+        (self.next.len > 0).then(|| std::mem::replace(&mut self.next, Bounds::NONE))
+    }
+}
+
+impl Bounds {
+    /// No segment.
+    const NONE: Bounds = Bounds {
+        first: 0,
+        len: 0,
+        prefetch_at: 0,
+    };
+
+    fn of(seg: &Segment) -> Self {
+        Bounds {
+            first: seg.first(),
+            len: seg.len(),
+            prefetch_at: seg.prefetch_at(),
+        }
+    }
+
+    /// One past the last ID, as the cursor counts.
+    fn end(&self) -> u64 {
+        to_cursor(self.first) + self.len
+    }
+
+    /// The cursor value past which the next segment should be fetched.
+    fn prefetch_id(&self) -> u64 {
+        to_cursor(self.first) + self.prefetch_at
+    }
+
+    /// The bounds with `used` IDs claimed, for monitoring.
+    fn state(&self, used: u64) -> SegmentState {
+        SegmentState::new(self.first, self.len, used)
+    }
+}
+
 /// `id` as the cursor holds it. Segments hold IDs >= 0 only.
 fn to_cursor(id: i64) -> u64 {
     debug_assert!(id >= 0, "segments hold IDs >= 0");
@@ -71,7 +121,7 @@ fn to_cursor(id: i64) -> u64 {
 impl DoubleBuffer {
     /// A buffer serving `initial` (often an empty placeholder) with no next.
     pub fn new(initial: Segment) -> Self {
-        let current = SegmentState::of(&initial);
+        let current = Bounds::of(&initial);
         DoubleBuffer {
             cursor: AtomicU64::new(to_cursor(current.first)),
             end: AtomicU64::new(current.end()),
@@ -79,7 +129,7 @@ impl DoubleBuffer {
             has_next: AtomicBool::new(false),
             slow: Mutex::new(Slow {
                 current,
-                next: None,
+                next: Bounds::NONE,
                 retired: 0,
             }),
         }
@@ -159,7 +209,7 @@ impl DoubleBuffer {
         if self.cursor.load(Ordering::Relaxed) < self.end.load(Ordering::Relaxed) {
             return true;
         }
-        match slow.next.take() {
+        match slow.take_next() {
             Some(seg) => {
                 self.has_next.store(false, Ordering::Release);
                 slow.retired += slow.current.len;
@@ -175,14 +225,15 @@ impl DoubleBuffer {
     }
 
     /// Installs the segment fetched ahead. Returns it back if one is already
-    /// waiting (callers fetch one at a time, so that is a bug upstream).
+    /// waiting (callers fetch one at a time, so that is a bug upstream) or if
+    /// it is empty.
     /// The segment must start above every ID this buffer held before.
     pub fn install_next(&self, seg: Segment) -> Result<(), Segment> {
         let mut slow = self.slow.lock().unwrap();
-        if slow.next.is_some() {
+        if slow.next.len > 0 || seg.is_empty() {
             return Err(seg);
         }
-        slow.next = Some(SegmentState::of(&seg));
+        slow.next = Bounds::of(&seg);
         self.has_next.store(true, Ordering::Release);
         Ok(())
     }
@@ -211,14 +262,12 @@ impl DoubleBuffer {
     /// The current segment, with its IDs claimed so far.
     pub fn current(&self) -> SegmentState {
         let slow = self.slow.lock().unwrap();
-        SegmentState {
-            used: self.used(&slow),
-            ..slow.current
-        }
+        slow.current.state(self.used(&slow))
     }
 
     /// The next segment, if fetched.
     pub fn next(&self) -> Option<SegmentState> {
-        self.slow.lock().unwrap().next
+        let slow = self.slow.lock().unwrap();
+        (slow.next.len > 0).then(|| slow.next.state(0))
     }
 }

@@ -146,36 +146,23 @@ impl Segment {
     }
 }
 
-/// A segment as the double buffer keeps it: its bounds and how much of it
-/// was claimed (the claims themselves go through the buffer's own cursor).
+/// A point-in-time view of a segment in a double buffer: its bounds and
+/// how many of its IDs were claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentState {
-    pub(super) first: i64,
-    pub(super) len: u64,
-    pub(super) used: u64,
-    /// Offset of the prefetch mark from `first`.
-    pub(super) prefetch_at: u64,
+    first: i64,
+    len: u64,
+    used: u64,
 }
 
 impl SegmentState {
-    /// The bounds of `seg`, nothing claimed.
-    pub(super) fn of(seg: &Segment) -> Self {
+    /// `len` IDs from `first`, `used` of them claimed.
+    pub fn new(first: i64, len: u64, used: u64) -> Self {
         SegmentState {
-            first: seg.first(),
-            len: seg.len(),
-            used: 0,
-            prefetch_at: seg.prefetch_at(),
+            first,
+            len,
+            used: used.min(len),
         }
-    }
-
-    /// One past the last ID, as the buffer's cursor counts.
-    pub(super) fn end(&self) -> u64 {
-        self.first.max(0) as u64 + self.len
-    }
-
-    /// The cursor value past which the next segment should be fetched.
-    pub(super) fn prefetch_id(&self) -> u64 {
-        self.first.max(0) as u64 + self.prefetch_at
     }
 
     /// First ID of the segment.
