@@ -27,7 +27,7 @@ use common::TestDb;
 use seqd::allocator::SeqStats;
 use seqd::config::Settings;
 use seqd::domain::SeqName;
-use seqd::http::metrics::{render_from, DEFAULT_TOP};
+use seqd::http::metrics::{render, render_from, DEFAULT_TOP};
 use seqd::store::memory::MemoryStore;
 use serde_json::{json, Value};
 use server::{Process, TestServer};
@@ -648,6 +648,47 @@ fn a_hundred_thousand_sequences_fit_in_a_megabyte_with_exact_totals() {
     // Another top: the same rule, as many as asked.
     let text = render_synthetic(&all, 7);
     assert_top(&parse(&text), &expected_top(&all, 7), &text);
+}
+
+/// 100,000 sequences made live through the allocator itself (one first use
+/// each, on the in-memory store), then a real scrape: every one is live, the
+/// body is under 1 MB and passes promtool, exactly the top get series, and
+/// the totals count every sequence's ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_live_sequences_scrape_under_a_megabyte() {
+    use futures::StreamExt;
+    use seqd::allocator::{Allocator, AllocatorConfig};
+    const N: usize = 100_000;
+    let store = Arc::new(MemoryStore::new());
+    let names: Vec<SeqName> = (0..N)
+        .map(|i| common::name(&format!("tenant-{i:06}")))
+        .collect();
+    for n in &names {
+        store.insert(n.as_str(), 0, 10);
+    }
+    let alloc = Allocator::new(store, AllocatorConfig::default());
+    let ids: Vec<i64> = futures::stream::iter(&names)
+        .map(|n| {
+            let alloc = alloc.clone();
+            async move { alloc.next(n).await.unwrap() }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert!(ids.iter().all(|&id| id == 1), "each name's first ID is 1");
+    assert_eq!(alloc.names_in_memory().live, N);
+    let text = {
+        let alloc = alloc.clone();
+        tokio::task::spawn_blocking(move || render(&alloc, DEFAULT_TOP))
+            .await
+            .unwrap()
+    };
+    eprintln!("/metrics at {N} live sequences: {} bytes", text.len());
+    assert!(text.len() < MAX_BODY, "{} bytes", text.len());
+    let samples = parse(&text);
+    assert_eq!(shown(&samples, "seqd_ids_issued_total").len(), DEFAULT_TOP);
+    assert_eq!(total(&samples, "seqd_all_ids_issued_total"), N as f64);
+    promtool_check(&text);
 }
 
 /// At a million live sequences the body is still under 1 MB.

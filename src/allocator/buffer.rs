@@ -446,17 +446,16 @@ impl SeqBuffer {
 
     /// The numbers `/metrics` reads (no allocation).
     pub fn stats(&self) -> SeqStats {
-        let cur = self.segments.current();
-        let next = self.segments.next();
+        let (issued, ids_available) = self.segments.counts();
         let st = self.state.lock().unwrap();
         SeqStats {
-            issued: self.segments.issued(),
+            issued,
             fetches: self.fetches.load(Ordering::Relaxed),
             fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
             regressions: self.regressions.load(Ordering::Relaxed),
             step: st.last_size,
-            ids_available: cur.remaining() + next.map_or(0, |n| n.remaining()),
+            ids_available,
             high_water: st.high_water.map(NonZeroI64::get),
         }
     }

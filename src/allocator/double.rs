@@ -259,6 +259,15 @@ impl DoubleBuffer {
             .min(slow.current.len)
     }
 
+    /// IDs handed out so far and IDs left in memory (current plus next), read
+    /// together under one lock: what a `/metrics` scrape reads of every
+    /// sequence.
+    pub fn counts(&self) -> (u64, u64) {
+        let slow = self.slow.lock().unwrap();
+        let used = self.used(&slow);
+        (slow.retired + used, slow.current.len - used + slow.next.len)
+    }
+
     /// The current segment, with its IDs claimed so far.
     pub fn current(&self) -> SegmentState {
         let slow = self.slow.lock().unwrap();
