@@ -60,12 +60,7 @@ fn sync_map<S: std::hash::BuildHasher + Default>(
     let mut m = HashMap::default();
     m.insert(
         n.clone(),
-        Arc::new(DoubleBuffer::new(Segment::new(
-            1,
-            HUGE,
-            0.1,
-            Duration::ZERO,
-        ))),
+        Arc::new(DoubleBuffer::new(Segment::new(1, HUGE, 0.1))),
     );
     ArcSwap::from_pointee(m)
 }
@@ -162,10 +157,7 @@ fn single_thread(c: &mut Criterion) {
         b.iter(|| black_box(&counter).fetch_add(1, Ordering::Relaxed))
     });
 
-    let seg = Segment::new(1, HUGE, 0.1, Duration::ZERO);
-    g.bench_function("segment_take", |b| b.iter(|| black_box(&seg).take(1)));
-
-    let double = DoubleBuffer::new(Segment::new(1, HUGE, 0.1, Duration::ZERO));
+    let double = DoubleBuffer::new(Segment::new(1, HUGE, 0.1));
     g.bench_function("double_buffer_take_fast", |b| {
         b.iter(|| black_box(&double).take_fast(1))
     });
@@ -347,8 +339,7 @@ fn interleaved_summary() {
 
     let counter = AtomicU64::new(0);
     let counter2 = AtomicU64::new(0);
-    let seg = Segment::new(1, HUGE, 0.1, Duration::ZERO);
-    let double = DoubleBuffer::new(Segment::new(1, HUGE, 0.1, Duration::ZERO));
+    let double = DoubleBuffer::new(Segment::new(1, HUGE, 0.1));
     let one = name("order");
     let map: HashMap<SeqName, Arc<u64>> = [(one.clone(), Arc::new(0))].into_iter().collect();
     let swap = ArcSwap::from_pointee(map.clone());
@@ -375,9 +366,6 @@ fn interleaved_summary() {
     let mut cases = vec![
         case("atomic_fetch_add", 1, || {
             black_box(black_box(&counter).fetch_add(1, Ordering::Relaxed));
-        }),
-        case("segment_take", 1, || {
-            black_box(black_box(&seg).take(1));
         }),
         case("double_buffer_take_fast", 1, || {
             black_box(black_box(&double).take_fast(1));

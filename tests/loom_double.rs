@@ -1,5 +1,4 @@
-//! Model checking of the allocator's lock-free core (`allocator::double` and
-//! `allocator::segment`) with loom: every interleaving (up to a preemption
+//! Model checking of the allocator's lock-free core (`allocator::double`) with loom: every interleaving (up to a preemption
 //! bound) of takers racing across a segment switch, a batch racing single
 //! takes, and the installation of the next segment racing takers that found
 //! the current one empty.
@@ -12,8 +11,6 @@
 //!     cargo test --release --test loom_double
 //! ```
 #![cfg(seqd_loom)]
-
-use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
@@ -36,7 +33,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 fn seg(first: i64, len: u64) -> Segment {
-    Segment::new(first, len, 0.1, Duration::ZERO)
+    Segment::new(first, len, 0.1)
 }
 
 /// A buffer serving `first..first+len` with `next` installed (if any).
@@ -112,7 +109,7 @@ fn two_takers_racing_across_a_switch_get_every_id_once_in_order() {
         assert_exactly(mine.into_iter().chain(theirs).collect(), 1..=4);
         assert_eq!(b.issued(), 4);
         assert!(!b.has_next(), "the next segment was switched to");
-        assert_eq!(b.current().first(), 3);
+        assert_eq!(b.current().0.first(), 3);
     });
 }
 
@@ -212,7 +209,7 @@ fn two_batches_racing_across_a_boundary_split_the_ids_without_overlap() {
 #[test]
 fn install_next_racing_takers_on_an_empty_current_loses_nothing() {
     model(|| {
-        let b = Arc::new(DoubleBuffer::new(Segment::empty(Duration::ZERO)));
+        let b = Arc::new(DoubleBuffer::new(Segment::EMPTY));
         let installer = {
             let b = b.clone();
             thread::spawn(move || {

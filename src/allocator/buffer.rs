@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 use super::double::DoubleBuffer;
 use super::failure::FetchFailure;
-use super::segment::{IdRange, Segment, SegmentState};
+use super::segment::{IdRange, Segment};
 use super::step::StepInput;
 use super::{AllocError, Shared};
 use crate::domain::SeqName;
@@ -170,11 +170,10 @@ pub struct BufferSnapshot {
 
 impl SeqBuffer {
     pub(super) fn new(name: SeqName, shared: Arc<Shared>) -> Self {
-        let now = shared.clock.now();
         SeqBuffer {
             name,
             shared,
-            segments: DoubleBuffer::new(Segment::empty(now)),
+            segments: DoubleBuffer::new(Segment::EMPTY),
             fetching: AtomicBool::new(false),
             notify: Notify::new(),
             state: Mutex::new(FetchState {
@@ -379,7 +378,7 @@ impl SeqBuffer {
             first = floor + 1;
         }
         let len = (r.max_id - first + 1) as u64;
-        let seg = Segment::new(first, len, self.shared.config.prefetch_ratio, now);
+        let seg = Segment::new(first, len, self.shared.config.prefetch_ratio);
         st.high_water = NonZeroI64::new(r.max_id);
         st.row_step = r.row_step;
         // The trimmed length: a catch-up reservation is not a step to adapt from.
@@ -462,20 +461,23 @@ impl SeqBuffer {
 
     /// A point-in-time view for monitoring.
     pub fn snapshot(&self) -> BufferSnapshot {
-        let view = |s: &SegmentState| SegmentView {
-            first: s.first(),
-            last: s.last(),
-            cursor: (s.remaining() > 0).then(|| s.first() + s.used() as i64),
-            remaining: s.remaining(),
+        let view = |s: &Segment, used: u64| {
+            let remaining = s.len() - used;
+            SegmentView {
+                first: s.first(),
+                last: s.last(),
+                cursor: (remaining > 0).then(|| s.first() + used as i64),
+                remaining,
+            }
         };
-        let cur = self.segments.current();
+        let (cur, used) = self.segments.current();
         let next = self.segments.next();
         let now = self.shared.clock.now();
         let st = self.state.lock().unwrap();
         BufferSnapshot {
             name: self.name.clone(),
-            current: (!cur.is_empty()).then(|| view(&cur)),
-            next: next.as_ref().map(view),
+            current: (!cur.is_empty()).then(|| view(&cur, used)),
+            next: next.map(|n| view(&n, 0)),
             loading: self.fetching.load(Ordering::Relaxed),
             current_step: st.last_size,
             row_step: st.row_step,

@@ -24,7 +24,7 @@
 //! IDs are at least 0 here (the buffer never installs lower ones), so they
 //! and the end of a segment ending at `i64::MAX` fit an `u64`.
 
-use super::segment::{IdRange, Segment, SegmentState, Taken};
+use super::segment::{IdRange, Segment, Taken};
 use super::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// Current + next segment. See the module docs.
@@ -46,10 +46,10 @@ pub struct DoubleBuffer {
 /// The part of the buffer behind the mutex.
 struct Slow {
     /// The current segment (its cursor is `DoubleBuffer::cursor`).
-    current: Bounds,
+    current: Segment,
     /// The segment fetched ahead, if `len > 0` (fetched segments are never
     /// empty; a flag would cost 8 bytes per sequence).
-    next: Bounds,
+    next: Segment,
     /// IDs of the segments already switched away from (all claimed).
     retired: u64,
 }
@@ -63,53 +63,21 @@ pub struct Progress {
     pub past_prefetch_mark: bool,
 }
 
-/// A segment's bounds as the buffer keeps them (24 bytes: every live
-/// sequence holds two).
-#[derive(Debug, Clone, Copy)]
-struct Bounds {
-    first: i64,
-    len: u64,
-    /// Offset of the prefetch mark from `first`.
-    prefetch_at: u64,
-}
-
 impl Slow {
     /// Takes the segment fetched ahead, if any.
-    fn take_next(&mut self) -> Option<Bounds> {
-        (self.next.len > 0).then(|| std::mem::replace(&mut self.next, Bounds::NONE))
+    fn take_next(&mut self) -> Option<Segment> {
+        (!self.next.is_empty()).then(|| std::mem::replace(&mut self.next, Segment::EMPTY))
     }
 }
 
-impl Bounds {
-    /// No segment.
-    const NONE: Bounds = Bounds {
-        first: 0,
-        len: 0,
-        prefetch_at: 0,
-    };
+/// One past the last ID of `seg`, as the cursor counts.
+fn end_of(seg: &Segment) -> u64 {
+    to_cursor(seg.first()) + seg.len()
+}
 
-    fn of(seg: &Segment) -> Self {
-        Bounds {
-            first: seg.first(),
-            len: seg.len(),
-            prefetch_at: seg.prefetch_at(),
-        }
-    }
-
-    /// One past the last ID, as the cursor counts.
-    fn end(&self) -> u64 {
-        to_cursor(self.first) + self.len
-    }
-
-    /// The cursor value past which the next segment should be fetched.
-    fn prefetch_id(&self) -> u64 {
-        to_cursor(self.first) + self.prefetch_at
-    }
-
-    /// The bounds with `used` IDs claimed, for monitoring.
-    fn state(&self, used: u64) -> SegmentState {
-        SegmentState::new(self.first, self.len, used)
-    }
+/// The cursor value past which the next segment should be fetched.
+fn prefetch_id(seg: &Segment) -> u64 {
+    to_cursor(seg.first()) + seg.prefetch_at()
 }
 
 /// `id` as the cursor holds it. Segments hold IDs >= 0 only.
@@ -121,15 +89,14 @@ fn to_cursor(id: i64) -> u64 {
 impl DoubleBuffer {
     /// A buffer serving `initial` (often an empty placeholder) with no next.
     pub fn new(initial: Segment) -> Self {
-        let current = Bounds::of(&initial);
         DoubleBuffer {
-            cursor: AtomicU64::new(to_cursor(current.first)),
-            end: AtomicU64::new(current.end()),
-            prefetch_at: AtomicU64::new(current.prefetch_id()),
+            cursor: AtomicU64::new(to_cursor(initial.first())),
+            end: AtomicU64::new(end_of(&initial)),
+            prefetch_at: AtomicU64::new(prefetch_id(&initial)),
             has_next: AtomicBool::new(false),
             slow: Mutex::new(Slow {
-                current,
-                next: Bounds::NONE,
+                current: initial,
+                next: Segment::EMPTY,
                 retired: 0,
             }),
         }
@@ -212,11 +179,11 @@ impl DoubleBuffer {
         match slow.take_next() {
             Some(seg) => {
                 self.has_next.store(false, Ordering::Release);
-                slow.retired += slow.current.len;
-                self.prefetch_at.store(seg.prefetch_id(), Ordering::Relaxed);
+                slow.retired += slow.current.len();
+                self.prefetch_at.store(prefetch_id(&seg), Ordering::Relaxed);
                 // The cursor first, then the end: see the module docs.
-                self.cursor.store(to_cursor(seg.first), Ordering::Release);
-                self.end.store(seg.end(), Ordering::Release);
+                self.cursor.store(to_cursor(seg.first()), Ordering::Release);
+                self.end.store(end_of(&seg), Ordering::Release);
                 slow.current = seg;
                 true
             }
@@ -230,10 +197,10 @@ impl DoubleBuffer {
     /// The segment must start above every ID this buffer held before.
     pub fn install_next(&self, seg: Segment) -> Result<(), Segment> {
         let mut slow = self.slow.lock().unwrap();
-        if slow.next.len > 0 || seg.is_empty() {
+        if !slow.next.is_empty() || seg.is_empty() {
             return Err(seg);
         }
-        slow.next = Bounds::of(&seg);
+        slow.next = seg;
         self.has_next.store(true, Ordering::Release);
         Ok(())
     }
@@ -255,8 +222,8 @@ impl DoubleBuffer {
     fn used(&self, slow: &Slow) -> u64 {
         let cursor = self.cursor.load(Ordering::Relaxed);
         cursor
-            .saturating_sub(to_cursor(slow.current.first))
-            .min(slow.current.len)
+            .saturating_sub(to_cursor(slow.current.first()))
+            .min(slow.current.len())
     }
 
     /// IDs handed out so far and IDs left in memory (current plus next), read
@@ -265,18 +232,69 @@ impl DoubleBuffer {
     pub fn counts(&self) -> (u64, u64) {
         let slow = self.slow.lock().unwrap();
         let used = self.used(&slow);
-        (slow.retired + used, slow.current.len - used + slow.next.len)
+        (
+            slow.retired + used,
+            slow.current.len() - used + slow.next.len(),
+        )
     }
 
-    /// The current segment, with its IDs claimed so far.
-    pub fn current(&self) -> SegmentState {
+    /// The current segment and how many of its IDs were claimed.
+    pub fn current(&self) -> (Segment, u64) {
         let slow = self.slow.lock().unwrap();
-        slow.current.state(self.used(&slow))
+        (slow.current, self.used(&slow))
     }
 
     /// The next segment, if fetched.
-    pub fn next(&self) -> Option<SegmentState> {
+    pub fn next(&self) -> Option<Segment> {
         let slow = self.slow.lock().unwrap();
-        (slow.next.len > 0).then(|| slow.next.state(0))
+        (!slow.next.is_empty()).then_some(slow.next)
+    }
+}
+
+#[cfg(all(test, not(seqd_loom)))]
+mod tests {
+    use super::*;
+
+    fn run(first: i64, last: i64) -> Option<IdRange> {
+        Some(IdRange { first, last })
+    }
+
+    #[test]
+    fn take_fast_hands_out_consecutive_ids_then_nothing() {
+        let b = DoubleBuffer::new(Segment::new(11, 5, 0.1));
+        assert_eq!(b.take_fast(2).range, run(11, 12));
+        assert_eq!(b.take_fast(1).range, run(13, 13));
+        // crosses the end: partial run
+        assert_eq!(b.take_fast(5).range, run(14, 15));
+        assert_eq!(b.take_fast(1).range, None);
+        assert_eq!(b.counts(), (5, 0));
+    }
+
+    #[test]
+    fn prefetch_mark_is_ten_percent() {
+        let b = DoubleBuffer::new(Segment::new(1, 100, 0.1));
+        for _ in 0..10 {
+            assert!(!b.take_fast(1).past_prefetch_mark);
+        }
+        assert!(
+            b.take_fast(1).past_prefetch_mark,
+            "the 11th ID passes the 10% mark"
+        );
+    }
+
+    #[test]
+    fn segment_ending_at_i64_max_does_not_overflow() {
+        let b = DoubleBuffer::new(Segment::new(i64::MAX - 2, 3, 0.1));
+        assert_eq!(Segment::new(i64::MAX - 2, 3, 0.1).last(), i64::MAX);
+        assert_eq!(b.take_fast(10).range, run(i64::MAX - 2, i64::MAX));
+        assert_eq!(b.take_fast(1).range, None);
+    }
+
+    #[test]
+    fn empty_placeholder_gives_nothing_and_refuses_an_empty_next() {
+        let b = DoubleBuffer::new(Segment::EMPTY);
+        assert_eq!(b.take_fast(1).range, None);
+        assert!(b.install_next(Segment::EMPTY).is_err());
+        assert!(!b.has_next());
     }
 }
