@@ -192,9 +192,16 @@ pub struct SchemaArgs {
 #[derive(Clone, Args)]
 pub struct DatabaseArgs {
     /// Database URL: postgres://, mysql:// or sqlite:// [default: sqlite://seqd.db?mode=rwc,
-    /// or $DATABASE_URL when set]
-    #[arg(long, env = "SEQD_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
+    /// or $DATABASE_URL when set]. Given several times (or several URLs
+    /// separated by spaces in SEQD_DATABASE_URL), each URL is a stripe, in
+    /// this order: every sequence spans all of them (see `seqd stripes`).
+    #[arg(
+        long,
+        env = "SEQD_DATABASE_URL",
+        hide_env_values = true,
+        value_delimiter = ' '
+    )]
+    pub database_url: Vec<String>,
     /// Largest base step accepted.
     #[arg(long, env = "SEQD_MAX_STEP", default_value_t = 1_000_000)]
     pub max_step: i64,
@@ -216,7 +223,11 @@ impl fmt::Debug for DatabaseArgs {
         f.debug_struct("DatabaseArgs")
             .field(
                 "database_url",
-                &self.database_url.as_deref().map(crate::store::redact_url),
+                &self
+                    .database_url
+                    .iter()
+                    .map(|u| crate::store::redact_url(u))
+                    .collect::<Vec<_>>(),
             )
             .field("max_step", &self.max_step)
             .field("migrate", &self.migrate)
@@ -226,12 +237,29 @@ impl fmt::Debug for DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    /// The URL in force: the flag, `SEQD_DATABASE_URL`, `DATABASE_URL`, or the default.
+    /// The URLs in force, one per stripe (usually one): the flags,
+    /// `SEQD_DATABASE_URL`, `DATABASE_URL`, or the default. Empty entries
+    /// (doubled spaces) are dropped.
+    pub fn urls(&self) -> Vec<String> {
+        let given: Vec<String> = self
+            .database_url
+            .iter()
+            .filter(|u| !u.is_empty())
+            .cloned()
+            .collect();
+        if !given.is_empty() {
+            return given;
+        }
+        match std::env::var("DATABASE_URL") {
+            Ok(u) if !u.trim().is_empty() => u.split_whitespace().map(str::to_string).collect(),
+            _ => vec![DEFAULT_DATABASE_URL.to_string()],
+        }
+    }
+
+    /// The first URL in force (stripe 0): what commands that work on one
+    /// database use.
     pub fn url(&self) -> String {
-        self.database_url
-            .clone()
-            .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string())
+        self.urls().swap_remove(0)
     }
 
     /// The `--migrate` mode and `--schema`.

@@ -80,7 +80,7 @@ pub async fn run(
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         backend = store.backend(),
-        database = %store::redact_url(&settings.database_url),
+        database = %store::redact_url(&settings.database_urls[0]),
         listen = %addr,
         admin_auth = admin.describe(),
         "seqd started"
@@ -146,7 +146,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
     let db = open_database(
-        &settings.database_url,
+        &settings.database_urls[0],
         &settings.store_options(),
         settings.schema.mode,
     )

@@ -33,6 +33,14 @@ impl Store for Counting {
         self.reserves.fetch_add(1, Ordering::SeqCst);
         self.inner.reserve(name, min_size).await
     }
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.compare_and_set_max_id(name, expected, new).await
+    }
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         self.inner.create(seq).await
     }

@@ -719,6 +719,14 @@ impl Store for MisconfiguredStore {
     async fn reserve(&self, _: &SeqName, _: i64) -> Result<Reservation, StoreError> {
         misconfigured()
     }
+    async fn compare_and_set_max_id(
+        &self,
+        _: &SeqName,
+        _: i64,
+        _: i64,
+    ) -> Result<bool, StoreError> {
+        misconfigured()
+    }
     async fn create(&self, _: &NewSequence) -> Result<SequenceRow, StoreError> {
         misconfigured()
     }

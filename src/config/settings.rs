@@ -14,8 +14,8 @@ use crate::store::{self, StoreOptions};
 /// with its password redacted.
 #[derive(Clone)]
 pub struct Settings {
-    /// The database URL.
-    pub database_url: String,
+    /// The database URLs, one per stripe (usually one).
+    pub database_urls: Vec<String>,
     /// Admin bearer token, if any.
     pub admin_token: Option<Secret>,
     /// Allocator tuning.
@@ -38,7 +38,7 @@ impl std::fmt::Debug for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Destructured, so that a new field cannot be left out unnoticed.
         let Settings {
-            database_url,
+            database_urls,
             admin_token,
             allocator,
             shutdown_timeout,
@@ -49,7 +49,13 @@ impl std::fmt::Debug for Settings {
             metrics_top,
         } = self;
         f.debug_struct("Settings")
-            .field("database_url", &store::redact_url(database_url))
+            .field(
+                "database_urls",
+                &database_urls
+                    .iter()
+                    .map(|u| store::redact_url(u))
+                    .collect::<Vec<_>>(),
+            )
             .field("admin_token", admin_token)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
@@ -66,7 +72,7 @@ impl Settings {
     /// Settings for a database URL with every other value at its default.
     pub fn for_database(url: impl Into<String>) -> Self {
         Settings {
-            database_url: url.into(),
+            database_urls: vec![url.into()],
             admin_token: None,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
@@ -81,7 +87,7 @@ impl Settings {
     /// Settings from `seqd serve`'s flags.
     pub fn from_args(args: &ServeArgs) -> Self {
         Settings {
-            database_url: args.db.url(),
+            database_urls: args.db.urls(),
             admin_token: args.admin_token.clone(),
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,

@@ -195,6 +195,34 @@ impl Store for MemoryStore {
         self.reserve_now(name, min_size)
     }
 
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        // The statement that reserves on a stripe: faults and the gate apply,
+        // and it counts as a reservation.
+        let (fail, delay) = self.enter(name.as_str());
+        let _guard = InFlight(self, name.as_str());
+        let mut gate = self.gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if fail {
+            return Err(StoreError::Unavailable("injected failure".into()));
+        }
+        let mut rows = self.rows.lock().unwrap();
+        let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
+        if row.max_id != expected {
+            return Ok(false);
+        }
+        row.max_id = new;
+        row.updated_at = Utc::now();
+        Ok(true)
+    }
+
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let mut rows = self.rows.lock().unwrap();
         if rows.contains_key(&seq.name) {

@@ -35,6 +35,7 @@ pub mod mysql;
 pub mod pool;
 pub mod postgres;
 pub mod sqlite;
+pub mod stripes;
 pub mod workers;
 
 /// One row of the `sequences` table.
@@ -218,6 +219,58 @@ where
     Ok(SequencePage::from_read(rows, limit, convert))
 }
 
+/// [`Store::compare_and_set_max_id`] on a backend's pool: runs `update`
+/// (binds: name, expected, new; `max_id = new` where the name and the
+/// expected value match), then, if it changed no row, `exists` (bind: name)
+/// to tell a moved row (false) from a missing one ([`StoreError::NotFound`]);
+/// `affected` reads the backend's count of changed rows.
+/// `new == expected` only reads: a database may count an update that
+/// changes nothing as no row.
+async fn compare_and_set<DB>(
+    pool: &sqlx::Pool<DB>,
+    update: &str,
+    exists: &str,
+    affected: fn(&DB::QueryResult) -> u64,
+    name: &SeqName,
+    expected: i64,
+    new: i64,
+) -> Result<bool, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let mut held = pool::Held::acquire(pool).await?;
+    if new != expected {
+        let done = sqlx::query::<DB>(update)
+            .bind(name.as_str())
+            .bind(expected)
+            .bind(new)
+            .execute(held.conn())
+            .await
+            .map(|r| affected(&r));
+        held = match done {
+            Ok(1) => {
+                held.finish(Ok(()))?;
+                return Ok(true);
+            }
+            Ok(_) => held,
+            Err(e) => return held.finish(Err(e)),
+        };
+    }
+    let row = sqlx::query_as::<DB, (i64,)>(exists)
+        .bind(name.as_str())
+        .fetch_optional(held.conn())
+        .await;
+    match held.finish(row)? {
+        Some((max_id,)) => Ok(new == expected && max_id == expected),
+        None => Err(StoreError::NotFound),
+    }
+}
+
 /// What a field update (operator change) asks for; `None` leaves a field alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SequencePatch {
@@ -336,6 +389,34 @@ pub trait Store: Send + Sync + 'static {
     /// `i64::MAX` even at the row's own step, and [`StoreError::NotFound`] when
     /// no row has this name.
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError>;
+
+    /// [`Store::reserve`] for a caller that already holds IDs of `name` up
+    /// to `floor` (its high-water mark, 0 if none). A store over several
+    /// databases (stripes) lifts a database that lags below `floor` past it
+    /// in the reserving statement, so the caller's IDs keep increasing when
+    /// it moves between databases. A single database ignores `floor`: its
+    /// row below the mark is a regression, which the allocator detects,
+    /// reports and skips.
+    async fn reserve_above(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+        floor: i64,
+    ) -> Result<Reservation, StoreError> {
+        let _ = floor;
+        self.reserve(name, min_size).await
+    }
+
+    /// Sets `max_id` of the row `name` to `new` if it is still `expected`,
+    /// in one statement (a compare-and-set); true when it was set, false
+    /// when the row holds another value. [`StoreError::NotFound`] when no
+    /// row has this name.
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError>;
 
     /// Inserts a new row with `max_id = start - 1`.
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError>;

@@ -33,7 +33,7 @@ impl TestServer {
     /// Starts a server on `settings.database_url` (migrated first).
     pub async fn start(settings: Settings) -> TestServer {
         let database =
-            startup::open_database_with(&settings.database_url, &settings.store_options())
+            startup::open_database_with(&settings.database_urls[0], &settings.store_options())
                 .await
                 .expect("open database");
         Self::start_with_database(settings, database).await

@@ -23,8 +23,8 @@ use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::MigrateMode;
 use crate::store::pool::Held;
 use crate::store::{
-    fetch_page, initial_max_id, insert_failed, reservation, unavailable, Reservation, SequencePage,
-    SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+    compare_and_set, fetch_page, initial_max_id, insert_failed, reservation, unavailable,
+    Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
 };
 use crate::store::{run_bump, BumpMode, BumpSql, Bumped};
 
@@ -57,6 +57,14 @@ pub const BUMP_NAMED: &str = "UPDATE sequences \
 pub const BUMP_ALL: &str = "UPDATE sequences \
      SET max_id = max_id + $1, updated_at = CURRENT_TIMESTAMP \
      WHERE max_id <= 9223372036854775807 - $1";
+
+/// Sets `max_id` to the third bind where the name (first) and `max_id`
+/// (second) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
+     SET max_id = $3, updated_at = CURRENT_TIMESTAMP WHERE name = $1 AND max_id = $2";
+
+/// Reads `max_id` of one row.
+pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = $1";
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
@@ -186,6 +194,24 @@ impl Store for PostgresStore {
         } else {
             Err(StoreError::NotFound)
         }
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        compare_and_set(
+            &self.pool,
+            SET_MAX_ID_IF,
+            READ_MAX_ID,
+            sqlx::postgres::PgQueryResult::rows_affected,
+            name,
+            expected,
+            new,
+        )
+        .await
     }
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {

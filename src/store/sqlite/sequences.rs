@@ -18,8 +18,9 @@ use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
 use crate::store::{
-    binary_page_sql, fetch_page, initial_max_id, insert_failed, reservation, unavailable,
-    Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+    binary_page_sql, compare_and_set, fetch_page, initial_max_id, insert_failed, reservation,
+    unavailable, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
+    StoreOptions,
 };
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
@@ -43,6 +44,14 @@ pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
 pub const BUMP: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
      WHERE max_id <= 9223372036854775807 - ?";
+
+/// Sets `max_id` to the third bind where the name (first) and `max_id`
+/// (second) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
+     SET max_id = ?3, updated_at = CURRENT_TIMESTAMP WHERE name = ?1 AND max_id = ?2";
+
+/// Reads `max_id` of one row.
+pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = ?1";
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
 const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
@@ -161,6 +170,24 @@ impl Store for SqliteStore {
         } else {
             Err(StoreError::NotFound)
         }
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        compare_and_set(
+            &self.pool,
+            SET_MAX_ID_IF,
+            READ_MAX_ID,
+            sqlx::sqlite::SqliteQueryResult::rows_affected,
+            name,
+            expected,
+            new,
+        )
+        .await
     }
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
