@@ -196,11 +196,17 @@ mod tests {
         let top = layout(2, count, block);
         let (first, last) = top.next_range(0, 0, 10).unwrap();
         assert_eq!((first, last), (2 * block, 2 * block + 9));
-        let near = top.next_range(i64::MAX - 3, 0, 10).unwrap();
-        assert_eq!(near, (i64::MAX - 2, i64::MAX));
-        assert_eq!(top.next_range(i64::MAX, 0, 10), None);
-        // stripe 0's next block would start past i64::MAX
-        assert_eq!(layout(0, count, block).next_range(block, 0, 1), None);
+        // 3 * block = i64::MAX - 1: stripe 2's block ends just below that,
+        let end = 3 * block - 1;
+        assert_eq!(top.next_range(end - 3, 0, 10), Some((end - 2, end)));
+        // and its next one would start past i64::MAX
+        assert_eq!(top.next_range(end, 0, 10), None);
+        // stripe 0's block of the next round is cut at i64::MAX
+        assert_eq!(
+            layout(0, count, block).next_range(block, 0, 10),
+            Some((i64::MAX - 1, i64::MAX))
+        );
+        assert_eq!(layout(0, count, block).next_range(i64::MAX, 0, 1), None);
     }
 
     proptest! {
