@@ -327,6 +327,11 @@ pub struct ServeArgs {
     /// Totals always cover every sequence.
     #[arg(long, value_name = "N", env = "SEQD_METRICS_TOP", default_value_t = DEFAULT_METRICS_TOP)]
     pub metrics_top: usize,
+    /// With several database URLs (stripes): a fetch that a stripe has not
+    /// answered within this long is raced on the next stripe (the slow one
+    /// is marked down until a probe finds it answering).
+    #[arg(long, env = "SEQD_FAILOVER_AFTER", default_value = "200ms", value_parser = humantime::parse_duration)]
+    pub failover_after: Duration,
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use crate::allocator::Allocator;
 use crate::config::{DatabaseArgs, ServeArgs, Settings};
 use crate::http::{router_with_limits, AdminAuth, AppState};
+use crate::store::stripes::{StripeLayout, StripedStore};
 use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLeases};
 
 
@@ -80,7 +81,12 @@ pub async fn run(
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         backend = store.backend(),
-        database = %store::redact_url(&settings.database_urls[0]),
+        databases = %settings
+            .database_urls
+            .iter()
+            .map(|u| store::redact_url(u))
+            .collect::<Vec<_>>()
+            .join(" "),
         listen = %addr,
         admin_auth = admin.describe(),
         "seqd started"
@@ -141,25 +147,44 @@ pub async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
+/// Opens every database of `settings` (each a stripe, in order), prepares
+/// each schema as `--migrate` says, and checks that the databases are the
+/// stripes of one set in this order; the sequence store (a
+/// [`StripedStore`] over them when there are several) and the worker
+/// leases (of the first database).
+pub async fn open_stripes(
+    settings: &Settings,
+) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn WorkerLeases>)> {
+    let options = settings.store_options();
+    let mut databases = Vec::with_capacity(settings.database_urls.len());
+    for url in &settings.database_urls {
+        databases.push(open_database(url, &options, settings.schema.mode).await?);
+    }
+    let leases = databases[0].leases();
+    if databases.len() == 1 {
+        return Ok((databases[0].sequences(), leases));
+    }
+    let stores: Vec<Arc<dyn Store>> = databases.iter().map(Database::sequences).collect();
+    let n = stores.len() as u32;
+    // striped store: wired in startup
+    let layouts = (0..n)
+        .map(|i| StripeLayout::new(i, n, store::stripes::DEFAULT_BLOCK))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| store::StoreError::Config(e.to_string()))?;
+    let striped = StripedStore::new(
+        stores.into_iter().zip(layouts).collect(),
+        settings.failover_after,
+    )?;
+    Ok((Arc::new(striped), leases))
+}
+
 /// `seqd serve`: check the settings, open the store, bind, serve until a signal.
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
-    let db = open_database(
-        &settings.database_urls[0],
-        &settings.store_options(),
-        settings.schema.mode,
-    )
-    .await?;
+    let (store, leases) = open_stripes(&settings).await?;
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    run(
-        listener,
-        db.sequences(),
-        Some(db.leases()),
-        &settings,
-        shutdown_signal(),
-    )
-    .await
+    run(listener, store, Some(leases), &settings, shutdown_signal()).await
 }

@@ -513,7 +513,11 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
         let ask = size.saturating_add(catch_up.unwrap_or(0));
         let started = buf.shared.clock.now();
         let timeout = buf.shared.config.fetch_timeout;
-        let result = tokio::time::timeout(timeout, buf.shared.store.reserve(&buf.name, ask)).await;
+        // Above every ID this buffer holds: a store over several databases
+        // lifts a lagging one past it (a single database ignores it).
+        let floor = buf.high_water().unwrap_or(0);
+        let reserve = buf.shared.store.reserve_above(&buf.name, ask, floor);
+        let result = tokio::time::timeout(timeout, reserve).await;
         let backoff = match result {
             Err(_elapsed) => {
                 tracing::warn!(sequence = %buf.name, ?timeout, "segment fetch timed out; will retry");

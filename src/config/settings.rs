@@ -32,6 +32,9 @@ pub struct Settings {
     pub schema: SchemaSetup,
     /// Sequences given per-sequence series on `/metrics` (`--metrics-top`).
     pub metrics_top: usize,
+    /// With several stripes, how long a stripe may take before the next
+    /// one is raced (`--failover-after`).
+    pub failover_after: Duration,
 }
 
 impl std::fmt::Debug for Settings {
@@ -47,6 +50,7 @@ impl std::fmt::Debug for Settings {
             connections,
             schema,
             metrics_top,
+            failover_after,
         } = self;
         f.debug_struct("Settings")
             .field(
@@ -64,6 +68,7 @@ impl std::fmt::Debug for Settings {
             .field("connections", connections)
             .field("schema", schema)
             .field("metrics_top", metrics_top)
+            .field("failover_after", failover_after)
             .finish()
     }
 }
@@ -81,6 +86,7 @@ impl Settings {
             snowflake: crate::snowflake::SnowflakeSettings::default(),
             schema: SchemaSetup::default(),
             metrics_top: crate::http::metrics::DEFAULT_TOP,
+            failover_after: store::stripes::DEFAULT_FAILOVER_AFTER,
         }
     }
 
@@ -109,6 +115,7 @@ impl Settings {
             snowflake: args.snowflake.settings(),
             schema: args.db.schema_setup(),
             metrics_top: args.metrics_top,
+            failover_after: args.failover_after,
         }
     }
 }

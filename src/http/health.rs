@@ -42,7 +42,20 @@ pub async fn healthz() -> impl IntoResponse {
 pub async fn readyz(State(st): State<AppState>) -> Response {
     match st.reads.run(st.allocator.store().ping()).await {
         Ok(Ok(())) => {
-            Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
+            let stripes = st.allocator.store().stripe_status();
+            if stripes.is_empty() {
+                Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
+            } else {
+                // Ready while any stripe answers; the others are reported.
+                let degraded = stripes
+                    .iter()
+                    .any(|s| !s.up || !s.missing_rows.is_empty());
+                Json(json!({
+                    "status": if degraded { "degraded" } else { "ready" },
+                    "checks": { "database": "ok", "stripes": stripes }
+                }))
+                .into_response()
+            }
         }
         Ok(Err(e)) => {
             super::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
@@ -93,7 +106,8 @@ pub struct HealthDoc {
 #[derive(ToSchema)]
 #[schema(as = Ready)]
 pub struct ReadyDoc {
-    /// `ready` or `unavailable`.
+    /// `ready`, `degraded` (several databases: one is down or lacks a
+    /// row, the others serve) or `unavailable`.
     #[schema(example = "ready")]
     pub status: String,
     /// Each check and its result.
@@ -111,4 +125,29 @@ pub struct ReadyChecksDoc {
     /// `busy`: not checked, too many database reads in flight.
     #[schema(example = "ok")]
     pub database: String,
+    /// With several databases (stripes): the state of each, in order.
+    #[schema(nullable = false)]
+    pub stripes: Option<Vec<StripeDoc>>,
+}
+
+/// One stripe in `/readyz`.
+#[derive(ToSchema)]
+#[schema(as = Stripe)]
+pub struct StripeDoc {
+    /// Position in the set, from 0.
+    pub index: u32,
+    /// `postgres`, `mysql` or `sqlite`.
+    pub backend: String,
+    /// False while marked down (failed or slower than `--failover-after`,
+    /// until a probe finds it answering).
+    pub up: bool,
+    /// Ranges this instance reserved from it.
+    pub reservations: u64,
+    /// Operations on it that failed or were overtaken.
+    pub failures: u64,
+    /// seqd's words for the last failure.
+    pub last_error: Option<String>,
+    /// Sequences that have no row on this stripe while others have one
+    /// (added by SQL to some stripes only).
+    pub missing_rows: Vec<String>,
 }

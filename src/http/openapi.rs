@@ -84,6 +84,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         health::HealthDoc,
         health::ReadyDoc,
         health::ReadyChecksDoc,
+        health::StripeDoc,
         monitor::InfoDoc,
         snowflake::SnowflakeIdDoc,
         snowflake::SnowflakeBatchDoc,

@@ -498,6 +498,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// A short name of the backend for logs and the monitor ("postgres", ...).
     fn backend(&self) -> &'static str;
+
+    /// The state of each stripe of a store over several databases; empty for
+    /// a single database.
+    fn stripe_status(&self) -> Vec<stripes::StripeStatus> {
+        Vec::new()
+    }
 }
 
 /// Returns `url` with any password replaced by `***`, for logs: the password of

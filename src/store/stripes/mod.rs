@@ -1,5 +1,9 @@
-//! One sequence over several databases (stripes). docs/design.md, "Stripes".
+//! One sequence over several databases (stripes): which IDs each stripe
+//! owns ([`layout`]) and the store that spreads reservations over them
+//! ([`striped`]). docs/design.md, "Stripes".
 
 pub mod layout;
+pub mod striped;
 
 pub use layout::{LayoutError, StripeLayout, DEFAULT_BLOCK};
+pub use striped::{StripeStatus, StripedStore, DEFAULT_FAILOVER_AFTER};

@@ -1,0 +1,711 @@
+//! [`StripedStore`]: one [`Store`] over several databases (stripes).
+//!
+//! Reservations: each stripe's row is read, the range is computed by the
+//! stripe's [`StripeLayout`] (lifted past the caller's high-water mark), and
+//! written with one compare-and-set of `max_id`; a lost race reads again.
+//! The stripes are tried in order, stripe 0 first (every sequence and every
+//! instance prefers the same stripe, so IDs stay dense and trend upward
+//! across instances); one that fails is marked down and the next one is
+//! tried at once; one that has not answered after `failover_after` is raced
+//! by the next (the first answer wins, the loser is dropped, which closes its
+//! connection, and is marked down as slow). A stripe marked down is skipped
+//! (tried last) until a background probe (`ping`, backing off from 250 ms to
+//! 5 s) finds it answering again. docs/design.md, "Stripes".
+//!
+//! Admin writes (create, patch, bump) go to every stripe and are refused
+//! while one is down; reads (get, list) take the first stripe that answers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use super::layout::StripeLayout;
+use crate::domain::{NamePrefix, NewSequence, SeqName};
+use crate::store::migrator::MigrateMode;
+use crate::store::{
+    reservation, BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store,
+    StoreError,
+};
+
+/// Gauge: 1 while a stripe is up, 0 while it is marked down, per `stripe`.
+pub const STRIPE_UP: &str = "seqd_stripe_up";
+/// Counter: ranges reserved from a stripe, per `stripe`.
+pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
+/// Counter: operations on a stripe that failed or were overtaken (slow),
+/// per `stripe`.
+pub const STRIPE_FAILURES: &str = "seqd_stripe_failures_total";
+/// Counter: operations raced to the next stripe because the one tried had
+/// not answered within `--failover-after`.
+pub const STRIPE_HEDGES: &str = "seqd_stripe_hedges_total";
+
+/// Default of `--failover-after`.
+pub const DEFAULT_FAILOVER_AFTER: Duration = Duration::from_millis(200);
+
+/// First wait of a down stripe's probe; doubled after each failed probe.
+const PROBE_FIRST: Duration = Duration::from_millis(250);
+/// Longest wait between two probes of a down stripe.
+const PROBE_MAX: Duration = Duration::from_secs(5);
+/// Bound of one probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Compare-and-set rounds one reservation may lose before it gives up.
+const CAS_ROUNDS: u32 = 64;
+/// Names remembered as missing from a stripe (seen by reservations).
+const MISSING_KEPT: usize = 1000;
+
+/// One stripe: its store, its layout and its health.
+struct Stripe {
+    store: Arc<dyn Store>,
+    layout: StripeLayout,
+    label: String,
+    up: AtomicBool,
+    probing: AtomicBool,
+    reservations: AtomicU64,
+    failures: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Stripe {
+    fn index(&self) -> usize {
+        self.layout.index() as usize
+    }
+
+    fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    fn set_up(&self, up: bool) {
+        if self.up.swap(up, Ordering::AcqRel) != up {
+            metrics::gauge!(STRIPE_UP, "stripe" => self.label.clone()).set(if up {
+                1.0
+            } else {
+                0.0
+            });
+            if up {
+                tracing::info!(stripe = self.index(), "stripe answers again; using it");
+            }
+        }
+    }
+}
+
+/// What `/readyz`, the monitor and the CLI show of one stripe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StripeStatus {
+    /// Position in the set, from 0.
+    pub index: u32,
+    /// The backend ("postgres", "mysql", "sqlite").
+    pub backend: &'static str,
+    /// False while marked down (failed or slow, until a probe answers).
+    pub up: bool,
+    /// Ranges reserved from it by this instance.
+    pub reservations: u64,
+    /// Operations on it that failed or were overtaken.
+    pub failures: u64,
+    /// seqd's words for the last failure (no driver text), if any.
+    pub last_error: Option<String>,
+    /// Names this instance found missing on it (reservations that got "no
+    /// such row" there while another stripe had one), at most 1000.
+    pub missing_rows: Vec<String>,
+}
+
+struct Inner {
+    stripes: Vec<Stripe>,
+    failover_after: Duration,
+    /// Names found missing on a stripe, by stripe index.
+    missing: Mutex<BTreeMap<u32, BTreeSet<SeqName>>>,
+}
+
+/// A [`Store`] over several stripes. See the module docs.
+#[derive(Clone)]
+pub struct StripedStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for StripedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripedStore")
+            .field("stripes", &self.inner.stripes.len())
+            .field("failover_after", &self.inner.failover_after)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A boxed operation on one stripe's store.
+type StripeOp<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+
+/// What one stripe's answer means for the others.
+enum Verdict {
+    /// This stripe cannot do it, the next one may (no row there, exhausted
+    /// there): try the next, the stripe stays up.
+    NextMay,
+    /// The stripe failed (unreachable, timed out): mark it down, try the next.
+    Down,
+    /// The request itself is wrong (bad value, configuration): stop.
+    Final,
+}
+
+fn verdict(e: &StoreError) -> Verdict {
+    match e {
+        StoreError::NotFound | StoreError::Exhausted => Verdict::NextMay,
+        StoreError::Unavailable(_) => Verdict::Down,
+        _ => Verdict::Final,
+    }
+}
+
+/// Of two errors from different stripes, the one to answer with: an outage
+/// (the caller retries) over exhaustion over a missing row.
+fn worse(a: StoreError, b: StoreError) -> StoreError {
+    fn rank(e: &StoreError) -> u8 {
+        match e {
+            StoreError::NotFound => 0,
+            StoreError::Exhausted => 1,
+            StoreError::Unavailable(_) => 2,
+            _ => 3,
+        }
+    }
+    if rank(&b) > rank(&a) {
+        b
+    } else {
+        a
+    }
+}
+
+impl StripedStore {
+    /// A striped store over `stripes` (store and layout, in stripe order:
+    /// layout `i` must be stripe `i` of `stripes.len()`), racing a stripe
+    /// that has not answered after `failover_after` with the next one.
+    pub fn new(
+        stripes: Vec<(Arc<dyn Store>, StripeLayout)>,
+        failover_after: Duration,
+    ) -> Result<Self, StoreError> {
+        let n = stripes.len();
+        for (i, (_, layout)) in stripes.iter().enumerate() {
+            if layout.index() as usize != i || layout.count() as usize != n {
+                return Err(StoreError::Config(format!(
+                    "stripe #{i} has the layout of stripe {} of {}",
+                    layout.index(),
+                    layout.count()
+                )));
+            }
+        }
+        let stripes: Vec<Stripe> = stripes
+            .into_iter()
+            .map(|(store, layout)| Stripe {
+                store,
+                layout,
+                label: layout.index().to_string(),
+                up: AtomicBool::new(true),
+                probing: AtomicBool::new(false),
+                reservations: AtomicU64::new(0),
+                failures: AtomicU64::new(0),
+                last_error: Mutex::new(None),
+            })
+            .collect();
+        for s in &stripes {
+            metrics::gauge!(STRIPE_UP, "stripe" => s.label.clone()).set(1.0);
+        }
+        Ok(StripedStore {
+            inner: Arc::new(Inner {
+                stripes,
+                failover_after,
+                missing: Mutex::new(BTreeMap::new()),
+            }),
+        })
+    }
+
+    /// How many stripes the set has.
+    pub fn len(&self) -> usize {
+        self.inner.stripes.len()
+    }
+
+    /// Always false: a set has at least one stripe.
+    pub fn is_empty(&self) -> bool {
+        self.inner.stripes.is_empty()
+    }
+
+    /// The stores of the stripes, in order.
+    pub fn stores(&self) -> Vec<Arc<dyn Store>> {
+        self.inner.stripes.iter().map(|s| s.store.clone()).collect()
+    }
+
+    /// The state of every stripe.
+    pub fn status(&self) -> Vec<StripeStatus> {
+        let missing = self.inner.missing.lock().unwrap();
+        self.inner
+            .stripes
+            .iter()
+            .map(|s| StripeStatus {
+                index: s.layout.index(),
+                backend: s.store.backend(),
+                up: s.is_up(),
+                reservations: s.reservations.load(Ordering::Relaxed),
+                failures: s.failures.load(Ordering::Relaxed),
+                last_error: s.last_error.lock().unwrap().clone(),
+                missing_rows: missing
+                    .get(&s.layout.index())
+                    .map(|names| names.iter().map(|n| n.as_str().to_string()).collect())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// The stripes in the order to try them: those up by index, then those
+    /// marked down (a probe may not have caught up with their recovery).
+    fn order(&self) -> Vec<usize> {
+        let stripes = &self.inner.stripes;
+        let up = (0..stripes.len()).filter(|&i| stripes[i].is_up());
+        let down = (0..stripes.len()).filter(|&i| !stripes[i].is_up());
+        up.chain(down).collect()
+    }
+
+    /// Marks stripe `i` down for `why` (seqd's words) and starts its probe.
+    fn mark_down(&self, i: usize, why: &str) {
+        let s = &self.inner.stripes[i];
+        s.failures.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(STRIPE_FAILURES, "stripe" => s.label.clone()).increment(1);
+        *s.last_error.lock().unwrap() = Some(why.to_string());
+        if s.is_up() {
+            tracing::warn!(
+                stripe = i,
+                backend = s.store.backend(),
+                why,
+                "stripe marked down; using the others until it answers a probe"
+            );
+        }
+        s.set_up(false);
+        if !s.probing.swap(true, Ordering::AcqRel) {
+            tokio::spawn(probe(Arc::downgrade(&self.inner), i));
+        }
+    }
+
+    /// Runs `op` on the stripes in [`StripedStore::order`]: the first
+    /// success wins. A stripe that fails is marked down and the next one
+    /// starts at once; one that has not answered after `failover_after` is
+    /// raced by the next one. Returns the stripe that answered and its
+    /// answer, or the worst error when every stripe failed.
+    async fn first_answer<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        op: impl Fn(Arc<dyn Store>, StripeLayout) -> StripeOp<T>,
+    ) -> Result<(usize, T), StoreError> {
+        let mut waiting = self.order().into_iter();
+        let mut running: JoinSet<(usize, Result<T, StoreError>)> = JoinSet::new();
+        let mut started: Vec<usize> = Vec::new();
+        let mut error: Option<StoreError> = None;
+        let launch = |i: usize, running: &mut JoinSet<_>, started: &mut Vec<usize>| {
+            let s = &self.inner.stripes[i];
+            let fut = op(s.store.clone(), s.layout);
+            running.spawn(async move { (i, fut.await) });
+            started.push(i);
+        };
+        if let Some(i) = waiting.next() {
+            launch(i, &mut running, &mut started);
+        }
+        loop {
+            let more = waiting.len() > 0;
+            let hedge = tokio::time::sleep(self.inner.failover_after);
+            tokio::select! {
+                joined = running.join_next(), if !running.is_empty() => {
+                    let (i, result) = match joined {
+                        Some(Ok(done)) => done,
+                        Some(Err(e)) => {
+                            // A panicked operation: a bug, reported as an outage.
+                            tracing::error!(error = %e, what, "a stripe operation panicked");
+                            error = Some(worse(error.take().unwrap_or(StoreError::NotFound),
+                                StoreError::Unavailable("stripe operation panicked".into())));
+                            if let Some(next) = waiting.next() {
+                                launch(next, &mut running, &mut started);
+                            } else if running.is_empty() {
+                                return Err(error.expect("set above"));
+                            }
+                            continue;
+                        }
+                        None => unreachable!("joined only while running"),
+                    };
+                    started.retain(|&j| j != i);
+                    match result {
+                        Ok(v) => {
+                            // Stripes still running lost a race they had
+                            // more than `failover_after` to win.
+                            for j in started {
+                                self.mark_down(j, "slower than --failover-after");
+                            }
+                            self.inner.stripes[i].set_up(true);
+                            return Ok((i, v));
+                        }
+                        Err(e) => {
+                            match verdict(&e) {
+                                Verdict::Final => return Err(e),
+                                Verdict::Down => self.mark_down(i, &format!("{what} failed: {}", describe(&e))),
+                                Verdict::NextMay => {}
+                            }
+                            error = Some(match error.take() {
+                                Some(prev) => worse(prev, e),
+                                None => e,
+                            });
+                            if let Some(next) = waiting.next() {
+                                launch(next, &mut running, &mut started);
+                            } else if running.is_empty() {
+                                return Err(error.expect("set above"));
+                            }
+                        }
+                    }
+                }
+                _ = hedge, if more => {
+                    metrics::counter!(STRIPE_HEDGES).increment(1);
+                    if let Some(next) = waiting.next() {
+                        launch(next, &mut running, &mut started);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Refuses an admin write while a stripe is marked down: it must reach
+    /// every stripe.
+    fn all_up(&self) -> Result<(), StoreError> {
+        match self.inner.stripes.iter().find(|s| !s.is_up()) {
+            Some(s) => Err(StoreError::Unavailable(format!(
+                "stripe {} is down; admin changes need every stripe",
+                s.index()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs an admin write on every stripe in order; a stripe that fails to
+    /// answer is marked down. Returns each stripe's result.
+    async fn on_every_stripe<T, F, Fut>(
+        &self,
+        op: F,
+    ) -> Result<Vec<Result<T, StoreError>>, StoreError>
+    where
+        F: Fn(Arc<dyn Store>) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        self.all_up()?;
+        let mut out = Vec::with_capacity(self.inner.stripes.len());
+        for (i, s) in self.inner.stripes.iter().enumerate() {
+            let r = op(s.store.clone()).await;
+            if let Err(e @ StoreError::Unavailable(_)) = &r {
+                self.mark_down(i, &format!("admin write failed: {}", describe(e)));
+            }
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// Remembers that `name` has no row on the stripes `on`.
+    fn note_missing(&self, name: &SeqName, on: &[usize]) {
+        let mut missing = self.inner.missing.lock().unwrap();
+        for &i in on {
+            let names = missing.entry(i as u32).or_default();
+            if names.len() < MISSING_KEPT && names.insert(name.clone()) {
+                tracing::error!(sequence = %name, stripe = i,
+                    "sequence has no row on this stripe (added by SQL to the others?); \
+                     serving it from the other stripes");
+            }
+        }
+    }
+
+    /// Forgets `name` as missing on stripe `i` (it has a row there now).
+    fn note_present(&self, name: &SeqName, i: usize) {
+        let mut missing = self.inner.missing.lock().unwrap();
+        if let Some(names) = missing.get_mut(&(i as u32)) {
+            names.remove(name);
+        }
+    }
+}
+
+/// seqd's words for a store error (the variant, not the driver's text).
+fn describe(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::NotFound => "no such row",
+        StoreError::AlreadyExists => "row exists",
+        StoreError::Exhausted => "exhausted",
+        StoreError::Unavailable(_) => "unreachable, timed out or failed",
+        StoreError::Config(_) => "configuration",
+        StoreError::Migration(_) => "schema",
+        StoreError::Invalid(_) => "value refused",
+        StoreError::BumpRefused(_) => "bump refused",
+    }
+}
+
+/// Probes down stripe `i` until it answers, then marks it up. Ends early
+/// when the store is dropped.
+async fn probe(inner: Weak<Inner>, i: usize) {
+    let mut wait = PROBE_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let s = &inner.stripes[i];
+        if s.is_up() {
+            s.probing.store(false, Ordering::Release);
+            return;
+        }
+        let store = s.store.clone();
+        if let Ok(Ok(())) = tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await {
+            s.probing.store(false, Ordering::Release);
+            s.set_up(true);
+            return;
+        }
+        wait = (wait * 2).min(PROBE_MAX);
+    }
+}
+
+/// Reserves on one stripe: reads the row, computes the range with `layout`
+/// above `floor`, and writes it with a compare-and-set; a lost race reads
+/// again (with a short, growing pause after the first few).
+async fn reserve_on(
+    store: Arc<dyn Store>,
+    layout: StripeLayout,
+    name: SeqName,
+    min_size: i64,
+    floor: i64,
+) -> Result<Reservation, StoreError> {
+    for round in 0..CAS_ROUNDS {
+        let row = store.get(&name).await?.ok_or(StoreError::NotFound)?;
+        let want = row.step.max(min_size).max(1);
+        let (first, last) = layout
+            .next_range(row.max_id, floor, want)
+            .ok_or(StoreError::Exhausted)?;
+        if store
+            .compare_and_set_max_id(&name, row.max_id, last)
+            .await?
+        {
+            return reservation(last, last - first + 1, row.step);
+        }
+        if round >= 2 {
+            // Spread the contenders: up to 2^round microseconds, capped.
+            let cap = 1u64 << round.min(14);
+            tokio::time::sleep(Duration::from_micros(jitter(cap))).await;
+        }
+    }
+    Err(StoreError::Unavailable(format!(
+        "lost {CAS_ROUNDS} compare-and-set rounds in a row on a stripe"
+    )))
+}
+
+/// A pseudo-random number in `0..cap` (spreads retries; not for secrets).
+fn jitter(cap: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(cap);
+    h.finish() % cap.max(1)
+}
+
+#[async_trait]
+impl Store for StripedStore {
+    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
+        self.reserve_above(name, min_size, 0).await
+    }
+
+    async fn reserve_above(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+        floor: i64,
+    ) -> Result<Reservation, StoreError> {
+        let missing_on = Arc::new(Mutex::new(Vec::new()));
+        let seen = missing_on.clone();
+        let (i, r) = self
+            .first_answer("reservation", |store, layout| {
+                let name = name.clone();
+                let seen = seen.clone();
+                Box::pin(async move {
+                    let r = reserve_on(store, layout, name, min_size, floor).await;
+                    if matches!(r, Err(StoreError::NotFound)) {
+                        seen.lock().unwrap().push(layout.index() as usize);
+                    }
+                    r
+                })
+            })
+            .await?;
+        let missing = std::mem::take(&mut *missing_on.lock().unwrap());
+        if !missing.is_empty() {
+            self.note_missing(name, &missing);
+        }
+        let s = &self.inner.stripes[i];
+        s.reservations.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(STRIPE_RESERVATIONS, "stripe" => s.label.clone()).increment(1);
+        Ok(r)
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        _name: &SeqName,
+        _expected: i64,
+        _new: i64,
+    ) -> Result<bool, StoreError> {
+        // Each stripe has its own row: there is no one `max_id` to compare.
+        Err(StoreError::Config(
+            "a compare-and-set of max_id names one stripe, not the set".into(),
+        ))
+    }
+
+    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+        let results = self
+            .on_every_stripe(|store| {
+                let seq = seq.clone();
+                async move { store.create(&seq).await }
+            })
+            .await?;
+        // A create that failed half-way is completed by the next one: the
+        // stripes that have the row already say so.
+        let mut created = None;
+        let mut error = None;
+        for r in results {
+            match r {
+                Ok(row) => {
+                    created.get_or_insert(row);
+                }
+                Err(StoreError::AlreadyExists) => {}
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        created.ok_or(StoreError::AlreadyExists)
+    }
+
+    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
+        let name = name.clone();
+        self.first_answer("read", move |store, _| {
+            let name = name.clone();
+            Box::pin(async move { store.get(&name).await })
+        })
+        .await
+        .map(|(_, row)| row)
+    }
+
+    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
+        self.first_answer("read", |store, _| {
+            Box::pin(async move { store.list().await })
+        })
+        .await
+        .map(|(_, rows)| rows)
+    }
+
+    async fn list_page(
+        &self,
+        prefix: Option<&NamePrefix>,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        let prefix = prefix.cloned();
+        let after = after.cloned();
+        self.first_answer("read", move |store, _| {
+            let (prefix, after) = (prefix.clone(), after.clone());
+            Box::pin(async move {
+                store
+                    .list_page(prefix.as_ref(), after.as_ref(), limit)
+                    .await
+            })
+        })
+        .await
+        .map(|(_, page)| page)
+    }
+
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
+        let results = self
+            .on_every_stripe(|store| {
+                let (name, patch) = (name.clone(), patch.clone());
+                async move { store.update(&name, &patch).await }
+            })
+            .await?;
+        let mut updated = None;
+        let mut missing = Vec::new();
+        let mut error = None;
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Ok(row) => {
+                    self.note_present(name, i);
+                    updated.get_or_insert(row);
+                }
+                Err(StoreError::NotFound) => missing.push(i),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let row = updated.ok_or(StoreError::NotFound)?;
+        if !missing.is_empty() {
+            self.note_missing(name, &missing);
+        }
+        Ok(row)
+    }
+
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError> {
+        let names: Option<Vec<SeqName>> = names.map(<[SeqName]>::to_vec);
+        let results = self
+            .on_every_stripe(|store| {
+                let names = names.clone();
+                async move { store.bump(names.as_deref(), by, mode).await }
+            })
+            .await?;
+        let mut first = None;
+        for r in results {
+            let plan = r?;
+            first.get_or_insert(plan);
+        }
+        Ok(first.unwrap_or_default())
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        for s in &self.inner.stripes {
+            s.store.migrate().await?;
+        }
+        Ok(())
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        for s in &self.inner.stripes {
+            s.store.check_schema().await?;
+        }
+        Ok(())
+    }
+
+    async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
+        for s in &self.inner.stripes {
+            s.store.prepare_schema(mode).await?;
+        }
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.first_answer("ping", |store, _| {
+            Box::pin(async move { store.ping().await })
+        })
+        .await
+        .map(|_| ())
+    }
+
+    fn backend(&self) -> &'static str {
+        "striped"
+    }
+
+    fn stripe_status(&self) -> Vec<StripeStatus> {
+        self.status()
+    }
+}

@@ -1,0 +1,202 @@
+//! The striped store and the allocator over it, on in-memory stripes with
+//! fault injection and tokio's paused clock: preferred stripe, failover on
+//! failure and on slowness, probes bringing a stripe back, the lift past the
+//! instance's high-water mark, admin writes on every stripe, missing rows.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, ManualClock};
+use seqd::domain::{NewSequence, SeqName};
+use seqd::store::memory::MemoryStore;
+use seqd::store::stripes::{StripeLayout, StripedStore};
+use seqd::store::{SequencePatch, Store, StoreError};
+
+const BLOCK: i64 = 1_000;
+const FAILOVER: Duration = Duration::from_millis(200);
+
+fn name(s: &str) -> SeqName {
+    SeqName::parse(s).unwrap()
+}
+
+/// `n` in-memory stripes, each with the row `a` (max_id 0, step 10), and
+/// the striped store over them.
+fn stripes(n: u32) -> (Vec<Arc<MemoryStore>>, StripedStore) {
+    let mems: Vec<Arc<MemoryStore>> = (0..n).map(|_| Arc::new(MemoryStore::new())).collect();
+    for m in &mems {
+        m.insert("a", 0, 10);
+    }
+    let set = (0..n)
+        .map(|i| {
+            let store: Arc<dyn Store> = mems[i as usize].clone();
+            (store, StripeLayout::new(i, n, BLOCK).unwrap())
+        })
+        .collect();
+    (mems, StripedStore::new(set, FAILOVER).unwrap())
+}
+
+/// Which stripe of `n` (blocks of [`BLOCK`]) owns `id`.
+fn owner(id: i64, n: u32) -> u32 {
+    ((id / BLOCK) % i64::from(n)) as u32
+}
+
+#[tokio::test(start_paused = true)]
+async fn reservations_come_from_stripe_zero_while_it_answers() {
+    let (mems, set) = stripes(3);
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (1, 10));
+    let r = set.reserve_above(&name("a"), 1, 10).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (11, 20));
+    assert_eq!(mems[1].reserves("a") + mems[2].reserves("a"), 0);
+    assert!(set.status().iter().all(|s| s.up));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_stripe_is_skipped_at_once_and_used_again_after_a_probe() {
+    let (mems, set) = stripes(3);
+    set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    mems[0].set_failing("a", true);
+    // stripe 0 fails: stripe 1 answers, lifted into its own block
+    let started = tokio::time::Instant::now();
+    let r = set.reserve_above(&name("a"), 1, 10).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a failure");
+    assert_eq!((r.first(), r.max_id), (BLOCK, BLOCK + 9));
+    assert!(!set.status()[0].up);
+    // while down, stripe 0 is not asked first
+    let before = mems[0].reserves("a");
+    let r = set.reserve_above(&name("a"), 1, BLOCK + 9).await.unwrap();
+    assert_eq!(r.first(), BLOCK + 10);
+    assert_eq!(mems[0].reserves("a"), before, "a down stripe is tried last");
+    // healed: the probe (a ping) marks it up, and it is preferred again,
+    // lifted past what this instance holds: its next block
+    mems[0].set_failing("a", false);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(set.status()[0].up, "the probe brought stripe 0 back");
+    let r = set.reserve_above(&name("a"), 1, BLOCK + 19).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (3 * BLOCK, 3 * BLOCK + 9));
+    assert_eq!(owner(r.first(), 3), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_stripe_is_raced_after_failover_after_and_marked_down() {
+    let (mems, set) = stripes(2);
+    mems[0].set_delay("a", Duration::from_secs(30));
+    let started = tokio::time::Instant::now();
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!(started.elapsed(), FAILOVER, "raced after --failover-after");
+    assert_eq!(owner(r.first(), 2), 1);
+    assert!(!set.status()[0].up, "the slow stripe is marked down");
+    // the next fetch does not wait for it
+    let started = tokio::time::Instant::now();
+    set.reserve_above(&name("a"), 1, r.max_id).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_every_stripe_down_the_error_is_an_outage_and_then_it_recovers() {
+    let (mems, set) = stripes(2);
+    for m in &mems {
+        m.set_failing("a", true);
+    }
+    assert!(matches!(
+        set.reserve_above(&name("a"), 1, 0).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    mems[1].set_failing("a", false);
+    // down stripes are still tried (last) when none is up
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!(owner(r.first(), 2), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_row_missing_on_one_stripe_is_served_by_another_and_reported() {
+    let (mems, set) = stripes(3);
+    mems[0].remove("a");
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!(owner(r.first(), 3), 1);
+    let status = set.status();
+    assert_eq!(status[0].missing_rows, vec!["a".to_string()]);
+    assert!(status[0].up, "a missing row is not an outage");
+    // missing everywhere: not found
+    for m in &mems {
+        m.remove("a");
+    }
+    assert!(matches!(
+        set.reserve_above(&name("a"), 1, 0).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
+    let (mems, set) = stripes(3);
+    let seq = NewSequence::new(name("b"), 5, 100, String::new(), 1_000_000).unwrap();
+    set.create(&seq).await.unwrap();
+    for m in &mems {
+        assert_eq!(m.max_id("b"), Some(4));
+    }
+    assert!(matches!(
+        set.create(&seq).await,
+        Err(StoreError::AlreadyExists)
+    ));
+    // a create that reached only some stripes is completed by the next one
+    let c = NewSequence::new(name("c"), 1, 100, String::new(), 1_000_000).unwrap();
+    mems[0].create(&c).await.unwrap();
+    set.create(&c).await.unwrap();
+    assert!(mems.iter().all(|m| m.max_id("c") == Some(0)));
+    // one stripe down: refused, nothing written
+    mems[2].set_failing("a", true);
+    set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    mems[0].set_failing("a", true);
+    set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert!(!set.status()[0].up);
+    let d = NewSequence::new(name("d"), 1, 100, String::new(), 1_000_000).unwrap();
+    assert!(matches!(
+        set.create(&d).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    let patch = SequencePatch {
+        step: Some(50),
+        description: None,
+    };
+    assert!(matches!(
+        set.update(&name("b"), &patch).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(mems.iter().all(|m| m.max_id("d").is_none()));
+}
+
+/// The allocator over three stripes that fail in turn: every ID unique,
+/// strictly increasing in the order this instance hands them out, and
+/// owned by the stripe whose block it lies in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_allocator_keeps_order_and_uniqueness_while_stripes_fail_in_turn() {
+    let (mems, set) = stripes(3);
+    let alloc = Allocator::with_parts(
+        Arc::new(set.clone()),
+        AllocatorConfig {
+            wait_timeout: Duration::from_secs(5),
+            ..AllocatorConfig::default()
+        },
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    );
+    let mut seen = HashSet::new();
+    let mut last = 0;
+    for round in 0..12 {
+        let down = round % 4; // 3: none down
+        for (i, m) in mems.iter().enumerate() {
+            m.set_failing("a", i == down);
+        }
+        for _ in 0..35 {
+            let id = alloc.next(&name("a")).await.unwrap();
+            assert!(id > last, "{id} after {last}");
+            assert!(seen.insert(id));
+            last = id;
+        }
+    }
+    // every stripe served some of them
+    let served: HashSet<u32> = seen.iter().map(|&id| owner(id, 3)).collect();
+    assert_eq!(served.len(), 3, "{served:?}");
+}
