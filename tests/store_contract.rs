@@ -1010,7 +1010,43 @@ async fn connect_to_an_unreachable_server_fails_with_unavailable(db: TestDb) {
     }
 }
 
+async fn compare_and_set_max_id_sets_only_the_expected_value_of_that_row(db: TestDb) {
+    let store = common::store(&db).await;
+    store.create(&new_seq("cas", 1, 10)).await.unwrap();
+    store.create(&new_seq("other", 1, 10)).await.unwrap();
+    // the expected value: set
+    assert!(store
+        .compare_and_set_max_id(&name("cas"), 0, 500)
+        .await
+        .unwrap());
+    assert_eq!(common::row(&store, "cas").await.max_id, 500);
+    // a stale expected value: not set, nothing changes
+    assert!(!store
+        .compare_and_set_max_id(&name("cas"), 0, 900)
+        .await
+        .unwrap());
+    assert_eq!(common::row(&store, "cas").await.max_id, 500);
+    // lowering works too (and no other row moves)
+    assert!(store
+        .compare_and_set_max_id(&name("cas"), 500, 7)
+        .await
+        .unwrap());
+    assert_eq!(common::row(&store, "cas").await.max_id, 7);
+    assert_eq!(common::row(&store, "other").await.max_id, 0);
+    // setting the value it holds: true only when it holds it
+    assert!(store.compare_and_set_max_id(&name("cas"), 7, 7).await.unwrap());
+    assert!(!store.compare_and_set_max_id(&name("cas"), 8, 8).await.unwrap());
+    // and the next reservation starts above the value set
+    let r = store.reserve(&name("cas"), 1).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (8, 17));
+    assert!(matches!(
+        store.compare_and_set_max_id(&name("nope"), 0, 1).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
 per_backend!(
+    compare_and_set_max_id_sets_only_the_expected_value_of_that_row,
     create_then_get_returns_the_row_with_max_id_start_minus_one,
     create_keeps_the_description,
     create_with_start_one_has_max_id_zero,

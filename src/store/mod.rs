@@ -220,8 +220,8 @@ where
 }
 
 /// [`Store::compare_and_set_max_id`] on a backend's pool: runs `update`
-/// (binds: name, expected, new; `max_id = new` where the name and the
-/// expected value match), then, if it changed no row, `exists` (bind: name)
+/// (binds, in this order: new, name, expected; `max_id = new` where the
+/// name and the expected value match), then, if it changed no row, `exists` (bind: name)
 /// to tell a moved row (false) from a missing one ([`StoreError::NotFound`]);
 /// `affected` reads the backend's count of changed rows.
 /// `new == expected` only reads: a database may count an update that
@@ -246,9 +246,9 @@ where
     let mut held = pool::Held::acquire(pool).await?;
     if new != expected {
         let done = sqlx::query::<DB>(update)
+            .bind(new)
             .bind(name.as_str())
             .bind(expected)
-            .bind(new)
             .execute(held.conn())
             .await
             .map(|r| affected(&r));

@@ -209,8 +209,16 @@ impl Process {
         })
         .await
         .expect("seqd did not start in time");
-        // Keep draining stderr so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // Keep draining stderr so the child never blocks on a full pipe
+        // (echoed when SEQD_TEST_ECHO_LOGS=1, to debug a test).
+        let echo = std::env::var("SEQD_TEST_ECHO_LOGS").is_ok_and(|v| v == "1");
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if echo {
+                    eprintln!("[seqd {pid}] {line}");
+                }
+            }
+        });
         Process {
             child,
             base: format!("http://{addr}"),

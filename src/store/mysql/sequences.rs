@@ -53,8 +53,8 @@ pub const BUMP: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
      WHERE max_id <= 9223372036854775807 - ?";
 
-/// Sets `max_id` to the third bind where the name (first) and `max_id`
-/// (second) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+/// Sets `max_id` to the first bind where the name (second) and `max_id`
+/// (third) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
 pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
      SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE name = ? AND max_id = ?";
 

@@ -45,10 +45,10 @@ pub const BUMP: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
      WHERE max_id <= 9223372036854775807 - ?";
 
-/// Sets `max_id` to the third bind where the name (first) and `max_id`
-/// (second) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+/// Sets `max_id` to the first bind where the name (second) and `max_id`
+/// (third) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
 pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
-     SET max_id = ?3, updated_at = CURRENT_TIMESTAMP WHERE name = ?1 AND max_id = ?2";
+     SET max_id = ?1, updated_at = CURRENT_TIMESTAMP WHERE name = ?2 AND max_id = ?3";
 
 /// Reads `max_id` of one row.
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = ?1";

@@ -1,0 +1,201 @@
+//! Three stripes (two PostgreSQL schemas and one MariaDB database), three
+//! `seqd serve` processes, clients running the whole time: each stripe is
+//! cut in turn through a proxy, then one is made slow, then two are cut at
+//! once. While any stripe answers no request fails; over the whole run no
+//! ID is handed out twice, and each client's IDs (each client talks to one
+//! instance) are strictly increasing. A stripe that comes back is used
+//! again, lifted past what the instances already served.
+
+mod common;
+mod proxy;
+mod server;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Backend;
+use proxy::{upstream_of, Proxy};
+use server::Process;
+
+/// The block size of a stripe set created without `--block`.
+const BLOCK: i64 = seqd::store::stripes::DEFAULT_BLOCK;
+
+/// Which stripe of 3 owns `id`.
+fn owner(id: i64) -> i64 {
+    (id / BLOCK) % 3
+}
+
+/// One answer a client got.
+#[derive(Debug, Clone)]
+struct Got {
+    client: usize,
+    phase: usize,
+    id: Result<i64, String>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn() {
+    let (Some(pg0), Some(pg1), Some(my)) = (
+        common::test_db(Backend::Postgres).await,
+        common::test_db(Backend::Postgres).await,
+        common::test_db(Backend::Mysql).await,
+    ) else {
+        return;
+    };
+    let proxies = [
+        Proxy::start(upstream_of(&pg0.url)).await,
+        Proxy::start(upstream_of(&pg1.url)).await,
+        Proxy::start(upstream_of(&my.url)).await,
+    ];
+    let urls = [
+        proxies[0].url_for(&pg0.url),
+        proxies[1].url_for(&pg1.url),
+        proxies[2].url_for(&my.url),
+    ]
+    .join(" ");
+    let flags = [
+        "--max-step",
+        "20",
+        "--segment-target",
+        "1s",
+        "--failover-after",
+        "200ms",
+    ];
+    // The first instance sets the stripes up; the others find them.
+    let mut instances = vec![Process::spawn(&urls, &flags).await];
+    for _ in 0..2 {
+        instances.push(Process::spawn(&urls, &flags).await);
+    }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let created = http
+        .post(format!("{}/v1/sequences", instances[0].base))
+        .json(&serde_json::json!({"name": "orders", "step": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{:?}", created.text().await);
+
+    let phase = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for client in 0..6 {
+        let base = instances[client % 3].base.clone();
+        let (http, phase, stop) = (http.clone(), phase.clone(), stop.clone());
+        clients.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let at = phase.load(Ordering::Relaxed);
+                let id = match http
+                    .get(format!("{base}/v1/sequences/orders/next"))
+                    .header("accept", "text/plain")
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == 200 => {
+                        Ok(r.text().await.unwrap().trim().parse::<i64>().unwrap())
+                    }
+                    Ok(r) => Err(format!("{} {}", r.status(), r.text().await.unwrap_or_default())),
+                    Err(e) => Err(e.to_string()),
+                };
+                got.push(Got {
+                    client,
+                    phase: at,
+                    id,
+                });
+            }
+            got
+        }));
+    }
+
+    let hold = Duration::from_secs(3);
+    let settle = Duration::from_millis(1500);
+    let mut next_phase = || {
+        phase.fetch_add(1, Ordering::Relaxed);
+    };
+    tokio::time::sleep(settle).await; // phase 0: all up
+    for p in &proxies {
+        next_phase(); // phases 1, 3, 5: one stripe cut
+        p.cut();
+        tokio::time::sleep(hold).await;
+        p.heal();
+        next_phase(); // phases 2, 4, 6: all back
+        tokio::time::sleep(settle).await;
+    }
+    next_phase(); // phase 7: stripe 0 slow (every round trip 1 s)
+    proxies[0].set_latency(Duration::from_secs(1));
+    tokio::time::sleep(hold).await;
+    proxies[0].set_latency(Duration::ZERO);
+    next_phase(); // phase 8: stripes 0 and 1 cut together
+    proxies[0].cut();
+    proxies[1].cut();
+    tokio::time::sleep(hold).await;
+    proxies[0].heal();
+    proxies[1].heal();
+    next_phase(); // phase 9: all back; stripe 0 is preferred again
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut all: Vec<Got> = Vec::new();
+    for c in clients {
+        all.extend(c.await.unwrap());
+    }
+    let failed: Vec<&Got> = all.iter().filter(|g| g.id.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed, e.g. {:?}",
+        failed.len(),
+        all.len(),
+        &failed[..failed.len().min(5)]
+    );
+    let mut seen = HashSet::new();
+    for g in &all {
+        let id = *g.id.as_ref().unwrap();
+        assert!(seen.insert(id), "ID {id} handed out twice");
+    }
+    for client in 0..6 {
+        let ids: Vec<i64> = all
+            .iter()
+            .filter(|g| g.client == client)
+            .map(|g| *g.id.as_ref().unwrap())
+            .collect();
+        assert!(ids.len() > 50, "client {client} made only {} requests", ids.len());
+        for w in ids.windows(2) {
+            assert!(w[0] < w[1], "client {client}: {} then {}", w[0], w[1]);
+        }
+    }
+    // While stripe k was cut, no fetch could land on it; every stripe served.
+    let owners = |phase: usize| -> HashSet<i64> {
+        all.iter()
+            .filter(|g| g.phase == phase)
+            .map(|g| owner(*g.id.as_ref().unwrap()))
+            .collect()
+    };
+    let served: HashSet<i64> = (0..10).flat_map(owners).collect();
+    assert_eq!(served.len(), 3, "stripes that served: {served:?}");
+    // After the last heal, stripe 0 (preferred) serves again: the last IDs
+    // each client received come from it.
+    for client in 0..6 {
+        let last = all
+            .iter()
+            .filter(|g| g.client == client)
+            .map(|g| *g.id.as_ref().unwrap())
+            .next_back()
+            .unwrap();
+        assert_eq!(owner(last), 0, "client {client} ended on {last}");
+    }
+    eprintln!(
+        "{} requests, 0 failed; IDs by stripe: {:?}",
+        all.len(),
+        (0..3)
+            .map(|s| seen.iter().filter(|&&id| owner(id) == s).count())
+            .collect::<Vec<_>>()
+    );
+    for p in instances {
+        p.kill().await;
+    }
+}
