@@ -10,13 +10,14 @@ use crate::store::{self, BumpMode, Bumped, MigrateMode, SequencePatch, SequenceR
 
 /// `seqd migrate`: applies the migrations, whatever `--migrate` says.
 pub async fn migrate(db: &DatabaseArgs) -> anyhow::Result<()> {
-    let url = db.url();
     open_store(&DatabaseArgs {
         migrate: MigrateMode::Auto,
         ..db.clone()
     })
     .await?;
-    println!("migrations applied to {}", store::redact_url(&url));
+    for url in db.urls() {
+        println!("migrations applied to {}", store::redact_url(&url));
+    }
     Ok(())
 }
 

@@ -15,16 +15,22 @@ use crate::store::stripes::{StripeLayout, StripedStore};
 use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLeases};
 
 
-/// Connects to the database of `db` (its `--schema`, default bounds) and
-/// prepares the schema as its `--migrate` says; the sequence store.
+/// Connects to the databases of `db` (its `--schema`, default bounds; a
+/// striped store when there are several) and prepares each schema as its
+/// `--migrate` says; the sequence store.
 pub async fn open_store(db: &DatabaseArgs) -> anyhow::Result<Arc<dyn Store>> {
     let setup = db.schema_setup();
     let options = StoreOptions::default()
         .with_schema(setup.schema)
         .with_migrate(setup.mode);
-    Ok(open_database(&db.url(), &options, setup.mode)
-        .await?
-        .sequences())
+    let (store, _) = open_stripes(
+        &db.urls(),
+        &options,
+        setup.mode,
+        store::stripes::DEFAULT_FAILOVER_AFTER,
+    )
+    .await?;
+    Ok(store)
 }
 
 /// Connects to the database with `options` and applies the migrations; the
@@ -147,18 +153,21 @@ pub async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
-/// Opens every database of `settings` (each a stripe, in order), prepares
-/// each schema as `--migrate` says, and checks that the databases are the
-/// stripes of one set in this order; the sequence store (a
-/// [`StripedStore`] over them when there are several) and the worker
-/// leases (of the first database).
+/// Opens every database of `urls` (each a stripe, in order) with
+/// `options`, prepares each schema as `mode` says, and checks that the
+/// databases are the stripes of one set in this order; the sequence store
+/// (a [`StripedStore`] over them, racing a stripe after `failover_after`,
+/// when there are several) and the worker leases (of the first database).
 pub async fn open_stripes(
-    settings: &Settings,
+    urls: &[String],
+    options: &StoreOptions,
+    mode: MigrateMode,
+    failover_after: std::time::Duration,
 ) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn WorkerLeases>)> {
-    let options = settings.store_options();
-    let mut databases = Vec::with_capacity(settings.database_urls.len());
-    for url in &settings.database_urls {
-        databases.push(open_database(url, &options, settings.schema.mode).await?);
+    anyhow::ensure!(!urls.is_empty(), "no database URL");
+    let mut databases = Vec::with_capacity(urls.len());
+    for url in urls {
+        databases.push(open_database(url, options, mode).await?);
     }
     let leases = databases[0].leases();
     if databases.len() == 1 {
@@ -171,10 +180,7 @@ pub async fn open_stripes(
         .map(|i| StripeLayout::new(i, n, store::stripes::DEFAULT_BLOCK))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| store::StoreError::Config(e.to_string()))?;
-    let striped = StripedStore::new(
-        stores.into_iter().zip(layouts).collect(),
-        settings.failover_after,
-    )?;
+    let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
     Ok((Arc::new(striped), leases))
 }
 
@@ -182,7 +188,13 @@ pub async fn open_stripes(
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
-    let (store, leases) = open_stripes(&settings).await?;
+    let (store, leases) = open_stripes(
+        &settings.database_urls,
+        &settings.store_options(),
+        settings.schema.mode,
+        settings.failover_after,
+    )
+    .await?;
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
