@@ -145,12 +145,28 @@ pub async fn shutdown_signal() {
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
-    let db = open_database(
-        &settings.database_urls[0],
-        &settings.store_options(),
+    let mut databases = Vec::new();
+    for url in &settings.database_urls {
+        databases.push(open_database(url, &settings.store_options(), settings.schema.mode).await?);
+    }
+    let stores: Vec<_> = databases.iter().map(Database::sequences).collect();
+    let layouts = crate::store::stripes::bind_stripes(
+        &stores,
+        &settings.database_urls,
         settings.schema.mode,
+        crate::store::stripes::DEFAULT_BLOCK,
     )
-    .await?;
+    .await
+    .context("checking the stripe records")?;
+    // striped store: wired in startup. Until it lands, the stripes are
+    // checked and served from stripe 0 alone.
+    if layouts.len() > 1 {
+        tracing::warn!(
+            stripes = layouts.len(),
+            "the striped store is not built yet: serving from stripe 1 only"
+        );
+    }
+    let db = databases.swap_remove(0);
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
