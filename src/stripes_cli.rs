@@ -69,6 +69,13 @@ fn print_report(report: &InitReport, urls: &[String]) -> std::io::Result<()> {
              record {} stripes with blocks of {} IDs; nothing written",
             report.names, report.count, report.block
         )?;
+        if report.count > 1 && report.stripes.iter().any(|s| s.before.is_none()) {
+            writeln!(
+                out,
+                "(one database given under two URLs shows only in the run, which reads \
+                 back each database's record before changing any row)"
+            )?;
+        }
     } else {
         writeln!(
             out,

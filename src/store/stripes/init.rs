@@ -39,7 +39,9 @@ use std::sync::Arc;
 
 use super::audit::MergeWalk;
 use super::layout::{StripeLayout, DEFAULT_BLOCK};
-use super::record::{at_url, refuse, same_database, url_at, StripeRecord};
+use super::record::{
+    at_url, distinct_records, refuse, same_database, stripe_count, url_at, StripeRecord,
+};
 use crate::domain::{NewSequence, SeqName};
 use crate::store::memory::MemoryStore;
 use crate::store::{SequenceRow, Store, StoreError};
@@ -89,15 +91,7 @@ pub async fn init_stripes(
     block: Option<i64>,
     dry_run: bool,
 ) -> Result<InitReport, StoreError> {
-    let n = stores.len();
-    if n == 0 || urls.len() != n {
-        return Err(StoreError::Config(format!(
-            "init_stripes: {n} stores and {} URLs",
-            urls.len()
-        )));
-    }
-    let count = u32::try_from(n)
-        .map_err(|_| StoreError::Config(format!("{n} database URLs: too many stripes")))?;
+    let count = stripe_count(stores, urls)?;
     let (records, walked, unmigrated) = read_all(stores, urls, dry_run).await?;
     let block = block.unwrap_or_else(|| existing_block(&records, count));
     StripeLayout::new(0, count, block).map_err(|e| StoreError::Config(e.to_string()))?;
@@ -183,19 +177,7 @@ fn check_existing(
     urls: &[String],
     count: u32,
 ) -> Result<(), StoreError> {
-    let present: Vec<(usize, &StripeRecord)> = records
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.as_ref().map(|r| (i, r)))
-        .collect();
-    for (a, (i, r)) in present.iter().enumerate() {
-        if let Some((j, _)) = present[..a]
-            .iter()
-            .find(|(_, s)| s.database_id == r.database_id)
-        {
-            return Err(same_database(urls, *i, *j));
-        }
-    }
+    let present = distinct_records(records, urls)?;
     let multi: Vec<&(usize, &StripeRecord)> = present.iter().filter(|(_, r)| r.count > 1).collect();
     for (i, r) in &multi {
         if r.index as usize != *i {

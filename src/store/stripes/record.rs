@@ -273,15 +273,8 @@ pub async fn bind_stripes(
     mode: MigrateMode,
     block: i64,
 ) -> Result<Vec<StripeLayout>, StoreError> {
+    let count = stripe_count(stores, urls)?;
     let n = stores.len();
-    if n == 0 || urls.len() != n {
-        return Err(StoreError::Config(format!(
-            "bind_stripes: {n} stores and {} URLs",
-            urls.len()
-        )));
-    }
-    let count = u32::try_from(n)
-        .map_err(|_| StoreError::Config(format!("{n} database URLs: too many stripes")))?;
     StripeLayout::new(0, count, block).map_err(|e| StoreError::Config(e.to_string()))?;
     let mut records = Vec::with_capacity(n);
     for (i, store) in stores.iter().enumerate() {
@@ -302,6 +295,18 @@ pub async fn bind_stripes(
         return bind_unrecorded(stores, urls, mode, block).await;
     }
     check_set(&records, urls)
+}
+
+/// N, the number of stripes `stores` (one per URL of `urls`) make.
+pub(crate) fn stripe_count(stores: &[Arc<dyn Store>], urls: &[String]) -> Result<u32, StoreError> {
+    let n = stores.len();
+    if n == 0 || urls.len() != n {
+        return Err(StoreError::Config(format!(
+            "{n} stores for {} database URLs",
+            urls.len()
+        )));
+    }
+    u32::try_from(n).map_err(|_| StoreError::Config(format!("{n} database URLs: too many stripes")))
 }
 
 /// [`bind_stripes`] when no database has a record yet.
@@ -391,13 +396,12 @@ fn describe_all(records: &[Option<StripeRecord>]) -> String {
         .join(", ")
 }
 
-/// Checks records of which at least one exists against the URLs' order
-/// (see [`bind_stripes`]) and returns the layouts.
-pub(crate) fn check_set(
-    records: &[Option<StripeRecord>],
+/// The records that exist, with their positions, after checking that no
+/// two share a `database_id` (one database under two URLs: refused).
+pub(crate) fn distinct_records<'r>(
+    records: &'r [Option<StripeRecord>],
     urls: &[String],
-) -> Result<Vec<StripeLayout>, StoreError> {
-    let n = records.len();
+) -> Result<Vec<(usize, &'r StripeRecord)>, StoreError> {
     let present: Vec<(usize, &StripeRecord)> = records
         .iter()
         .enumerate()
@@ -411,6 +415,17 @@ pub(crate) fn check_set(
             return Err(same_database(urls, *i, *j));
         }
     }
+    Ok(present)
+}
+
+/// Checks records of which at least one exists against the URLs' order
+/// (see [`bind_stripes`]) and returns the layouts.
+pub(crate) fn check_set(
+    records: &[Option<StripeRecord>],
+    urls: &[String],
+) -> Result<Vec<StripeLayout>, StoreError> {
+    let n = records.len();
+    let present = distinct_records(records, urls)?;
     let Some(&(first_at, first)) = present.first() else {
         return Err(StoreError::Config("check_set: no stripe record".into()));
     };
@@ -490,6 +505,15 @@ mod tests {
             .collect()
     }
 
+    fn one_sequence(start: i64) -> crate::domain::NewSequence {
+        crate::domain::NewSequence {
+            name: crate::domain::SeqName::parse("a").unwrap(),
+            start,
+            step: 1,
+            description: String::new(),
+        }
+    }
+
     async fn refused(stores: &[Arc<dyn Store>], mode: MigrateMode) -> String {
         match bind_stripes(stores, &urls(stores.len()), mode, 100).await {
             Err(StoreError::Migration(m)) => {
@@ -511,14 +535,7 @@ mod tests {
     #[tokio::test]
     async fn a_single_database_is_claimed_as_stripe_0_of_1_under_auto_only() {
         let s = stores(1);
-        s[0].create(&crate::domain::NewSequence {
-            name: crate::domain::SeqName::parse("a").unwrap(),
-            start: 5,
-            step: 1,
-            description: String::new(),
-        })
-        .await
-        .unwrap();
+        s[0].create(&one_sequence(5)).await.unwrap();
         let got = bind_stripes(&s, &urls(1), MigrateMode::Check, 100)
             .await
             .unwrap();
@@ -598,14 +615,7 @@ mod tests {
     #[tokio::test]
     async fn a_database_with_rows_and_no_record_is_no_stripe_of_a_new_set() {
         let s = stores(2);
-        s[1].create(&crate::domain::NewSequence {
-            name: crate::domain::SeqName::parse("a").unwrap(),
-            start: 1,
-            step: 1,
-            description: String::new(),
-        })
-        .await
-        .unwrap();
+        s[1].create(&one_sequence(1)).await.unwrap();
         let m = refused(&s, MigrateMode::Auto).await;
         assert!(
             m.contains("URL #2") && m.contains("seqd stripes init"),
