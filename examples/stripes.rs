@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, SystemClock};
 use seqd::domain::{NamePrefix, NewSequence, SeqName};
-use seqd::store::stripes::{StripeLayout, StripedStore, DEFAULT_BLOCK};
+use seqd::store::stripes::{StripeLayout, StripeRecord, StripedStore, DEFAULT_BLOCK};
 use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StoreOptions,
@@ -47,12 +47,27 @@ impl Store for Switch {
         self.check()?;
         self.inner.reserve(name, min_size).await
     }
-    async fn compare_and_set_max_id(&self, n: &SeqName, e: i64, v: i64) -> Result<bool, StoreError> {
+    async fn compare_and_set_max_id(
+        &self,
+        n: &SeqName,
+        e: i64,
+        v: i64,
+    ) -> Result<bool, StoreError> {
         self.check()?;
         self.inner.compare_and_set_max_id(n, e, v).await
     }
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         self.inner.create(seq).await
+    }
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        self.inner.stripe_record().await
+    }
+    async fn put_stripe_record(
+        &self,
+        r: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        self.inner.put_stripe_record(r, replace).await
     }
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
         self.check()?;
@@ -174,9 +189,8 @@ async fn main() {
             (s, StripeLayout::new(i, 3, DEFAULT_BLOCK).unwrap())
         })
         .collect();
-    let striped: Arc<dyn Store> = Arc::new(
-        StripedStore::new(set, seqd::store::stripes::DEFAULT_FAILOVER_AFTER).unwrap(),
-    );
+    let striped: Arc<dyn Store> =
+        Arc::new(StripedStore::new(set, seqd::store::stripes::DEFAULT_FAILOVER_AFTER).unwrap());
     println!("| setup | fetch p50 ms | fetch p99 ms | fetch mean ms | IDs/s, a fetch per 10 IDs |");
     println!("|---|---|---|---|---|");
     let (p50, p99, mean) = latency(&*single, "lat1", 2000).await;

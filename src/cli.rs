@@ -1,24 +1,56 @@
 //! The operators' subcommands: `seqd migrate` and `seqd sequences ...`. They
 //! talk to the database directly, not to a running server.
 
+use std::sync::Arc;
+
 use anyhow::{anyhow, bail, Context};
 
 use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
 use crate::domain::{escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName};
-use crate::startup::open_store;
-use crate::store::{self, BumpMode, Bumped, MigrateMode, SequencePatch, SequenceRow, StoreError};
+use crate::startup::{open_database, open_store};
+use crate::store::stripes::audit::audit_rows;
+use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
+use crate::store::{
+    self, BumpMode, Bumped, MigrateMode, SequencePatch, SequenceRow, StoreError, StoreOptions,
+};
 
-/// `seqd migrate`: applies the migrations, whatever `--migrate` says.
+/// `seqd migrate`: applies the migrations to every database URL, whatever
+/// `--migrate` says, then checks (and for a fresh set, writes) their stripe
+/// records, as `seqd serve` does at start ([`bind_stripes`]).
 pub async fn migrate(db: &DatabaseArgs) -> anyhow::Result<()> {
-    open_store(&DatabaseArgs {
-        migrate: MigrateMode::Auto,
-        ..db.clone()
-    })
-    .await?;
-    for url in db.urls() {
-        println!("migrations applied to {}", store::redact_url(&url));
+    let urls = db.urls();
+    let stores = open_stores(db, MigrateMode::Auto).await?;
+    for url in &urls {
+        println!("migrations applied to {}", store::redact_url(url));
+    }
+    let layouts = bind_stripes(&stores, &urls, MigrateMode::Auto, DEFAULT_BLOCK)
+        .await
+        .context("checking the stripe records")?;
+    if layouts.len() > 1 {
+        println!(
+            "stripe records in place: {} stripes, blocks of {} IDs",
+            layouts.len(),
+            layouts[0].block()
+        );
     }
     Ok(())
+}
+
+/// Connects to every URL of `db` (stripe order) and prepares each schema as
+/// `mode` says; the sequence stores.
+pub(crate) async fn open_stores(
+    db: &DatabaseArgs,
+    mode: MigrateMode,
+) -> anyhow::Result<Vec<Arc<dyn store::Store>>> {
+    let setup = db.schema_setup();
+    let options = StoreOptions::default()
+        .with_schema(setup.schema)
+        .with_migrate(mode);
+    let mut stores = Vec::new();
+    for url in db.urls() {
+        stores.push(open_database(&url, &options, mode).await?.sequences());
+    }
+    Ok(stores)
 }
 
 /// `seqd schema`: prints the complete DDL of a dialect.
@@ -64,8 +96,11 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 .as_deref()
                 .map(|p| NamePrefix::parse(p).map_err(|e| anyhow!("{e} (got {p:?})")))
                 .transpose()?;
-            let store = open_store(db).await?;
-            list(store.as_ref(), prefix.as_ref()).await?;
+            let stores = open_stores(db, db.migrate).await?;
+            list(stores[0].as_ref(), prefix.as_ref()).await?;
+            if stores.len() > 1 {
+                report_missing(&stores).await?;
+            }
         }
         SequencesCommand::SetStep { name, step, db } => {
             let name = parse_name(name)?;
@@ -171,6 +206,45 @@ async fn list(store: &dyn store::Store, prefix: Option<&NamePrefix>) -> anyhow::
             _ => return Ok(()),
         }
     }
+}
+
+/// Most names [`report_missing`] shows.
+const MISSING_SHOWN: usize = 1000;
+
+/// After `seqd sequences list` over several stripes (which lists stripe 1's
+/// rows): the names that have a row on some stripes and not on others, from
+/// a merge walk over every stripe's pages ([`audit_rows`]), at most
+/// [`MISSING_SHOWN`]. Stripes count from 1, as the URLs do. Reports, never
+/// fails: the exit status stays 0.
+async fn report_missing(stores: &[Arc<dyn store::Store>]) -> anyhow::Result<()> {
+    use std::io::Write;
+
+    let missing = audit_rows(stores, MISSING_SHOWN + 1)
+        .await
+        .context("comparing the stripes' rows")?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if missing.is_empty() {
+        writeln!(
+            out,
+            "\nevery sequence has its row on all {} stripes (rows above: stripe 1's)",
+            stores.len()
+        )?;
+        return Ok(out.flush()?);
+    }
+    writeln!(
+        out,
+        "\nrows above: stripe 1's. Sequences whose row is missing on some stripes \
+         (`seqd stripes init` creates them):"
+    )?;
+    writeln!(out, "{:<32} MISSING ON STRIPES", "NAME")?;
+    for m in missing.iter().take(MISSING_SHOWN) {
+        let on: Vec<String> = m.missing_on.iter().map(|i| (i + 1).to_string()).collect();
+        writeln!(out, "{:<32} {}", m.name.as_str(), on.join(", "))?;
+    }
+    if missing.len() > MISSING_SHOWN {
+        writeln!(out, "... and more (only the first {MISSING_SHOWN} are shown)")?;
+    }
+    Ok(out.flush()?)
 }
 
 /// Prints the rows as a table (see [`write_rows`]).

@@ -51,6 +51,42 @@ pub enum Command {
     Sequences(SequencesCommand),
     /// Import Leaf's `leaf_alloc` table into seqd's `sequences` (migrating from Leaf).
     ImportLeaf(ImportLeafArgs),
+    /// Set up stripes: one sequence over several databases (operators).
+    #[command(subcommand)]
+    Stripes(StripesCommand),
+}
+
+/// Operators' commands on the stripe set.
+#[derive(Debug, Subcommand)]
+pub enum StripesCommand {
+    /// Turn a database into stripe 1 of N, or a set of stripes into a larger
+    /// set, never reissuing an ID (stop every seqd instance first).
+    #[command(long_about = STRIPES_INIT_ABOUT)]
+    Init(StripesInitArgs),
+}
+
+const STRIPES_INIT_ABOUT: &str = "Turn a database into stripe 1 of N, or a set of stripes into \
+a larger set, never reissuing an ID.
+
+Give every URL with --database-url: the existing database (or the existing stripes, in their \
+order) first, then the new databases. Stop every seqd instance first: a running instance keeps \
+the old stripe set and would reserve with the old layout. Init migrates every database, then, \
+for every sequence on any stripe, creates its row where it is missing and raises every row to \
+the highest max_id the sequence has on any stripe (so every stripe starts above every ID ever \
+handed out), and last records each database as stripe i of N. Running it again is harmless. \
+--dry-run prints what it would do and writes nothing (README, \"Adding stripes\").";
+
+/// Flags of `seqd stripes init`.
+#[derive(Debug, Clone, Args)]
+pub struct StripesInitArgs {
+    /// IDs per block of the layout [default: the existing set's, else 1000000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub block: Option<i64>,
+    /// Print what would be done and write nothing (no migration either).
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
 }
 
 /// Flags of `seqd import-leaf`.

@@ -22,6 +22,8 @@
 //! - [`startup`]: wires database + allocator + router;
 //!   `run(listener, store, leases, settings, shutdown)`.
 //! - [`cli`]: the operators' subcommands (`migrate`, `schema`, `sequences ...`).
+//! - [`stripes_cli`]: `seqd stripes init` (the work is in
+//!   [`store::stripes`]: the records and checks, init, the missing-row audit).
 //! - [`leaf`]: `import-leaf`, the migration from Leaf's `leaf_alloc` table.
 //! - [`snowflake`]: time-ordered snowflake IDs: layout, generator (injected
 //!   wall clock, rollback handling) and the worker-ID lease. No SQL, no HTTP
@@ -46,6 +48,7 @@ service_only! {
     pub mod http;
     pub mod leaf;
     pub mod startup;
+    pub mod stripes_cli;
 }
 
 #[cfg(seqd_loom)]

@@ -76,5 +76,9 @@ async fn run() -> anyhow::Result<()> {
             seqd::telemetry::init(Default::default());
             seqd::leaf::run(args).await
         }
+        Some(Command::Stripes(cmd)) => {
+            seqd::telemetry::init(Default::default());
+            seqd::stripes_cli::run(cmd).await
+        }
     }
 }

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use crate::allocator::Allocator;
 use crate::config::{DatabaseArgs, ServeArgs, Settings};
 use crate::http::{router_with_limits, AdminAuth, AppState};
-use crate::store::stripes::{StripeLayout, StripedStore};
+use crate::store::stripes::StripedStore;
 use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLeases};
 
 
@@ -170,16 +170,13 @@ pub async fn open_stripes(
         databases.push(open_database(url, options, mode).await?);
     }
     let leases = databases[0].leases();
-    if databases.len() == 1 {
-        return Ok((databases[0].sequences(), leases));
-    }
     let stores: Vec<Arc<dyn Store>> = databases.iter().map(Database::sequences).collect();
-    let n = stores.len() as u32;
-    // striped store: wired in startup
-    let layouts = (0..n)
-        .map(|i| StripeLayout::new(i, n, store::stripes::DEFAULT_BLOCK))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| store::StoreError::Config(e.to_string()))?;
+    let layouts = store::stripes::bind_stripes(&stores, urls, mode, store::stripes::DEFAULT_BLOCK)
+        .await
+        .context("checking the stripe records")?;
+    if stores.len() == 1 {
+        return Ok((stores[0].clone(), leases));
+    }
     let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
     Ok((Arc::new(striped), leases))
 }

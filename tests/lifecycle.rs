@@ -18,6 +18,7 @@ use seqd::config::Settings;
 use seqd::domain::{NamePrefix, NewSequence, SeqName};
 use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
+    StripeRecord,
 };
 use serde_json::json;
 
@@ -81,6 +82,16 @@ impl Store for Counting {
     }
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        self.inner.stripe_record().await
+    }
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        self.inner.put_stripe_record(record, replace).await
     }
 }
 

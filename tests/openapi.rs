@@ -38,6 +38,7 @@ use seqd::snowflake::{Layout, LeaseConfig, ManualWallClock, Snowflake, TickOutco
 use seqd::store::memory::MemoryStore;
 use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
+    StripeRecord,
 };
 use serde_json::{json, Value};
 use server::TestServer;
@@ -763,6 +764,16 @@ impl Store for MisconfiguredStore {
     }
     fn backend(&self) -> &'static str {
         "misconfigured"
+    }
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        misconfigured()
+    }
+    async fn put_stripe_record(
+        &self,
+        _: &StripeRecord,
+        _: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        misconfigured()
     }
 }
 

@@ -364,7 +364,7 @@ impl DmlRole {
     /// Creates the role and returns it with the URL that logs in as it.
     async fn create(db: &TestDb) -> (DmlRole, String) {
         let name = unique("seqd_dml");
-        let tables = "sequences, workers, seqd_migrations";
+        let tables = "sequences, workers, seqd_migrations, seqd_stripe";
         match db.backend {
             Backend::Postgres => {
                 common::execute(db, &format!("CREATE ROLE {name} LOGIN")).await;

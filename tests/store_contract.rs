@@ -1034,8 +1034,14 @@ async fn compare_and_set_max_id_sets_only_the_expected_value_of_that_row(db: Tes
     assert_eq!(common::row(&store, "cas").await.max_id, 7);
     assert_eq!(common::row(&store, "other").await.max_id, 0);
     // setting the value it holds: true only when it holds it
-    assert!(store.compare_and_set_max_id(&name("cas"), 7, 7).await.unwrap());
-    assert!(!store.compare_and_set_max_id(&name("cas"), 8, 8).await.unwrap());
+    assert!(store
+        .compare_and_set_max_id(&name("cas"), 7, 7)
+        .await
+        .unwrap());
+    assert!(!store
+        .compare_and_set_max_id(&name("cas"), 8, 8)
+        .await
+        .unwrap());
     // and the next reservation starts above the value set
     let r = store.reserve(&name("cas"), 1).await.unwrap();
     assert_eq!((r.first(), r.max_id), (8, 17));

@@ -99,7 +99,11 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
                     Ok(r) if r.status() == 200 => {
                         Ok(r.text().await.unwrap().trim().parse::<i64>().unwrap())
                     }
-                    Ok(r) => Err(format!("{} {}", r.status(), r.text().await.unwrap_or_default())),
+                    Ok(r) => Err(format!(
+                        "{} {}",
+                        r.status(),
+                        r.text().await.unwrap_or_default()
+                    )),
                     Err(e) => Err(e.to_string()),
                 };
                 got.push(Got {
@@ -114,7 +118,7 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
 
     let hold = Duration::from_secs(3);
     let settle = Duration::from_millis(1500);
-    let mut next_phase = || {
+    let next_phase = || {
         phase.fetch_add(1, Ordering::Relaxed);
     };
     tokio::time::sleep(settle).await; // phase 0: all up
@@ -163,7 +167,11 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
             .filter(|g| g.client == client)
             .map(|g| *g.id.as_ref().unwrap())
             .collect();
-        assert!(ids.len() > 50, "client {client} made only {} requests", ids.len());
+        assert!(
+            ids.len() > 50,
+            "client {client} made only {} requests",
+            ids.len()
+        );
         for w in ids.windows(2) {
             assert!(w[0] < w[1], "client {client}: {} then {}", w[0], w[1]);
         }

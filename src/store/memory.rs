@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tokio::sync::watch;
 
+use super::StripeRecord;
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
 use super::{Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError};
 use crate::domain::{NamePrefix, NewSequence, SeqName};
@@ -36,6 +37,7 @@ pub struct MemoryStore {
     faults: Mutex<HashMap<SeqName, Faults>>,
     gate: watch::Sender<bool>,
     total_reserves: AtomicU64,
+    stripe: Mutex<Option<StripeRecord>>,
 }
 
 impl Default for MemoryStore {
@@ -52,6 +54,7 @@ impl MemoryStore {
             faults: Mutex::new(HashMap::new()),
             gate: watch::Sender::new(true),
             total_reserves: AtomicU64::new(0),
+            stripe: Mutex::new(None),
         }
     }
 
@@ -334,5 +337,28 @@ impl Store for MemoryStore {
 
     fn backend(&self) -> &'static str {
         "memory"
+    }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        Ok(self.stripe.lock().unwrap().clone())
+    }
+
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        record.layout()?;
+        let mut stripe = self.stripe.lock().unwrap();
+        match stripe.as_mut() {
+            None => *stripe = Some(record.clone()),
+            Some(kept) if replace => {
+                kept.index = record.index;
+                kept.count = record.count;
+                kept.block = record.block;
+            }
+            Some(_) => {}
+        }
+        Ok(stripe.clone().expect("written above"))
     }
 }

@@ -26,6 +26,7 @@ use crate::domain::{NamePrefix, NewSequence, SeqName};
 pub use database::{connect, Database};
 pub use migrator::{Dialect, MigrateMode};
 pub use pool::{StoreOptions, LEASE_CONNECTIONS};
+pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;
 
 pub(crate) mod database;
@@ -504,6 +505,24 @@ pub trait Store: Send + Sync + 'static {
     fn stripe_status(&self) -> Vec<stripes::StripeStatus> {
         Vec::new()
     }
+
+    /// This database's stripe record (`seqd_stripe`), `None` when it has no
+    /// row. A missing table is [`StoreError::Migration`] (the schema is
+    /// behind); [`stripes::record::bind_stripes`] decides what that means
+    /// (under `--migrate off`, with one database: no record).
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError>;
+
+    /// Writes this database's stripe record and returns the row in force
+    /// afterwards. `replace = false`: inserts `record` only if there is no
+    /// row (race-free: of two writers one inserts, the other gets its row);
+    /// `replace = true`: inserts it or overwrites index, count and block,
+    /// keeping the row's `database_id`. A record no layout can have
+    /// (index not below count, block below 1) is [`StoreError::Invalid`].
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError>;
 }
 
 /// Returns `url` with any password replaced by `***`, for logs: the password of

@@ -19,8 +19,9 @@ use sqlx::Connection;
 use super::MySqlWorkerLeases;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
-use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
+use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
+use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     binary_page_sql, compare_and_set, fetch_page, initial_max_id, insert_failed, reservation,
     row_from_columns, unavailable, Reservation, SequencePage, SequencePatch, SequenceRow, Store,
@@ -333,6 +334,18 @@ impl Store for MySqlStore {
 
     fn backend(&self) -> &'static str {
         "mysql"
+    }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        record::read_record(&self.pool, Dialect::Mysql).await
+    }
+
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        record::put_record(&self.pool, Dialect::Mysql, record, replace).await
     }
 }
 

@@ -20,8 +20,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool};
 use super::{prepare, PgWorkerLeases};
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
-use crate::store::migrator::MigrateMode;
+use crate::store::migrator::{Dialect, MigrateMode};
 use crate::store::pool::Held;
+use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     compare_and_set, fetch_page, initial_max_id, insert_failed, reservation, unavailable,
     Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
@@ -307,6 +308,18 @@ impl Store for PostgresStore {
 
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        record::read_record(&self.pool, Dialect::Postgres).await
+    }
+
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        record::put_record(&self.pool, Dialect::Postgres, record, replace).await
     }
 }
 

@@ -15,8 +15,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use super::SqliteWorkerLeases;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
-use crate::store::migrator::{MigrateMode, Migrator, PoolRef};
+use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
+use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     binary_page_sql, compare_and_set, fetch_page, initial_max_id, insert_failed, reservation,
     unavailable, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
@@ -281,6 +282,18 @@ impl Store for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        record::read_record(&self.pool, Dialect::Sqlite).await
+    }
+
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        record::put_record(&self.pool, Dialect::Sqlite, record, replace).await
     }
 }
 

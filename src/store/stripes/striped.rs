@@ -27,6 +27,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use super::layout::StripeLayout;
+use super::record::StripeRecord;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::migrator::MigrateMode;
 use crate::store::{
@@ -546,6 +547,22 @@ impl Store for StripedStore {
         // Each stripe has its own row: there is no one `max_id` to compare.
         Err(StoreError::Config(
             "a compare-and-set of max_id names one stripe, not the set".into(),
+        ))
+    }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        Err(StoreError::Config(
+            "a stripe record belongs to one database, not to the set".into(),
+        ))
+    }
+
+    async fn put_stripe_record(
+        &self,
+        _record: &StripeRecord,
+        _replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        Err(StoreError::Config(
+            "a stripe record belongs to one database, not to the set".into(),
         ))
     }
 
