@@ -14,7 +14,9 @@
 //!   store in `sequences.rs`, the worker leases in `workers.rs`), plus an
 //!   in-memory store with fault injection for tests and benchmarks;
 //!   [`store::migrator`]: seqd's own migrator (history in `seqd_migrations`,
-//!   the carry-over from `_sqlx_migrations`, `seqd schema`'s DDL).
+//!   the carry-over from `_sqlx_migrations`, `seqd schema`'s DDL);
+//!   `store/retry.rs`: every statement and transaction run again when the
+//!   database aborts it for a conflict (SQLSTATE 40001, 40P01).
 //! - [`http`]: `router(state) -> App` (the router inside one request service),
 //!   handlers, and `error.rs`, the only place that knows status codes.
 //! - [`config`]: flags and environment variables (`clap`).

@@ -6,7 +6,8 @@
 //!   bumps one cached counter and one histogram, [`super::middleware`]), the
 //!   segment fetch latency histogram (one for all sequences, recorded by the
 //!   allocator when a fetch succeeds), [`NAMES_IN_MEMORY`], build info and
-//!   start time. Nothing in it is per sequence.
+//!   start time, and the store's retries after conflicts ([`STORE_RETRIES`]).
+//!   Nothing in it is per sequence.
 //! - The per-sequence families and their exact totals, read from the
 //!   allocator at scrape time and written straight into the text
 //!   ([`write_sequences`]): series for at most `--metrics-top` sequences
@@ -92,6 +93,11 @@ pub const NAMES_IN_MEMORY: &str = "seqd_names_in_memory";
 pub const HTTP_REQUESTS: &str = "seqd_http_requests_total";
 /// Histogram: HTTP request latency until the response head, per `route`, `method` and `status`.
 pub const HTTP_REQUEST_DURATION: &str = "seqd_http_request_duration_seconds";
+/// Counter: database operations run again after the database aborted them
+/// for a conflict, per `backend` (`postgres`, `mysql`) and `sqlstate`
+/// (`40001` serialization failure or MariaDB/MySQL deadlock, `40P01`
+/// PostgreSQL deadlock); see `crate::store::retry`.
+pub const STORE_RETRIES: &str = crate::store::retry::RETRIES_METRIC;
 /// Gauge: when the process started, in seconds since the Unix epoch.
 pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
 /// Gauge: always 1, labelled with the `version`.
@@ -174,6 +180,10 @@ fn describe() {
     describe_histogram!(
         HTTP_REQUEST_DURATION,
         "HTTP request latency until the response head, in seconds."
+    );
+    describe_counter!(
+        STORE_RETRIES,
+        "Database operations run again after the database aborted them for a conflict (SQLSTATE 40001 serialization failure or deadlock, 40P01 deadlock), by backend and sqlstate."
     );
     describe_gauge!(
         PROCESS_START_TIME,

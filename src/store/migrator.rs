@@ -317,9 +317,19 @@ fn seqds_rows(known: &[Migration], sqlx_rows: Vec<Applied>) -> Vec<Applied> {
         .collect()
 }
 
-/// A migration problem as seqd reports it: a configuration error.
-fn failed(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Migration(format!("{what}: {e}"))
+/// A migration problem as seqd reports it: a configuration error. A
+/// conflict the database asks the client to retry (SQLSTATE 40001 or 40P01,
+/// [`super::retry::conflict`]) is not retried here, where statements run
+/// under the migration lock on one connection, but named as such, so that
+/// an operator knows that running the migration again is the remedy.
+fn failed(what: &str, e: sqlx::Error) -> StoreError {
+    match super::retry::conflict(&e) {
+        Some(sqlstate) => StoreError::Migration(format!(
+            "{what}: {e} (SQLSTATE {sqlstate}: the database aborted the statement for a conflict \
+             with a concurrent transaction; run the migration again, e.g. `seqd migrate`)"
+        )),
+        None => StoreError::Migration(format!("{what}: {e}")),
+    }
 }
 
 /// A pool of one of the backends, for [`Migrator::prepare`].

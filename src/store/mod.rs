@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::domain::{NamePrefix, NewSequence, SeqName};
+use retry::retrying;
 
 pub use database::{connect, Database};
 pub use migrator::{Dialect, MigrateMode};
@@ -35,6 +36,7 @@ pub mod migrator;
 pub mod mysql;
 pub mod pool;
 pub mod postgres;
+pub(crate) mod retry;
 pub mod sqlite;
 pub mod stripes;
 pub mod workers;
@@ -210,13 +212,16 @@ where
         return Ok(SequencePage::from_read(Vec::<R>::new(), limit, convert));
     }
     let sql = sql(range.lower_op());
-    let rows: Vec<R> = sqlx::query_as::<DB, R>(&sql)
-        .bind(range.lower)
-        .bind(&*range.upper)
-        .bind(range.read)
-        .fetch_all(pool)
-        .await
-        .map_err(unavailable)?;
+    let rows: Vec<R> = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, R>(&sql)
+            .bind(range.lower)
+            .bind(&*range.upper)
+            .bind(range.read)
+            .fetch_all(pool)
+            .await
+    )
+    .map_err(unavailable)?;
     Ok(SequencePage::from_read(rows, limit, convert))
 }
 
@@ -246,13 +251,16 @@ where
 {
     let mut held = pool::Held::acquire(pool).await?;
     if new != expected {
-        let done = sqlx::query::<DB>(update)
-            .bind(new)
-            .bind(name.as_str())
-            .bind(expected)
-            .execute(held.conn())
-            .await
-            .map(|r| affected(&r));
+        let done = retrying!(
+            backend_of::<DB>(),
+            sqlx::query::<DB>(update)
+                .bind(new)
+                .bind(name.as_str())
+                .bind(expected)
+                .execute(held.conn())
+                .await
+        )
+        .map(|r| affected(&r));
         held = match done {
             Ok(1) => {
                 held.finish(Ok(()))?;
@@ -262,10 +270,13 @@ where
             Err(e) => return held.finish(Err(e)),
         };
     }
-    let row = sqlx::query_as::<DB, (i64,)>(exists)
-        .bind(name.as_str())
-        .fetch_optional(held.conn())
-        .await;
+    let row = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, (i64,)>(exists)
+            .bind(name.as_str())
+            .fetch_optional(held.conn())
+            .await
+    );
     match held.finish(row)? {
         Some((max_id,)) => Ok(new == expected && max_id == expected),
         None => Err(StoreError::NotFound),
@@ -597,6 +608,16 @@ fn redact_query(s: &str) -> String {
     format!("{base}?{}{fragment}", redacted.join("&"))
 }
 
+/// The backend's short name ([`Store::backend`]) for a sqlx database, for
+/// [`retrying!`]'s metric and logs in code shared by the backends.
+fn backend_of<DB: sqlx::Database>() -> &'static str {
+    match DB::NAME {
+        "PostgreSQL" => "postgres",
+        "MySQL" => "mysql",
+        _ => "sqlite",
+    }
+}
+
 /// Narrows a driver error to [`StoreError`]: configuration problems become
 /// [`StoreError::Config`], everything else [`StoreError::Unavailable`] with the
 /// driver's text (for logs only).
@@ -778,7 +799,7 @@ trait BumpSql {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         names: Option<&[SeqName]>,
         lock: bool,
-    ) -> Result<Vec<(String, i64)>, StoreError>;
+    ) -> Result<Vec<(String, i64)>, sqlx::Error>;
 
     /// Adds `by` to `max_id` of those rows in one statement, sparing any that
     /// would pass `i64::MAX`, and returns how many rows it changed.
@@ -786,12 +807,14 @@ trait BumpSql {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         names: Option<&[SeqName]>,
         by: i64,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<u64, sqlx::Error>;
 }
 
 /// [`Store::bump`] on a backend's pool: a dry run plans from a plain read; a
 /// bump reads under row locks, plans (or refuses), updates, checks the count
 /// and commits, all in one transaction (dropped, hence rolled back, on error).
+/// A conflict runs the whole transaction again ([`retrying!`]); a refusal or
+/// a miscount ends it, rolled back, with that error.
 async fn run_bump<B: BumpSql>(
     pool: &sqlx::Pool<B::Db>,
     names: Option<&[SeqName]>,
@@ -799,17 +822,37 @@ async fn run_bump<B: BumpSql>(
     mode: BumpMode,
 ) -> Result<Vec<Bumped>, StoreError> {
     check_bump_request(names, by)?;
+    let backend = backend_of::<B::Db>();
     if mode == BumpMode::DryRun {
-        let mut conn = pool.acquire().await.map_err(unavailable)?;
-        let rows = B::read_bump(&mut conn, names, false).await?;
+        let rows = retrying!(
+            backend,
+            async {
+                let mut conn = pool.acquire().await?;
+                B::read_bump(&mut conn, names, false).await
+            }
+            .await
+        )
+        .map_err(unavailable)?;
         return plan_bump(names, rows, by);
     }
-    let mut tx = pool.begin_with(B::BEGIN).await.map_err(unavailable)?;
-    let rows = B::read_bump(&mut tx, names, true).await?;
-    let plan = plan_bump(names, rows, by)?;
-    check_bumped(&plan, B::add_bump(&mut tx, names, by).await?)?;
-    tx.commit().await.map_err(unavailable)?;
-    Ok(plan)
+    retrying!(
+        backend,
+        async {
+            let mut tx = pool.begin_with(B::BEGIN).await?;
+            let rows = B::read_bump(&mut tx, names, true).await?;
+            let plan = match plan_bump(names, rows, by) {
+                Ok(plan) => plan,
+                refused => return Ok(refused),
+            };
+            let counted = check_bumped(&plan, B::add_bump(&mut tx, names, by).await?);
+            if counted.is_ok() {
+                tx.commit().await?;
+            }
+            Ok(counted.map(|()| plan))
+        }
+        .await
+    )
+    .map_err(unavailable)?
 }
 
 /// [`BumpSql::read_bump`] on the backends without array binds (MySQL,
@@ -820,7 +863,7 @@ async fn fetch_bump_rows<DB, O>(
     read: &str,
     suffix: &str,
     names: Option<&[SeqName]>,
-) -> Result<Vec<O>, StoreError>
+) -> Result<Vec<O>, sqlx::Error>
 where
     DB: sqlx::Database,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
@@ -833,7 +876,7 @@ where
     for name in names.unwrap_or_default() {
         query = query.bind(name.as_str());
     }
-    query.fetch_all(conn).await.map_err(unavailable)
+    query.fetch_all(conn).await
 }
 
 /// [`BumpSql::add_bump`] on the backends without array binds (MySQL,
@@ -844,7 +887,7 @@ async fn execute_bump<DB>(
     update: &str,
     names: Option<&[SeqName]>,
     by: i64,
-) -> Result<DB::QueryResult, StoreError>
+) -> Result<DB::QueryResult, sqlx::Error>
 where
     DB: sqlx::Database,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
@@ -857,7 +900,7 @@ where
     for name in names.unwrap_or_default() {
         query = query.bind(name.as_str());
     }
-    query.execute(conn).await.map_err(unavailable)
+    query.execute(conn).await
 }
 
 /// For the backends without array binds: `" <keyword> name IN (?, ?, ...)"`

@@ -21,6 +21,7 @@ use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
+use crate::store::retry::retrying;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     binary_page_sql, compare_and_set, fetch_page, initial_max_id, insert_failed, reservation,
@@ -120,7 +121,7 @@ impl MySqlStore {
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let read = Self::reserve_on(held.conn(), name, min_size).await;
+        let read = retrying!("mysql", Self::reserve_on(held.conn(), name, min_size).await);
         held.finish(read)?
             .map(|(max_id, size, step)| reservation(max_id, size, step))
             .transpose()
@@ -157,15 +158,18 @@ impl MySqlStore {
     /// Whether a row named `name` exists.
     async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let row = sqlx::query_as::<_, (i64,)>("SELECT 1 FROM sequences WHERE name = ?")
-            .bind(name.as_str())
-            .fetch_optional(held.conn())
-            .await;
+        let row = retrying!(
+            "mysql",
+            sqlx::query_as::<_, (i64,)>("SELECT 1 FROM sequences WHERE name = ?")
+                .bind(name.as_str())
+                .fetch_optional(held.conn())
+                .await
+        );
         Ok(held.finish(row)?.is_some())
     }
 
     /// Reads one row on `conn` (a transaction or a pooled connection).
-    async fn fetch_row<'c, E>(conn: E, name: &SeqName) -> Result<Option<Row>, StoreError>
+    async fn fetch_row<'c, E>(conn: E, name: &SeqName) -> Result<Option<Row>, sqlx::Error>
     where
         E: sqlx::Executor<'c, Database = sqlx::MySql>,
     {
@@ -174,7 +178,6 @@ impl MySqlStore {
             .bind(name.as_str())
             .fetch_optional(conn)
             .await
-            .map_err(unavailable)
     }
 }
 
@@ -240,25 +243,33 @@ impl Store for MySqlStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let max_id = initial_max_id(seq)?;
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        sqlx::query("INSERT INTO sequences (name, max_id, step, description) VALUES (?, ?, ?, ?)")
-            .bind(seq.name.as_str())
-            .bind(max_id)
-            .bind(seq.step)
-            .bind(&seq.description)
-            .execute(&mut *tx)
+        let insert = "INSERT INTO sequences (name, max_id, step, description) VALUES (?, ?, ?, ?)";
+        let row = retrying!(
+            "mysql",
+            async {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(insert)
+                    .bind(seq.name.as_str())
+                    .bind(max_id)
+                    .bind(seq.step)
+                    .bind(&seq.description)
+                    .execute(&mut *tx)
+                    .await?;
+                let row = Self::fetch_row(&mut *tx, &seq.name).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
             .await
-            .map_err(insert_failed)?;
-        let row = Self::fetch_row(&mut *tx, &seq.name).await?;
-        tx.commit().await.map_err(unavailable)?;
+        )
+        .map_err(insert_failed)?;
         row.map(to_found_row)
             .transpose()?
             .ok_or_else(|| StoreError::Unavailable("inserted row not found".into()))
     }
 
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        Self::fetch_row(&self.pool, name)
-            .await?
+        retrying!("mysql", Self::fetch_row(&self.pool, name).await)
+            .map_err(unavailable)?
             .map(to_found_row)
             .transpose()
     }
@@ -266,9 +277,7 @@ impl Store for MySqlStore {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // `name` is utf8mb4_bin: byte order, as on SQLite and PostgreSQL (COLLATE "C").
         let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name");
-        let rows: Vec<Row> = sqlx::query_as(&sql)
-            .fetch_all(&self.pool)
-            .await
+        let rows: Vec<Row> = retrying!("mysql", sqlx::query_as(&sql).fetch_all(&self.pool).await)
             .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
@@ -287,21 +296,27 @@ impl Store for MySqlStore {
         name: &SeqName,
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        sqlx::query(
-            "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, description), \
-             updated_at = CURRENT_TIMESTAMP WHERE name = ?",
+        let update = "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, description), \
+             updated_at = CURRENT_TIMESTAMP WHERE name = ?";
+        let row = retrying!(
+            "mysql",
+            async {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(update)
+                    .bind(patch.step)
+                    .bind(patch.description.as_deref())
+                    .bind(name.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                // Decide on the row read back rather than on the affected-rows count,
+                // which depends on the server's "found rows" vs "changed rows" flag.
+                let row = Self::fetch_row(&mut *tx, name).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+            .await
         )
-        .bind(patch.step)
-        .bind(patch.description.as_deref())
-        .bind(name.as_str())
-        .execute(&mut *tx)
-        .await
         .map_err(unavailable)?;
-        // Decide on the row read back rather than on the affected-rows count,
-        // which depends on the server's "found rows" vs "changed rows" flag.
-        let row = Self::fetch_row(&mut *tx, name).await?;
-        tx.commit().await.map_err(unavailable)?;
         row.map(to_found_row)
             .transpose()?
             .ok_or(StoreError::NotFound)
@@ -325,11 +340,14 @@ impl Store for MySqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1 FROM sequences LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(unavailable)
+        retrying!(
+            "mysql",
+            sqlx::query("SELECT 1 FROM sequences LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await
+        )
+        .map(|_| ())
+        .map_err(unavailable)
     }
 
     fn backend(&self) -> &'static str {
@@ -363,7 +381,7 @@ impl BumpSql for MySqlStore {
         conn: &mut sqlx::MySqlConnection,
         names: Option<&[SeqName]>,
         lock: bool,
-    ) -> Result<Vec<(String, i64)>, StoreError> {
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         let lock = if lock { BUMP_LOCK } else { "" };
         let rows: Vec<(Vec<u8>, i64)> =
             fetch_bump_rows::<Self::Db, _>(conn, BUMP_READ, lock, names).await?;
@@ -377,7 +395,7 @@ impl BumpSql for MySqlStore {
         conn: &mut sqlx::MySqlConnection,
         names: Option<&[SeqName]>,
         by: i64,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<u64, sqlx::Error> {
         let done = execute_bump::<Self::Db>(conn, BUMP, names, by).await?;
         Ok(done.rows_affected())
     }

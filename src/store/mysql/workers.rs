@@ -6,6 +6,7 @@ use sqlx::mysql::MySqlPool;
 
 use crate::store::migrator::{Migrator, PoolRef, SchemaSetup};
 use crate::store::pool::Held;
+use crate::store::retry::retrying;
 use crate::store::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
 use crate::store::{insert_failed, StoreError, StoreOptions};
 
@@ -69,10 +70,13 @@ impl WorkerLeases for MySqlWorkerLeases {
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
         // `owner` has a binary collation: sqlx reads it as bytes.
         let mut held = Held::acquire(&self.pool).await?;
-        let rows: Result<Vec<(i64, Vec<u8>, i64, i64)>, _> = sqlx::query_as(LIST)
-            .bind(below as i64)
-            .fetch_all(held.conn())
-            .await;
+        let rows: Result<Vec<(i64, Vec<u8>, i64, i64)>, _> = retrying!(
+            "mysql",
+            sqlx::query_as(LIST)
+                .bind(below as i64)
+                .fetch_all(held.conn())
+                .await
+        );
         held.finish(rows)?
             .into_iter()
             .map(|(w, o, l, t)| worker_row(w, String::from_utf8_lossy(&o).into_owned(), l, t))
@@ -82,13 +86,16 @@ impl WorkerLeases for MySqlWorkerLeases {
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
         check_owner(&row.owner)?;
         let mut held = Held::acquire(&self.pool).await?;
-        let done = sqlx::query(INSERT)
-            .bind(row.worker_id as i64)
-            .bind(&row.owner)
-            .bind(row.lease_until)
-            .bind(row.last_timestamp)
-            .execute(held.conn())
-            .await;
+        let done = retrying!(
+            "mysql",
+            sqlx::query(INSERT)
+                .bind(row.worker_id as i64)
+                .bind(&row.owner)
+                .bind(row.lease_until)
+                .bind(row.last_timestamp)
+                .execute(held.conn())
+                .await
+        );
         match held.finish_with(done, insert_failed) {
             Ok(r) => Ok(r.rows_affected() == 1),
             Err(StoreError::AlreadyExists) => Ok(false),
@@ -106,18 +113,21 @@ impl WorkerLeases for MySqlWorkerLeases {
     ) -> Result<bool, StoreError> {
         check_owner(owner)?;
         let mut held = Held::acquire(&self.pool).await?;
-        let r = sqlx::query(CLAIM)
-            .bind(owner)
-            .bind(lease_until)
-            .bind(last_timestamp)
-            .bind(seen.worker_id as i64)
-            .bind(&seen.owner)
-            .bind(seen.lease_until)
-            .bind(seen.last_timestamp)
-            .bind(now)
-            .bind(owner)
-            .execute(held.conn())
-            .await;
+        let r = retrying!(
+            "mysql",
+            sqlx::query(CLAIM)
+                .bind(owner)
+                .bind(lease_until)
+                .bind(last_timestamp)
+                .bind(seen.worker_id as i64)
+                .bind(&seen.owner)
+                .bind(seen.lease_until)
+                .bind(seen.last_timestamp)
+                .bind(now)
+                .bind(owner)
+                .execute(held.conn())
+                .await
+        );
         Ok(held.finish(r)?.rows_affected() == 1)
     }
 
@@ -128,13 +138,16 @@ impl WorkerLeases for MySqlWorkerLeases {
         lease_until: i64,
     ) -> Result<bool, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let r = sqlx::query(RENEW)
-            .bind(lease_until)
-            .bind(lease_until)
-            .bind(worker_id as i64)
-            .bind(owner)
-            .execute(held.conn())
-            .await;
+        let r = retrying!(
+            "mysql",
+            sqlx::query(RENEW)
+                .bind(lease_until)
+                .bind(lease_until)
+                .bind(worker_id as i64)
+                .bind(owner)
+                .execute(held.conn())
+                .await
+        );
         Ok(held.finish(r)?.rows_affected() == 1)
     }
 
@@ -145,12 +158,15 @@ impl WorkerLeases for MySqlWorkerLeases {
         last_timestamp: i64,
     ) -> Result<bool, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let r = sqlx::query(RELEASE)
-            .bind(last_timestamp)
-            .bind(worker_id as i64)
-            .bind(owner)
-            .execute(held.conn())
-            .await;
+        let r = retrying!(
+            "mysql",
+            sqlx::query(RELEASE)
+                .bind(last_timestamp)
+                .bind(worker_id as i64)
+                .bind(owner)
+                .execute(held.conn())
+                .await
+        );
         Ok(held.finish(r)?.rows_affected() == 1)
     }
 

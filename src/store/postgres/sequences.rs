@@ -22,6 +22,7 @@ use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode};
 use crate::store::pool::Held;
+use crate::store::retry::retrying;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     compare_and_set, fetch_page, initial_max_id, insert_failed, reservation, unavailable,
@@ -134,11 +135,14 @@ impl PostgresStore {
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let row = sqlx::query_as::<_, (i64, i64, i64)>(RESERVE)
-            .bind(name.as_str())
-            .bind(min_size)
-            .fetch_optional(held.conn())
-            .await;
+        let row = retrying!(
+            "postgres",
+            sqlx::query_as::<_, (i64, i64, i64)>(RESERVE)
+                .bind(name.as_str())
+                .bind(min_size)
+                .fetch_optional(held.conn())
+                .await
+        );
         held.finish(row)?
             .map(|(max_id, size, step)| reservation(max_id, size, step))
             .transpose()
@@ -147,10 +151,13 @@ impl PostgresStore {
     /// Whether a row named `name` exists.
     async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let row = sqlx::query_as::<_, (i32,)>("SELECT 1 FROM sequences WHERE name = $1")
-            .bind(name.as_str())
-            .fetch_optional(held.conn())
-            .await;
+        let row = retrying!(
+            "postgres",
+            sqlx::query_as::<_, (i32,)>("SELECT 1 FROM sequences WHERE name = $1")
+                .bind(name.as_str())
+                .fetch_optional(held.conn())
+                .await
+        );
         Ok(held.finish(row)?.is_some())
     }
 }
@@ -219,24 +226,31 @@ impl Store for PostgresStore {
         let sql = format!(
             "INSERT INTO sequences (name, max_id, step, description) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
         );
-        let row: Row = sqlx::query_as(&sql)
-            .bind(seq.name.as_str())
-            .bind(initial_max_id(seq)?)
-            .bind(seq.step)
-            .bind(&seq.description)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(insert_failed)?;
+        let max_id = initial_max_id(seq)?;
+        let row: Row = retrying!(
+            "postgres",
+            sqlx::query_as(&sql)
+                .bind(seq.name.as_str())
+                .bind(max_id)
+                .bind(seq.step)
+                .bind(&seq.description)
+                .fetch_one(&self.pool)
+                .await
+        )
+        .map_err(insert_failed)?;
         to_found_row(row)
     }
 
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name = $1");
-        let row: Option<Row> = sqlx::query_as(&sql)
-            .bind(name.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let row: Option<Row> = retrying!(
+            "postgres",
+            sqlx::query_as(&sql)
+                .bind(name.as_str())
+                .fetch_optional(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
         row.map(to_found_row).transpose()
     }
 
@@ -244,10 +258,9 @@ impl Store for PostgresStore {
         // COLLATE "C": byte order, as on SQLite and MySQL (utf8mb4_bin), whatever
         // the database's collation.
         let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name COLLATE \"C\"");
-        let rows: Vec<Row> = sqlx::query_as(&sql)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let rows: Vec<Row> =
+            retrying!("postgres", sqlx::query_as(&sql).fetch_all(&self.pool).await)
+                .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
@@ -269,13 +282,16 @@ impl Store for PostgresStore {
             "UPDATE sequences SET step = COALESCE($2, step), description = COALESCE($3, description), \
              updated_at = CURRENT_TIMESTAMP WHERE name = $1 RETURNING {COLUMNS}"
         );
-        let row: Option<Row> = sqlx::query_as(&sql)
-            .bind(name.as_str())
-            .bind(patch.step)
-            .bind(patch.description.as_deref())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let row: Option<Row> = retrying!(
+            "postgres",
+            sqlx::query_as(&sql)
+                .bind(name.as_str())
+                .bind(patch.step)
+                .bind(patch.description.as_deref())
+                .fetch_optional(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
         row.map(to_found_row)
             .transpose()?
             .ok_or(StoreError::NotFound)
@@ -299,11 +315,14 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1 FROM sequences LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(unavailable)
+        retrying!(
+            "postgres",
+            sqlx::query("SELECT 1 FROM sequences LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await
+        )
+        .map(|_| ())
+        .map_err(unavailable)
     }
 
     fn backend(&self) -> &'static str {
@@ -336,7 +355,7 @@ impl BumpSql for PostgresStore {
         conn: &mut sqlx::PgConnection,
         names: Option<&[SeqName]>,
         lock: bool,
-    ) -> Result<Vec<(String, i64)>, StoreError> {
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         let read = if names.is_some() {
             BUMP_READ_NAMED
         } else {
@@ -351,19 +370,19 @@ impl BumpSql for PostgresStore {
         if let Some(names) = names {
             query = query.bind(name_array(names));
         }
-        query.fetch_all(conn).await.map_err(unavailable)
+        query.fetch_all(conn).await
     }
 
     async fn add_bump(
         conn: &mut sqlx::PgConnection,
         names: Option<&[SeqName]>,
         by: i64,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<u64, sqlx::Error> {
         let query = match names {
             Some(names) => sqlx::query(BUMP_NAMED).bind(name_array(names)).bind(by),
             None => sqlx::query(BUMP_ALL).bind(by),
         };
-        let done = query.execute(conn).await.map_err(unavailable)?;
+        let done = query.execute(conn).await?;
         Ok(done.rows_affected())
     }
 }

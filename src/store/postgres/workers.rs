@@ -7,6 +7,7 @@ use sqlx::postgres::PgPool;
 use super::prepare;
 use crate::store::migrator::SchemaSetup;
 use crate::store::pool::Held;
+use crate::store::retry::retrying;
 use crate::store::workers::{check_owner, worker_row, WorkerLeases, WorkerRow};
 use crate::store::{insert_failed, StoreError, StoreOptions};
 
@@ -64,10 +65,13 @@ impl WorkerLeases for PgWorkerLeases {
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let rows: Result<Vec<(i64, String, i64, i64)>, _> = sqlx::query_as(LIST)
-            .bind(below as i64)
-            .fetch_all(held.conn())
-            .await;
+        let rows: Result<Vec<(i64, String, i64, i64)>, _> = retrying!(
+            "postgres",
+            sqlx::query_as(LIST)
+                .bind(below as i64)
+                .fetch_all(held.conn())
+                .await
+        );
         held.finish(rows)?
             .into_iter()
             .map(|(w, o, l, t)| worker_row(w, o, l, t))
@@ -77,13 +81,16 @@ impl WorkerLeases for PgWorkerLeases {
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
         check_owner(&row.owner)?;
         let mut held = Held::acquire(&self.pool).await?;
-        let done = sqlx::query(INSERT)
-            .bind(row.worker_id as i32)
-            .bind(&row.owner)
-            .bind(row.lease_until)
-            .bind(row.last_timestamp)
-            .execute(held.conn())
-            .await;
+        let done = retrying!(
+            "postgres",
+            sqlx::query(INSERT)
+                .bind(row.worker_id as i32)
+                .bind(&row.owner)
+                .bind(row.lease_until)
+                .bind(row.last_timestamp)
+                .execute(held.conn())
+                .await
+        );
         match held.finish_with(done, insert_failed) {
             Ok(r) => Ok(r.rows_affected() == 1),
             Err(StoreError::AlreadyExists) => Ok(false),
@@ -101,17 +108,20 @@ impl WorkerLeases for PgWorkerLeases {
     ) -> Result<bool, StoreError> {
         check_owner(owner)?;
         let mut held = Held::acquire(&self.pool).await?;
-        let r = sqlx::query(CLAIM)
-            .bind(owner)
-            .bind(lease_until)
-            .bind(last_timestamp)
-            .bind(seen.worker_id as i32)
-            .bind(&seen.owner)
-            .bind(seen.lease_until)
-            .bind(seen.last_timestamp)
-            .bind(now)
-            .execute(held.conn())
-            .await;
+        let r = retrying!(
+            "postgres",
+            sqlx::query(CLAIM)
+                .bind(owner)
+                .bind(lease_until)
+                .bind(last_timestamp)
+                .bind(seen.worker_id as i32)
+                .bind(&seen.owner)
+                .bind(seen.lease_until)
+                .bind(seen.last_timestamp)
+                .bind(now)
+                .execute(held.conn())
+                .await
+        );
         Ok(held.finish(r)?.rows_affected() == 1)
     }
 
@@ -122,12 +132,15 @@ impl WorkerLeases for PgWorkerLeases {
         lease_until: i64,
     ) -> Result<bool, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let r = sqlx::query(RENEW)
-            .bind(lease_until)
-            .bind(worker_id as i32)
-            .bind(owner)
-            .execute(held.conn())
-            .await;
+        let r = retrying!(
+            "postgres",
+            sqlx::query(RENEW)
+                .bind(lease_until)
+                .bind(worker_id as i32)
+                .bind(owner)
+                .execute(held.conn())
+                .await
+        );
         Ok(held.finish(r)?.rows_affected() == 1)
     }
 
@@ -138,12 +151,15 @@ impl WorkerLeases for PgWorkerLeases {
         last_timestamp: i64,
     ) -> Result<bool, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let r = sqlx::query(RELEASE)
-            .bind(last_timestamp)
-            .bind(worker_id as i32)
-            .bind(owner)
-            .execute(held.conn())
-            .await;
+        let r = retrying!(
+            "postgres",
+            sqlx::query(RELEASE)
+                .bind(last_timestamp)
+                .bind(worker_id as i32)
+                .bind(owner)
+                .execute(held.conn())
+                .await
+        );
         Ok(held.finish(r)?.rows_affected() == 1)
     }
 

@@ -312,7 +312,7 @@ impl BumpSql for SqliteStore {
         conn: &mut sqlx::SqliteConnection,
         names: Option<&[SeqName]>,
         _lock: bool,
-    ) -> Result<Vec<(String, i64)>, StoreError> {
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         // No row locks in SQLite: the bump's `BEGIN IMMEDIATE` already holds
         // the database's write lock, a plan's read needs none.
         fetch_bump_rows::<Self::Db, _>(conn, BUMP_READ, "", names).await
@@ -322,7 +322,7 @@ impl BumpSql for SqliteStore {
         conn: &mut sqlx::SqliteConnection,
         names: Option<&[SeqName]>,
         by: i64,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<u64, sqlx::Error> {
         let done = execute_bump::<Self::Db>(conn, BUMP, names, by).await?;
         Ok(done.rows_affected())
     }

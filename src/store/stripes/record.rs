@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::layout::StripeLayout;
 use crate::store::migrator::{Dialect, MigrateMode};
+use crate::store::retry::retrying;
 use crate::store::{redact_url, unavailable, Store, StoreError};
 
 /// One database's row of `seqd_stripe`.
@@ -168,6 +169,15 @@ fn from_columns(
     })
 }
 
+/// The backend's short name of `dialect`, for [`retrying!`]'s metric.
+fn backend_of(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => "postgres",
+        Dialect::Mysql => "mysql",
+        Dialect::Sqlite => "sqlite",
+    }
+}
+
 /// [`Store::stripe_record`] on a backend's pool.
 pub(crate) async fn read_record<DB>(
     pool: &sqlx::Pool<DB>,
@@ -180,12 +190,15 @@ where
     (i64, i64, i64, String): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     let (read, _, _) = statements(dialect);
-    sqlx::query_as::<DB, (i64, i64, i64, String)>(read)
-        .fetch_optional(pool)
-        .await
-        .map_err(record_failed)?
-        .map(from_columns)
-        .transpose()
+    retrying!(
+        backend_of(dialect),
+        sqlx::query_as::<DB, (i64, i64, i64, String)>(read)
+            .fetch_optional(pool)
+            .await
+    )
+    .map_err(record_failed)?
+    .map(from_columns)
+    .transpose()
 }
 
 /// [`Store::put_stripe_record`] on a backend's pool: one `INSERT` (which
@@ -207,14 +220,17 @@ where
 {
     record.layout()?;
     let (_, insert, upsert) = statements(dialect);
-    sqlx::query::<DB>(if replace { upsert } else { insert })
-        .bind(i64::from(record.index))
-        .bind(i64::from(record.count))
-        .bind(record.block)
-        .bind(record.database_id.as_str())
-        .execute(pool)
-        .await
-        .map_err(record_failed)?;
+    retrying!(
+        backend_of(dialect),
+        sqlx::query::<DB>(if replace { upsert } else { insert })
+            .bind(i64::from(record.index))
+            .bind(i64::from(record.count))
+            .bind(record.block)
+            .bind(record.database_id.as_str())
+            .execute(pool)
+            .await
+    )
+    .map_err(record_failed)?;
     read_record(pool, dialect).await?.ok_or_else(|| {
         StoreError::Unavailable("the stripe record just written reads back as missing".into())
     })
