@@ -28,6 +28,7 @@ pub async fn open_store(db: &DatabaseArgs) -> anyhow::Result<Arc<dyn Store>> {
         &options,
         setup.mode,
         store::stripes::DEFAULT_FAILOVER_AFTER,
+        false,
     )
     .await?;
     Ok(store)
@@ -157,12 +158,14 @@ pub async fn shutdown_signal() {
 /// `options`, prepares each schema as `mode` says, and checks that the
 /// databases are the stripes of one set in this order; the sequence store
 /// (a [`StripedStore`] over them, racing a stripe after `failover_after`,
-/// when there are several) and the worker leases (of the first database).
+/// when there are several, auditing their rows in the background when
+/// `audit` says so) and the worker leases (of the first database).
 pub async fn open_stripes(
     urls: &[String],
     options: &StoreOptions,
     mode: MigrateMode,
     failover_after: std::time::Duration,
+    audit: bool,
 ) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn WorkerLeases>)> {
     anyhow::ensure!(!urls.is_empty(), "no database URL");
     let mut databases = Vec::with_capacity(urls.len());
@@ -178,6 +181,9 @@ pub async fn open_stripes(
         return Ok((stores[0].clone(), leases));
     }
     let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
+    if audit {
+        striped.start_audit(store::stripes::striped::AUDIT_EVERY);
+    }
     Ok((Arc::new(striped), leases))
 }
 
@@ -190,6 +196,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         &settings.store_options(),
         settings.schema.mode,
         settings.failover_after,
+        true,
     )
     .await?;
     let listener = TcpListener::bind(&args.listen)

@@ -122,10 +122,35 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
         phase.fetch_add(1, Ordering::Relaxed);
     };
     tokio::time::sleep(settle).await; // phase 0: all up
-    for p in &proxies {
+    let readyz = |base: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(format!("{base}/readyz")).send().await.unwrap();
+            assert_eq!(r.status(), 200, "ready while any stripe answers");
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let metrics = |base: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(format!("{base}/metrics")).send().await.unwrap();
+            r.text().await.unwrap()
+        }
+    };
+    for (k, p) in proxies.iter().enumerate() {
         next_phase(); // phases 1, 3, 5: one stripe cut
         p.cut();
         tokio::time::sleep(hold).await;
+        // every instance has found out (load runs on each) and says so
+        for inst in &instances {
+            let ready = readyz(inst.base.clone()).await;
+            assert_eq!(ready["status"], "degraded", "{ready}");
+            assert_eq!(ready["checks"]["stripes"][k]["up"], false, "{ready}");
+            let text = metrics(inst.base.clone()).await;
+            let backend = if k == 2 { "mysql" } else { "postgres" };
+            let down = format!("seqd_stripe_up{{stripe=\"{k}\",backend=\"{backend}\"}} 0");
+            assert!(text.contains(&down), "no `{down}` in /metrics");
+        }
         p.heal();
         next_phase(); // phases 2, 4, 6: all back
         tokio::time::sleep(settle).await;
@@ -143,6 +168,10 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
     next_phase(); // phase 9: all back; stripe 0 is preferred again
     tokio::time::sleep(Duration::from_secs(4)).await;
     stop.store(true, Ordering::Relaxed);
+    for inst in &instances {
+        let ready = readyz(inst.base.clone()).await;
+        assert_eq!(ready["status"], "ready", "{ready}");
+    }
 
     let mut all: Vec<Got> = Vec::new();
     for c in clients {
@@ -206,4 +235,76 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
     for p in instances {
         p.kill().await;
     }
+}
+
+/// A row added by SQL to one stripe only (on a set of a PostgreSQL schema
+/// and an SQLite file): the sequence is served from the stripe that has it,
+/// and `/readyz` reports it missing on the other, found by the audit at
+/// start although no fetch ever went there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
+    let (Some(pg), Some(lite)) = (
+        common::test_db(Backend::Postgres).await,
+        common::test_db(Backend::Sqlite).await,
+    ) else {
+        return;
+    };
+    let urls = format!("{} {}", pg.url, lite.url);
+    // The set is recorded by `seqd migrate`, then the row goes to stripe 1 only.
+    let migrated = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
+        .arg("migrate")
+        .env("SEQD_DATABASE_URL", &urls)
+        .output()
+        .await
+        .unwrap();
+    assert!(migrated.status.success(), "{migrated:?}");
+    common::execute(
+        &lite,
+        "INSERT INTO sequences (name, max_id, step) VALUES ('partial', 0, 10)",
+    )
+    .await;
+    let seqd = Process::spawn(&urls, &[]).await;
+    let http = reqwest::Client::new();
+    let mut last = serde_json::Value::Null;
+    for _ in 0..100 {
+        last = http
+            .get(format!("{}/readyz", seqd.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if last["checks"]["stripes"][0]["missing_rows"] == serde_json::json!(["partial"]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], "degraded", "{last}");
+    assert_eq!(
+        last["checks"]["stripes"][0]["missing_rows"],
+        serde_json::json!(["partial"]),
+        "{last}"
+    );
+    assert_eq!(
+        last["checks"]["stripes"][1]["missing_rows"],
+        serde_json::json!([])
+    );
+    let id: i64 = http
+        .get(format!("{}/v1/sequences/partial/next", seqd.base))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        id / BLOCK % 2,
+        1,
+        "served by stripe 1, the one with the row: {id}"
+    );
+    seqd.kill().await;
 }

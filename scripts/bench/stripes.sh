@@ -46,7 +46,7 @@ echo "|---|---|"
 for setup in one three; do
   fresh
   if [ $setup = one ]; then U="${URLS[0]}"; else U="${URLS[*]}"; fi
-  RUST_LOG=warn SEQD_DATABASE_URL="$U" "$ROOT/target/release/seqd" serve --listen "127.0.0.1:$PORT" &
+  RUST_LOG=error SEQD_DATABASE_URL="$U" "$ROOT/target/release/seqd" serve --listen "127.0.0.1:$PORT" 2>/dev/null &
   PID=$!
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
   curl -sf -X POST "http://127.0.0.1:$PORT/v1/sequences" -H 'content-type: application/json' \

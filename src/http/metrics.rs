@@ -98,6 +98,15 @@ pub const HTTP_REQUEST_DURATION: &str = "seqd_http_request_duration_seconds";
 /// (`40001` serialization failure or MariaDB/MySQL deadlock, `40P01`
 /// PostgreSQL deadlock); see `crate::store::retry`.
 pub const STORE_RETRIES: &str = crate::store::retry::RETRIES_METRIC;
+/// Gauge: 1 while a stripe is up, per `stripe` and `backend` (stripes only).
+pub const STRIPE_UP: &str = "seqd_stripe_up";
+/// Counter: ranges reserved from a stripe, per `stripe` and `backend`.
+pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
+/// Counter: operations on a stripe that failed or were overtaken, per
+/// `stripe` and `backend`.
+pub const STRIPE_FAILURES: &str = "seqd_stripe_failures_total";
+/// Counter: stripe operations raced to the next stripe.
+pub const STRIPE_HEDGES: &str = crate::store::stripes::striped::STRIPE_HEDGES;
 /// Gauge: when the process started, in seconds since the Unix epoch.
 pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
 /// Gauge: always 1, labelled with the `version`.
@@ -185,6 +194,10 @@ fn describe() {
         STORE_RETRIES,
         "Database operations run again after the database aborted them for a conflict (SQLSTATE 40001 serialization failure or deadlock, 40P01 deadlock), by backend and sqlstate."
     );
+    describe_counter!(
+        STRIPE_HEDGES,
+        "Stripe operations raced to the next stripe because the one asked had not answered within --failover-after."
+    );
     describe_gauge!(
         PROCESS_START_TIME,
         "Start time of the process since the Unix epoch, in seconds."
@@ -203,7 +216,51 @@ pub fn render(allocator: &Allocator, top: usize) -> String {
     ] {
         metrics::gauge!(NAMES_IN_MEMORY, "state" => state).set(n as f64);
     }
-    render_from(top, |f| allocator.for_each_stats(f))
+    let mut out = render_from(top, |f| allocator.for_each_stats(f));
+    write_stripes(&mut out, &allocator.store().stripe_status());
+    out
+}
+
+/// The families of the stripes (none with one database), read from the
+/// striped store at scrape time: `seqd_stripe_up`, and the reservations and
+/// failures of each stripe since start.
+fn write_stripes(out: &mut String, stripes: &[crate::store::stripes::StripeStatus]) {
+    use std::fmt::Write;
+    if stripes.is_empty() {
+        return;
+    }
+    let families: [(&str, &str, &str, fn(&crate::store::stripes::StripeStatus) -> u64); 3] = [
+        (
+            STRIPE_UP,
+            "gauge",
+            "1 while the stripe is up, 0 while it is marked down (failed or slower than --failover-after, until a probe finds it answering).",
+            |s| u64::from(s.up),
+        ),
+        (
+            STRIPE_RESERVATIONS,
+            "counter",
+            "Ranges this instance reserved from the stripe.",
+            |s| s.reservations,
+        ),
+        (
+            STRIPE_FAILURES,
+            "counter",
+            "Operations on the stripe that failed or were overtaken by the next stripe.",
+            |s| s.failures,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for s in stripes {
+            let _ = writeln!(
+                out,
+                "{name}{{stripe=\"{}\",backend=\"{}\"}} {}",
+                s.index,
+                s.backend,
+                value(s)
+            );
+        }
+    }
 }
 
 /// The registry's exposition followed by the per-sequence families and the

@@ -35,15 +35,11 @@ use crate::store::{
     StoreError,
 };
 
-/// Gauge: 1 while a stripe is up, 0 while it is marked down, per `stripe`.
-pub const STRIPE_UP: &str = "seqd_stripe_up";
-/// Counter: ranges reserved from a stripe, per `stripe`.
-pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
-/// Counter: operations on a stripe that failed or were overtaken (slow),
-/// per `stripe`.
-pub const STRIPE_FAILURES: &str = "seqd_stripe_failures_total";
 /// Counter: operations raced to the next stripe because the one tried had
-/// not answered within `--failover-after`.
+/// not answered within `--failover-after`. (The state, reservations and
+/// failures of each stripe are read from [`StripedStore::status`] at scrape
+/// time: `seqd_stripe_up`, `seqd_stripe_reservations_total`,
+/// `seqd_stripe_failures_total`.)
 pub const STRIPE_HEDGES: &str = "seqd_stripe_hedges_total";
 
 /// Default of `--failover-after`.
@@ -55,16 +51,20 @@ const PROBE_FIRST: Duration = Duration::from_millis(250);
 const PROBE_MAX: Duration = Duration::from_secs(5);
 /// Bound of one probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound of one stripe's answer to [`StripedStore::ping`] (`/readyz`).
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// Compare-and-set rounds one reservation may lose before it gives up.
 const CAS_ROUNDS: u32 = 64;
-/// Names remembered as missing from a stripe (seen by reservations).
+/// Names remembered as missing from a stripe (seen by reservations or by
+/// the audit).
 const MISSING_KEPT: usize = 1000;
+/// How often the background audit walks the stripes' rows.
+pub const AUDIT_EVERY: Duration = Duration::from_secs(300);
 
 /// One stripe: its store, its layout and its health.
 struct Stripe {
     store: Arc<dyn Store>,
     layout: StripeLayout,
-    label: String,
     up: AtomicBool,
     probing: AtomicBool,
     reservations: AtomicU64,
@@ -83,11 +83,6 @@ impl Stripe {
 
     fn set_up(&self, up: bool) {
         if self.up.swap(up, Ordering::AcqRel) != up {
-            metrics::gauge!(STRIPE_UP, "stripe" => self.label.clone()).set(if up {
-                1.0
-            } else {
-                0.0
-            });
             if up {
                 tracing::info!(stripe = self.index(), "stripe answers again; using it");
             }
@@ -200,7 +195,6 @@ impl StripedStore {
             .map(|(store, layout)| Stripe {
                 store,
                 layout,
-                label: layout.index().to_string(),
                 up: AtomicBool::new(true),
                 probing: AtomicBool::new(false),
                 reservations: AtomicU64::new(0),
@@ -208,9 +202,6 @@ impl StripedStore {
                 last_error: Mutex::new(None),
             })
             .collect();
-        for s in &stripes {
-            metrics::gauge!(STRIPE_UP, "stripe" => s.label.clone()).set(1.0);
-        }
         Ok(StripedStore {
             inner: Arc::new(Inner {
                 stripes,
@@ -269,7 +260,6 @@ impl StripedStore {
     fn mark_down(&self, i: usize, why: &str) {
         let s = &self.inner.stripes[i];
         s.failures.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(STRIPE_FAILURES, "stripe" => s.label.clone()).increment(1);
         *s.last_error.lock().unwrap() = Some(why.to_string());
         if s.is_up() {
             tracing::warn!(
@@ -400,6 +390,51 @@ impl StripedStore {
             out.push(r);
         }
         Ok(out)
+    }
+
+    /// Starts the background audit: at once and then every `every`, a merge
+    /// walk over every stripe's rows ([`super::audit::audit_rows`], at most
+    /// [`MISSING_KEPT`] findings) replaces what [`StripedStore::status`]
+    /// reports as missing, so a row added by SQL to some stripes only is
+    /// reported even if no fetch has gone to the stripes that lack it. Skips
+    /// a round while a stripe is down; ends when the store is dropped.
+    pub fn start_audit(&self, every: Duration) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let this = StripedStore { inner };
+                if this.all_up().is_ok() {
+                    match super::audit::audit_rows(&this.stores(), MISSING_KEPT).await {
+                        Ok(found) => this.replace_missing(found),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "auditing the stripes' rows failed; will retry")
+                        }
+                    }
+                }
+                drop(this);
+                tokio::time::sleep(every).await;
+            }
+        });
+    }
+
+    /// Replaces the names known missing by an audit's findings.
+    fn replace_missing(&self, found: Vec<super::audit::MissingRow>) {
+        let mut map: BTreeMap<u32, BTreeSet<SeqName>> = BTreeMap::new();
+        for row in found {
+            for i in row.missing_on {
+                map.entry(i).or_default().insert(row.name.clone());
+            }
+        }
+        for (i, names) in &map {
+            tracing::error!(
+                stripe = i,
+                rows = names.len(),
+                "sequences have no row on this stripe while other stripes have one \
+                 (added by SQL to some stripes only?); `seqd stripes init` creates them"
+            );
+        }
+        *self.inner.missing.lock().unwrap() = map;
     }
 
     /// Remembers that `name` has no row on the stripes `on`.
@@ -534,7 +569,6 @@ impl Store for StripedStore {
         }
         let s = &self.inner.stripes[i];
         s.reservations.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(STRIPE_RESERVATIONS, "stripe" => s.label.clone()).increment(1);
         Ok(r)
     }
 
@@ -710,12 +744,40 @@ impl Store for StripedStore {
         Ok(())
     }
 
+    /// Pings every stripe at once (each bounded by [`PING_TIMEOUT`]): a
+    /// stripe that fails is marked down, one that answers is marked up;
+    /// `Ok` while any answers, so `/readyz` stays ready and reports each
+    /// stripe, including the ones no fetch has used lately.
     async fn ping(&self) -> Result<(), StoreError> {
-        self.first_answer("ping", |store, _| {
-            Box::pin(async move { store.ping().await })
-        })
-        .await
-        .map(|_| ())
+        let mut pings = JoinSet::new();
+        for (i, s) in self.inner.stripes.iter().enumerate() {
+            let store = s.store.clone();
+            pings.spawn(async move { (i, tokio::time::timeout(PING_TIMEOUT, store.ping()).await) });
+        }
+        let mut error = None;
+        let mut any = false;
+        while let Some(joined) = pings.join_next().await {
+            let Ok((i, outcome)) = joined else { continue };
+            match outcome {
+                Ok(Ok(())) => {
+                    any = true;
+                    self.inner.stripes[i].set_up(true);
+                }
+                Ok(Err(e)) => {
+                    self.mark_down(i, &format!("ping failed: {}", describe(&e)));
+                    error.get_or_insert(e);
+                }
+                Err(_) => {
+                    self.mark_down(i, "ping timed out");
+                    error.get_or_insert(StoreError::Unavailable("ping timed out".into()));
+                }
+            }
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(error.unwrap_or_else(|| StoreError::Unavailable("no stripe answered".into())))
+        }
     }
 
     fn backend(&self) -> &'static str {
