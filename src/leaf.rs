@@ -449,6 +449,11 @@ pub fn describe(entry: &Entry, dry_run: bool) -> String {
 /// row is invalid (unless `--skip-invalid`), a write failed, or an existing
 /// sequence is behind Leaf and `--raise` was not given.
 pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.db.urls().len() == 1,
+        "import-leaf writes into one database: import into a single database first, \
+         then make it stripe 1 of a set with `seqd stripes init`"
+    );
     let rows = read_leaf_alloc(&args.from).await?;
     let target_url = args.db.url();
     let shown = store::redact_url(&target_url);
