@@ -105,7 +105,7 @@ pub async fn run(
     }
     let allocator = Allocator::new(store, settings.allocator.clone());
     let state = AppState {
-        allocator,
+        allocator: allocator.clone(),
         admin,
         snowflake: snowflake.clone(),
         reads: crate::http::reads::ReadGate::default(),
@@ -127,6 +127,23 @@ pub async fn run(
             tokio::time::sleep(bound).await;
         } => tracing::warn!(?bound, "shutdown bound reached; dropping remaining connections"),
     }
+    // Requests are answered (or the bound passed): give back what the
+    // buffers reserved and did not hand out, so a rolling restart leaves no
+    // gap. A crash cannot, and leaves one.
+    let started = std::time::Instant::now();
+    let given = allocator
+        .give_back(GIVE_BACK_CONCURRENCY, GIVE_BACK_BOUND.min(settings.shutdown_timeout))
+        .await;
+    tracing::info!(
+        ids = given.ids,
+        sequences = given.sequences,
+        fetch_in_flight = given.fetch_in_flight,
+        reserved_since = given.reserved_since,
+        failed = given.failed,
+        unfinished = given.unfinished,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "gave back unused IDs"
+    );
     if let Some(sf) = &snowflake {
         // Stops issuing and releases the worker ID (bounded).
         sf.shutdown().await;
@@ -134,6 +151,11 @@ pub async fn run(
     tracing::info!("seqd stopped");
     Ok(())
 }
+
+/// Give-backs in flight at once at shutdown.
+const GIVE_BACK_CONCURRENCY: usize = 16;
+/// Longest the give-back at shutdown may take.
+const GIVE_BACK_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {

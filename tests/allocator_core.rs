@@ -484,3 +484,91 @@ async fn a_pending_entry_stays_while_any_caller_waits() {
     let names = alloc.names_in_memory();
     assert_eq!((names.live, names.pending), (1, 0));
 }
+
+// ---------------------------------------------------------------------------
+// giving back at shutdown
+
+/// The unused tail of the last reservation goes back to the row: a
+/// restarted instance continues at the next ID.
+#[tokio::test]
+async fn give_back_lowers_the_row_to_the_last_id_handed_out() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 1000);
+    let alloc = fixed(&store, config());
+    for expected in 1..=5 {
+        assert_eq!(alloc.next(&name("a")).await.unwrap(), expected);
+    }
+    let report = alloc.give_back(4, Duration::from_secs(5)).await;
+    assert_eq!((report.sequences, report.ids), (1, 995));
+    assert_eq!(store.max_id("a"), Some(5));
+    let after = fixed(&store, config());
+    assert_eq!(after.next(&name("a")).await.unwrap(), 6);
+}
+
+/// A next segment contiguous with the current one goes back with the
+/// current one's tail; one that another instance's reservation separates
+/// from it goes back alone.
+#[tokio::test]
+async fn give_back_takes_only_the_run_this_instance_reserved_at_the_top() {
+    // contiguous: current 1..=10 (2 used), next 11..=20
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 10);
+    let alloc = fixed(&store, config());
+    for _ in 0..2 {
+        alloc.next(&name("a")).await.unwrap();
+    }
+    until(|| alloc.snapshot(&name("a")).unwrap().next.is_some()).await;
+    alloc.give_back(4, Duration::from_secs(5)).await;
+    assert_eq!(store.max_id("a"), Some(2));
+
+    // separated: current 1..=10 (2 used), another instance 11..=20, next 21..=30
+    let store = Arc::new(MemoryStore::new());
+    store.insert("b", 0, 10);
+    let alloc = fixed(&store, config());
+    alloc.next(&name("b")).await.unwrap();
+    store.close_gate();
+    alloc.next(&name("b")).await.unwrap(); // past the mark: the prefetch waits at the gate
+    until(|| store.max_in_flight("b") == 1).await;
+    store.insert("b", 20, 10); // another instance reserves 11..=20 meanwhile
+    store.open_gate();
+    until(|| alloc.snapshot(&name("b")).unwrap().next.is_some()).await;
+    let next = alloc.snapshot(&name("b")).unwrap().next.unwrap();
+    assert_eq!((next.first, next.last), (21, 30));
+    let report = alloc.give_back(4, Duration::from_secs(5)).await;
+    assert_eq!((report.sequences, report.ids), (1, 10));
+    assert_eq!(
+        store.max_id("b"),
+        Some(20),
+        "the other instance's range stays taken"
+    );
+
+    // and when another instance reserved after this one's last reservation,
+    // the compare-and-set finds another max_id and nothing changes
+    let store = Arc::new(MemoryStore::new());
+    store.insert("c", 0, 10);
+    let alloc = fixed(&store, config());
+    alloc.next(&name("c")).await.unwrap();
+    store.insert("c", 20, 10);
+    let report = alloc.give_back(4, Duration::from_secs(5)).await;
+    assert_eq!((report.reserved_since, report.ids), (1, 0));
+    assert_eq!(store.max_id("c"), Some(20));
+}
+
+/// A sequence whose fetch is in flight gives nothing back (its reservation
+/// may land after), and the row keeps every reservation.
+#[tokio::test]
+async fn give_back_leaves_a_sequence_with_a_fetch_in_flight_alone() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("a", 0, 10);
+    let alloc = fixed(&store, config());
+    alloc.next(&name("a")).await.unwrap();
+    store.close_gate();
+    alloc.next(&name("a")).await.unwrap();
+    until(|| store.max_in_flight("a") == 1).await;
+    let report = alloc.give_back(4, Duration::from_secs(5)).await;
+    assert_eq!((report.fetch_in_flight, report.ids), (1, 0));
+    store.open_gate();
+    until(|| store.max_id("a") == Some(20)).await;
+    let after = fixed(&store, config());
+    assert_eq!(after.next(&name("a")).await.unwrap(), 21);
+}

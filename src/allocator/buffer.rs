@@ -30,6 +30,20 @@ pub const FETCH_DURATION_METRIC: &str = "seqd_segment_fetch_duration_seconds";
 /// already reserved (the row went back), labelled by `sequence`.
 pub const REGRESSIONS_METRIC: &str = "seqd_sequence_regressions_total";
 
+/// What [`SeqBuffer::seal`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sealed {
+    /// A fetch was in flight: its reservation may land after anything done
+    /// now, so nothing is given back.
+    FetchInFlight,
+    /// Nothing reserved, or nothing unused at the top.
+    Nothing,
+    /// The row's `max_id` may go from `top` (the last ID this buffer
+    /// reserved) down to `keep` (every ID above it is unused, and reserved
+    /// by this buffer).
+    GiveBack { top: i64, keep: i64 },
+}
+
 /// What became of a reserved range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Installed {
@@ -438,6 +452,36 @@ impl SeqBuffer {
         backoff.min(self.shared.config.retry_backoff_max)
     }
 
+    /// Stops this buffer for good (no more IDs, no more fetches) and says
+    /// what of its reservation can be given back to the row: the unused
+    /// top of what it reserved last. See [`Sealed`].
+    pub(super) fn seal(&self) -> Sealed {
+        // Holding `fetching` for good: no fetch starts after this one.
+        if self
+            .fetching
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Sealed::FetchInFlight;
+        }
+        let Some(top) = self.high_water() else {
+            return Sealed::Nothing;
+        };
+        let (current, unissued, next) = self.segments.seal();
+        // Only the run at the top that this buffer reserved itself goes
+        // back: the next segment, and the current one's tail below it only
+        // when the two are contiguous (no other instance reserved between).
+        let keep = match next {
+            Some(n) if current.is_empty() || n.first() != current.last() + 1 => n.first() - 1,
+            _ => unissued - 1,
+        };
+        if keep >= top {
+            Sealed::Nothing
+        } else {
+            Sealed::GiveBack { top, keep }
+        }
+    }
+
     /// The highest ID this buffer has reserved so far, if any.
     pub fn high_water(&self) -> Option<i64> {
         self.state.lock().unwrap().high_water.map(NonZeroI64::get)
@@ -492,7 +536,7 @@ impl SeqBuffer {
             last_fetch_latency_ms: st
                 .last_fetch_latency
                 .map(|d| d.get().as_secs_f64() * 1000.0),
-            last_error: st.last_error.clone(),
+            last_error: st.last_error,
         }
     }
 }

@@ -205,6 +205,31 @@ impl DoubleBuffer {
         Ok(())
     }
 
+    /// Ends handing out: claims whatever is left of the current segment
+    /// (a taker racing it gets its IDs first, or nothing) and takes the next
+    /// segment out. Returns the current segment, the first ID of it not
+    /// handed out (its end when used up), and the next segment, if any.
+    /// The caller must keep new segments from being installed after it
+    /// (the buffer does, by never starting another fetch).
+    pub fn seal(&self) -> (Segment, i64, Option<Segment>) {
+        let mut slow = self.slow.lock().unwrap();
+        let end = self.end.load(Ordering::Relaxed);
+        let mut c = self.cursor.load(Ordering::Relaxed);
+        while c < end {
+            match self
+                .cursor
+                .compare_exchange_weak(c, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => c = now,
+            }
+        }
+        let unissued = c.min(end) as i64;
+        let next = slow.take_next();
+        self.has_next.store(false, Ordering::Release);
+        (slow.current, unissued, next)
+    }
+
     /// True when a next segment is waiting (lock-free read).
     #[inline]
     pub fn has_next(&self) -> bool {
@@ -288,6 +313,25 @@ mod tests {
         assert_eq!(Segment::new(i64::MAX - 2, 3, 0.1).last(), i64::MAX);
         assert_eq!(b.take_fast(10).range, run(i64::MAX - 2, i64::MAX));
         assert_eq!(b.take_fast(1).range, None);
+    }
+
+    #[test]
+    fn seal_claims_the_rest_and_takes_the_next_segment_out() {
+        let b = DoubleBuffer::new(Segment::new(11, 5, 0.1));
+        b.install_next(Segment::new(21, 5, 0.1)).unwrap();
+        assert_eq!(b.take_fast(2).range, run(11, 12));
+        let (current, unissued, next) = b.seal();
+        assert_eq!((current.first(), unissued), (11, 13));
+        assert_eq!(next, Some(Segment::new(21, 5, 0.1)));
+        // nothing more comes out, not even by switching
+        assert_eq!(b.take_fast(1).range, None);
+        let mut out = Vec::new();
+        assert_eq!(b.take(1, &mut out).missing, 1);
+        assert!(out.is_empty());
+        // a used-up segment seals at its end
+        let b = DoubleBuffer::new(Segment::new(1, 2, 0.1));
+        b.take_fast(5);
+        assert_eq!(b.seal().1, 3);
     }
 
     #[test]

@@ -51,6 +51,28 @@ pub mod step;
 pub mod sync;
 
 pub use buffer::{BufferSnapshot, SegmentView, SeqStats};
+
+/// Counter: IDs given back to the database at graceful shutdown
+/// ([`Allocator::give_back`]).
+pub const GIVEN_BACK_METRIC: &str = "seqd_ids_given_back_total";
+
+/// What [`Allocator::give_back`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GiveBackReport {
+    /// Sequences whose row took back their unused IDs.
+    pub sequences: u64,
+    /// IDs given back over all of them.
+    pub ids: u64,
+    /// Sequences left alone because a fetch was in flight.
+    pub fetch_in_flight: u64,
+    /// Sequences left alone because another instance reserved since (the
+    /// compare-and-set found another `max_id`).
+    pub reserved_since: u64,
+    /// Sequences whose give-back failed (database error).
+    pub failed: u64,
+    /// Sequences not given back within the bound.
+    pub unfinished: u64,
+}
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use failure::FetchFailure;
 pub use segment::IdRange;
@@ -471,6 +493,63 @@ impl Allocator {
     /// order, copying no name (what a scrape of `/metrics` reads).
     pub fn for_each_stats(&self, mut f: impl FnMut(&SeqName, &SeqStats)) {
         self.inner.live.for_each(|buf| f(buf.name(), &buf.stats()));
+    }
+
+    /// Gives back the unused IDs of every live sequence, for a graceful
+    /// shutdown: each buffer is sealed (it hands out no more IDs and starts
+    /// no more fetches: call this last), and for each one with unused IDs
+    /// at the top of what it reserved, one compare-and-set lowers the row's
+    /// `max_id` from the top of that reservation to the last ID kept
+    /// ([`Store::give_back`]): it fails, changing nothing, when another
+    /// instance reserved since. A sequence with a fetch in flight is left
+    /// alone. At most `concurrency` at once, and none started after
+    /// `bound`. docs/design.md, "Giving back at shutdown".
+    pub async fn give_back(&self, concurrency: usize, bound: Duration) -> GiveBackReport {
+        let mut report = GiveBackReport::default();
+        let mut plans = Vec::new();
+        self.inner.live.for_each(|buf| match buf.seal() {
+            buffer::Sealed::FetchInFlight => report.fetch_in_flight += 1,
+            buffer::Sealed::Nothing => {}
+            buffer::Sealed::GiveBack { top, keep } => plans.push((buf.name().clone(), top, keep)),
+        });
+        let deadline = tokio::time::Instant::now() + bound;
+        let permits = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+        let mut running = tokio::task::JoinSet::new();
+        for (name, top, keep) in plans {
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => p.expect("never closed"),
+                _ = tokio::time::sleep_until(deadline) => {
+                    report.unfinished += 1;
+                    continue;
+                }
+            };
+            let store = self.inner.shared.store.clone();
+            running.spawn(async move {
+                let outcome = tokio::time::timeout_at(deadline, store.give_back(&name, top, keep)).await;
+                drop(permit);
+                (name, top - keep, outcome)
+            });
+        }
+        while let Some(joined) = running.join_next().await {
+            let Ok((name, ids, outcome)) = joined else {
+                report.failed += 1;
+                continue;
+            };
+            match outcome {
+                Ok(Ok(true)) => {
+                    report.sequences += 1;
+                    report.ids += ids as u64;
+                }
+                Ok(Ok(false)) => report.reserved_since += 1,
+                Ok(Err(e)) => {
+                    tracing::warn!(sequence = %name, error = %e, "giving back unused IDs failed");
+                    report.failed += 1;
+                }
+                Err(_) => report.unfinished += 1,
+            }
+        }
+        metrics::counter!(GIVEN_BACK_METRIC).increment(report.ids);
+        report
     }
 
     /// The buffer state of every live sequence, ordered by name.

@@ -32,6 +32,7 @@ use super::error::ApiError;
 use super::AppState;
 use crate::allocator::{Allocator, SeqStats};
 use crate::domain::SeqName;
+use crate::store::stripes::StripeStatus;
 
 mod top;
 
@@ -195,6 +196,10 @@ fn describe() {
         "Database operations run again after the database aborted them for a conflict (SQLSTATE 40001 serialization failure or deadlock, 40P01 deadlock), by backend and sqlstate."
     );
     describe_counter!(
+        crate::allocator::GIVEN_BACK_METRIC,
+        "IDs given back to the database at graceful shutdown (the unused top of the last reservations)."
+    );
+    describe_counter!(
         STRIPE_HEDGES,
         "Stripe operations raced to the next stripe because the one asked had not answered within --failover-after."
     );
@@ -224,12 +229,13 @@ pub fn render(allocator: &Allocator, top: usize) -> String {
 /// The families of the stripes (none with one database), read from the
 /// striped store at scrape time: `seqd_stripe_up`, and the reservations and
 /// failures of each stripe since start.
-fn write_stripes(out: &mut String, stripes: &[crate::store::stripes::StripeStatus]) {
+fn write_stripes(out: &mut String, stripes: &[StripeStatus]) {
     use std::fmt::Write;
     if stripes.is_empty() {
         return;
     }
-    let families: [(&str, &str, &str, fn(&crate::store::stripes::StripeStatus) -> u64); 3] = [
+    type Family = (&'static str, &'static str, &'static str, fn(&StripeStatus) -> u64);
+    let families: [Family; 3] = [
         (
             STRIPE_UP,
             "gauge",

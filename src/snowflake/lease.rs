@@ -636,7 +636,7 @@ mod tests {
         // Still as the claim read it: undecided.
         held.settle(&[theirs], "me");
         // Found as ours: applied after all; reclaiming it keeps the fence.
-        held.settle(&[ours.clone()], "me");
+        held.settle(std::slice::from_ref(&ours), "me");
         let reclaim = Candidate::Existing(ours);
         assert_eq!(held.before_claim(&reclaim, "me"), (2, Some(5000)));
         // Changed by someone else: lost, forgotten.

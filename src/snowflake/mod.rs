@@ -69,7 +69,7 @@ impl SnowflakeSettings {
     /// tolerance of at most 1 min.
     pub fn validate(&self, now_ms: i64) -> Result<Layout, String> {
         let unit = self.time_unit;
-        if unit.subsec_nanos() % 1_000_000 != 0 {
+        if !unit.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(LayoutError::Unit.to_string());
         }
         let layout = Layout::new(

@@ -430,6 +430,15 @@ pub trait Store: Send + Sync + 'static {
         new: i64,
     ) -> Result<bool, StoreError>;
 
+    /// Gives back unused IDs at the top of a reservation: lowers `max_id`
+    /// of `name` from `top` (the last ID of the caller's last reservation)
+    /// to `keep`, only if it is still `top` (nobody reserved since); true
+    /// when it did. One compare-and-set; a store over several databases
+    /// sends it to the one `top` came from.
+    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
+        self.compare_and_set_max_id(name, top, keep).await
+    }
+
     /// Inserts a new row with `max_id = start - 1`.
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError>;
 
@@ -571,7 +580,7 @@ fn password_span(rest: &str) -> Option<(usize, usize)> {
         .match_indices('@')
         .map(|(i, _)| i)
         .filter(|&i| i > user_end && looks_like_host(&rest[i + 1..]))
-        .last()?;
+        .next_back()?;
     Some((user_end, at))
 }
 

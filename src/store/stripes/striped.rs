@@ -82,10 +82,8 @@ impl Stripe {
     }
 
     fn set_up(&self, up: bool) {
-        if self.up.swap(up, Ordering::AcqRel) != up {
-            if up {
-                tracing::info!(stripe = self.index(), "stripe answers again; using it");
-            }
+        if self.up.swap(up, Ordering::AcqRel) != up && up {
+            tracing::info!(stripe = self.index(), "stripe answers again; using it");
         }
     }
 }
@@ -582,6 +580,16 @@ impl Store for StripedStore {
         Err(StoreError::Config(
             "a compare-and-set of max_id names one stripe, not the set".into(),
         ))
+    }
+
+    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
+        // The stripe `top` came from: the one that owns it. `keep` is at
+        // least the first ID of that reservation minus one, so its row
+        // never goes below what other instances reserved there before.
+        let Some(s) = self.inner.stripes.iter().find(|s| s.layout.owns(top)) else {
+            return Ok(false);
+        };
+        s.store.compare_and_set_max_id(name, top, keep).await
     }
 
     async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
