@@ -579,8 +579,7 @@ fn password_span(rest: &str) -> Option<(usize, usize)> {
     let at = rest
         .match_indices('@')
         .map(|(i, _)| i)
-        .filter(|&i| i > user_end && looks_like_host(&rest[i + 1..]))
-        .next_back()?;
+        .rfind(|&i| i > user_end && looks_like_host(&rest[i + 1..]))?;
     Some((user_end, at))
 }
 
