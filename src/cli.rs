@@ -66,6 +66,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             start,
             step,
             description,
+            ordering,
             db,
         } => {
             let name = parse_name(name)?;
@@ -81,7 +82,8 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 ParseError::Step { .. } => anyhow!("{e} (got {step})"),
                 ParseError::DescriptionControl { .. } => anyhow!("{e}"),
                 _ => anyhow!("{e} (got {} characters)", description.chars().count()),
-            })?;
+            })?
+            .with_ordering(ordering.parse().map_err(|e| anyhow!("{e} (got {ordering:?})"))?);
             let store = open_store(db).await?;
             match store.create(&new).await {
                 Ok(row) => print_rows(&[row]),
@@ -110,6 +112,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             let patch = SequencePatch {
                 step: Some(step),
                 description: None,
+                ordering: None,
             };
             match store.update(&name, &patch).await {
                 Ok(row) => print_rows(&[row]),
@@ -257,8 +260,8 @@ fn print_rows(rows: &[SequenceRow]) {
 fn write_header(out: &mut impl std::io::Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<32} {:>20} {:>10}  DESCRIPTION",
-        "NAME", "MAX_ID", "STEP"
+        "{:<32} {:>20} {:>10}  {:<8}  DESCRIPTION",
+        "NAME", "MAX_ID", "STEP", "ORDERING"
     )
 }
 
@@ -269,10 +272,11 @@ fn write_rows(out: &mut impl std::io::Write, rows: &[SequenceRow]) -> std::io::R
         // `as_str`: SeqName's Display ignores width, which would break the columns.
         writeln!(
             out,
-            "{:<32} {:>20} {:>10}  {}",
+            "{:<32} {:>20} {:>10}  {:<8}  {}",
             r.name.as_str(),
             r.max_id,
             r.step,
+            r.ordering.as_str(),
             escape_controls(&r.description)
         )?;
     }

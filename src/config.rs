@@ -156,6 +156,11 @@ pub enum SequencesCommand {
         /// Free text.
         #[arg(long, default_value = "")]
         description: String,
+        /// `instance` (segments in memory, IDs increasing per instance) or
+        /// `global` (every ID from the database at request time, increasing
+        /// across instances; one database only).
+        #[arg(long, default_value = "instance", value_parser = ["instance", "global"])]
+        ordering: String,
         #[command(flatten)]
         db: DatabaseArgs,
     },

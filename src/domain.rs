@@ -116,6 +116,9 @@ pub enum ParseError {
         /// Its position, counted in characters from 1.
         at: usize,
     },
+    /// The ordering is neither `instance` nor `global`.
+    #[error("invalid ordering: must be \"instance\" or \"global\"")]
+    Ordering,
 }
 
 impl SeqName {
@@ -263,9 +266,64 @@ pub struct NewSequence {
     pub step: i64,
     /// Free text for operators.
     pub description: String,
+    /// How its IDs are ordered (default [`Ordering::Instance`]).
+    pub ordering: Ordering,
+}
+
+/// How a sequence orders its IDs (the `ordering` column).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Ordering {
+    /// Segments in memory: IDs strictly increase within each instance, and
+    /// only trend upward across instances.
+    #[default]
+    Instance,
+    /// Every ID reserved in the database at request time (concurrent
+    /// requests of an instance merged): an ID handed out after another's
+    /// answer was received, by any instance, is larger.
+    Global,
+}
+
+impl Ordering {
+    /// The column's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ordering::Instance => "instance",
+            Ordering::Global => "global",
+        }
+    }
+
+    /// From the column's value; anything unknown reads as `Instance` (the
+    /// table's CHECK allows only the two).
+    pub fn from_column(s: &str) -> Self {
+        if s == "global" {
+            Ordering::Global
+        } else {
+            Ordering::Instance
+        }
+    }
+}
+
+impl std::str::FromStr for Ordering {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match s {
+            "instance" => Ok(Ordering::Instance),
+            "global" => Ok(Ordering::Global),
+            _ => Err(ParseError::Ordering),
+        }
+    }
 }
 
 impl NewSequence {
+    /// The same sequence with `ordering`.
+    pub fn with_ordering(mut self, ordering: Ordering) -> Self {
+        self.ordering = ordering;
+        self
+    }
+
     /// Validates a creation request against the limits of docs/design.md
     /// ("Names and limits").
     pub fn new(
@@ -285,6 +343,7 @@ impl NewSequence {
             start,
             step,
             description,
+            ordering: Ordering::Instance,
         })
     }
 }

@@ -572,3 +572,108 @@ async fn give_back_leaves_a_sequence_with_a_fetch_in_flight_alone() {
     let after = fixed(&store, config());
     assert_eq!(after.next(&name("a")).await.unwrap(), 21);
 }
+
+// ---------------------------------------------------------------------------
+// global ordering
+
+/// A global sequence: the first request finds the row global (its segment
+/// is dropped) and from then on every request is reserved at request time.
+async fn global(store: &Arc<MemoryStore>, name_: &str) -> Allocator {
+    store.insert(name_, 0, 1000);
+    store.set_ordering(name_, seqd::domain::Ordering::Global);
+    let alloc = fixed(store, config());
+    // first use: a segment reservation that finds the row global (a gap)
+    let first = alloc.next(&name(name_)).await.unwrap();
+    assert_eq!(first, 1001, "served by the database at request time");
+    alloc
+}
+
+#[tokio::test]
+async fn global_requests_arriving_during_a_reservation_share_the_next_one_in_arrival_order() {
+    let store = Arc::new(MemoryStore::new());
+    let alloc = global(&store, "g").await;
+    let before = store.reserves("g");
+    store.close_gate();
+    let g = name("g");
+    // a's reservation starts (and waits at the gate) before b, c, d arrive
+    let a = tokio::spawn({
+        let alloc = alloc.clone();
+        async move { alloc.next(&name("g")).await }
+    });
+    until(|| store.reserves("g") == before + 1).await;
+    let b = alloc.batch(&g, Count::new(2).unwrap());
+    let c = alloc.next(&g);
+    let d = alloc.batch(&g, Count::new(3).unwrap());
+    let opener = async {
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        store.open_gate();
+    };
+    // first polled in this order: b, c, d queue behind a's reservation
+    let (b, c, d, ()) = tokio::join!(b, c, d, opener);
+    assert_eq!(a.await.unwrap().unwrap(), 1002);
+    assert_eq!(b.unwrap().ids().collect::<Vec<_>>(), vec![1003, 1004]);
+    assert_eq!(c.unwrap(), 1005);
+    assert_eq!(d.unwrap().ids().collect::<Vec<_>>(), vec![1006, 1007, 1008]);
+    assert_eq!(
+        store.reserves("g") - before,
+        2,
+        "one reservation for a, one for b, c and d together"
+    );
+    assert_eq!(
+        store.max_id("g"),
+        Some(1008),
+        "no gap while all callers stay"
+    );
+}
+
+#[tokio::test]
+async fn global_ids_from_two_instances_increase_in_the_order_they_are_answered() {
+    let store = Arc::new(MemoryStore::new());
+    let one = global(&store, "g").await;
+    let two = fixed(&store, config());
+    let mut last = 1001;
+    for i in 0..50 {
+        let alloc = if i % 2 == 0 { &two } else { &one };
+        let id = alloc.next(&name("g")).await.unwrap();
+        assert!(id > last, "{id} after {last}");
+        last = id;
+    }
+}
+
+#[tokio::test]
+async fn a_global_sequence_does_not_ride_through_an_outage() {
+    let store = Arc::new(MemoryStore::new());
+    let alloc = global(&store, "g").await;
+    store.set_failing("g", true);
+    assert!(matches!(
+        alloc.next(&name("g")).await,
+        Err(AllocError::Unavailable { .. })
+    ));
+    store.set_failing("g", false);
+    assert!(alloc.next(&name("g")).await.unwrap() > 1001);
+}
+
+#[tokio::test]
+async fn switching_to_global_and_back_never_repeats_an_id() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("s", 0, 10);
+    let alloc = fixed(&store, config());
+    let mut seen = HashSet::new();
+    let mut last = 0;
+    for round in 0..6 {
+        let ordering = if round % 2 == 0 {
+            seqd::domain::Ordering::Instance
+        } else {
+            seqd::domain::Ordering::Global
+        };
+        store.set_ordering("s", ordering);
+        alloc.set_ordering(&name("s"), ordering);
+        for _ in 0..25 {
+            let id = alloc.next(&name("s")).await.unwrap();
+            assert!(seen.insert(id) && id > last, "{id} after {last}");
+            last = id;
+        }
+    }
+}

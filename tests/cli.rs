@@ -107,13 +107,22 @@ async fn create_then_list_shows_the_sequence(db: TestDb) {
     assert_eq!(
         listed(&out, "order"),
         Some(
-            vec!["order", "1000", "50", "order", "IDs"]
+            vec!["order", "1000", "50", "instance", "order", "IDs"]
                 .into_iter()
                 .map(String::from)
                 .collect()
         )
     );
     ok(&seqd_on(&db, &["sequences", "create", "user"]).await);
+    let out = ok(&seqd_on(
+        &db,
+        &["sequences", "create", "invoice", "--ordering", "global"],
+    )
+    .await);
+    assert_eq!(
+        listed(&out, "invoice").unwrap()[..4],
+        ["invoice", "0", "1000", "global"]
+    );
 
     let out = ok(&seqd_on(&db, &["sequences", "list"]).await);
     let header: Vec<&str> = out
@@ -122,12 +131,15 @@ async fn create_then_list_shows_the_sequence(db: TestDb) {
         .expect("header")
         .split_whitespace()
         .collect();
-    assert_eq!(header, ["NAME", "MAX_ID", "STEP", "DESCRIPTION"]);
+    assert_eq!(
+        header,
+        ["NAME", "MAX_ID", "STEP", "ORDERING", "DESCRIPTION"]
+    );
     assert_eq!(listed(&out, "order").unwrap()[..3], ["order", "1000", "50"]);
     assert_eq!(
         listed(&out, "user").unwrap(),
-        ["user", "0", "1000"],
-        "defaults: start 1, step 1000"
+        ["user", "0", "1000", "instance"],
+        "defaults: start 1, step 1000, instance ordering"
     );
     // Columns line up: every MAX_ID ends where the header's does.
     let end = out.lines().next().unwrap().find("MAX_ID").unwrap() + "MAX_ID".len();

@@ -105,6 +105,7 @@ async fn a_step_raised_in_the_table_is_the_floor_at_the_next_fetch() {
             &SequencePatch {
                 step: Some(5_000),
                 description: None,
+                ordering: None,
             },
         )
         .await

@@ -89,6 +89,7 @@ async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
     let patch = SequencePatch {
         step: None,
         description: Some(description.chars().rev().collect()),
+        ordering: None,
     };
     let updated = store.update(&name("wide"), &patch).await.unwrap();
     assert_eq!(
@@ -512,6 +513,7 @@ async fn update_changes_step_and_description(db: TestDb) {
     let patch = SequencePatch {
         step: Some(25),
         description: None,
+        ordering: None,
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!(
@@ -522,6 +524,7 @@ async fn update_changes_step_and_description(db: TestDb) {
     let patch = SequencePatch {
         step: None,
         description: Some("orders".into()),
+        ordering: None,
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (25, "orders"));
@@ -529,6 +532,7 @@ async fn update_changes_step_and_description(db: TestDb) {
     let patch = SequencePatch {
         step: Some(7),
         description: Some("both".into()),
+        ordering: None,
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (7, "both"));
@@ -560,6 +564,7 @@ async fn update_of_a_missing_name_fails_with_not_found(db: TestDb) {
     let patch = SequencePatch {
         step: Some(5),
         description: None,
+        ordering: None,
     };
     match store.update(&name("nope"), &patch).await {
         Err(StoreError::NotFound) => {}
@@ -578,6 +583,7 @@ async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
     let patch = SequencePatch {
         step: Some(0),
         description: None,
+        ordering: None,
     };
     // Bad input, not an outage: never `Unavailable` (a 503 "retry later").
     match store.update(&name("order"), &patch).await {
@@ -626,7 +632,8 @@ async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
             Reservation {
                 max_id: expected_first + 99,
                 size: 100,
-                row_step: 100
+                row_step: 100,
+                ordering: seqd::domain::Ordering::Instance
             }
         );
         assert_eq!(r.first(), expected_first);
@@ -646,7 +653,8 @@ async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
         Reservation {
             max_id: 250,
             size: 250,
-            row_step: 10
+            row_step: 10,
+            ordering: seqd::domain::Ordering::Instance
         }
     );
     let r = store.reserve(&name("order"), 1).await.unwrap();
@@ -655,7 +663,8 @@ async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
         Reservation {
             max_id: 260,
             size: 10,
-            row_step: 10
+            row_step: 10,
+            ordering: seqd::domain::Ordering::Instance
         }
     );
     assert_eq!(
@@ -682,6 +691,7 @@ async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
     let patch = SequencePatch {
         step: Some(1000),
         description: None,
+        ordering: None,
     };
     store.update(&name("order"), &patch).await.unwrap();
     let r = store.reserve(&name("order"), 1).await.unwrap();
@@ -690,7 +700,8 @@ async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
         Reservation {
             max_id: 1010,
             size: 1000,
-            row_step: 1000
+            row_step: 1000,
+            ordering: seqd::domain::Ordering::Instance
         }
     );
     assert_eq!(r.first(), 11);
@@ -737,7 +748,8 @@ async fn reserve_ending_exactly_at_i64_max_succeeds_then_exhausted(db: TestDb) {
         Reservation {
             max_id: i64::MAX,
             size: 10,
-            row_step: 10
+            row_step: 10,
+            ordering: seqd::domain::Ordering::Instance
         }
     );
     assert_eq!(r.first(), i64::MAX - 9);
@@ -771,7 +783,8 @@ async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(d
         Reservation {
             max_id: i64::MAX - 40,
             size: 60,
-            row_step: 10
+            row_step: 10,
+            ordering: seqd::domain::Ordering::Instance
         }
     );
     // One that does not fit falls back to the row's step, until the end.
@@ -782,7 +795,8 @@ async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(d
             Reservation {
                 max_id: expected_max,
                 size: 10,
-                row_step: 10
+                row_step: 10,
+                ordering: seqd::domain::Ordering::Instance
             }
         );
     }
@@ -875,6 +889,7 @@ async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
                         &SequencePatch {
                             step: Some(step),
                             description: None,
+                            ordering: None,
                         },
                     )
                     .await

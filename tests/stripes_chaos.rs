@@ -265,6 +265,22 @@ async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
     .await;
     let seqd = Process::spawn(&urls, &[]).await;
     let http = reqwest::Client::new();
+    // global ordering needs one database: refused on a stripe set
+    let refused = http
+        .post(format!("{}/v1/sequences", seqd.base))
+        .json(&serde_json::json!({"name": "g", "ordering": "global"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("single database"),
+        "{body}"
+    );
     let mut last = serde_json::Value::Null;
     for _ in 0..100 {
         last = http

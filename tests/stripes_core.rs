@@ -159,6 +159,7 @@ async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
     let patch = SequencePatch {
         step: Some(50),
         description: None,
+        ordering: None,
     };
     assert!(matches!(
         set.update(&name("b"), &patch).await,

@@ -7,18 +7,18 @@
 //! flight, up to the wait timeout.
 
 use std::num::{NonZeroI64, NonZeroU64};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 use super::double::DoubleBuffer;
 use super::failure::FetchFailure;
 use super::segment::{IdRange, Segment};
 use super::step::StepInput;
 use super::{AllocError, Shared};
-use crate::domain::SeqName;
+use crate::domain::{Ordering as IdOrdering, SeqName};
 use crate::store::{Reservation, StoreError};
 
 /// Histogram of successful segment fetch latencies, one for all sequences
@@ -29,6 +29,10 @@ pub const FETCH_DURATION_METRIC: &str = "seqd_segment_fetch_duration_seconds";
 /// Counter of reserved ranges that reached down to IDs this instance had
 /// already reserved (the row went back), labelled by `sequence`.
 pub const REGRESSIONS_METRIC: &str = "seqd_sequence_regressions_total";
+
+/// Histogram: requests served by one reservation of a global sequence
+/// (how many were merged).
+pub const GLOBAL_MERGE_METRIC: &str = "seqd_global_merged_requests";
 
 /// What [`SeqBuffer::seal`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +115,20 @@ pub struct SeqBuffer {
     fetches: AtomicU64,
     fetch_errors: AtomicU64,
     regressions: AtomicU64,
+    /// The sequence's ordering is `global`: no segments, every request is
+    /// reserved at request time through [`Merger`].
+    global: AtomicBool,
+    /// The queue of a global sequence's requests, made at its first one.
+    merger: OnceLock<Box<Mutex<Merger>>>,
+}
+
+/// A global sequence's requests waiting for the next reservation.
+#[derive(Default)]
+struct Merger {
+    /// Requests in arrival order: how many IDs, and where to send them.
+    queue: Vec<(u64, oneshot::Sender<Result<IdRange, AllocError>>)>,
+    /// A reservation loop is running ([`global_loop`]).
+    running: bool,
 }
 
 /// The numbers of one live sequence, read without copying its name: what
@@ -207,6 +225,54 @@ impl SeqBuffer {
             fetches: AtomicU64::new(0),
             fetch_errors: AtomicU64::new(0),
             regressions: AtomicU64::new(0),
+            global: AtomicBool::new(false),
+            merger: OnceLock::new(),
+        }
+    }
+
+    /// Switches between the orderings: to `global`, the segments in memory
+    /// are dropped (their unused IDs are a gap) and every request goes to
+    /// the database; to `instance`, the next request fetches a segment.
+    pub(super) fn set_ordering(&self, ordering: IdOrdering) {
+        let global = ordering == IdOrdering::Global;
+        if self.global.swap(global, AtomicOrdering::AcqRel) != global {
+            if global {
+                self.segments.seal();
+            }
+            tracing::info!(sequence = %self.name, ordering = ordering.as_str(), "ordering switched");
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Serves `n` IDs of a global sequence: the request joins the queue and
+    /// is served by the next reservation that starts after it arrived, one
+    /// for every request queued meanwhile, each its own run in arrival
+    /// order (docs/design.md, "Global ordering"). No memory to ride on: a
+    /// failing database fails the request.
+    async fn take_global(
+        self: &Arc<Self>,
+        n: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
+        let (tx, rx) = oneshot::channel();
+        let lead = {
+            let merger = self.merger.get_or_init(Box::default);
+            let mut m = merger.lock().unwrap();
+            m.queue.push((n, tx));
+            !std::mem::replace(&mut m.running, true)
+        };
+        if lead {
+            tokio::spawn(global_loop(self.clone()));
+        }
+        match tokio::time::timeout(self.shared.config.wait_timeout, rx).await {
+            Ok(Ok(Ok(run))) => {
+                out.push(run);
+                Ok(())
+            }
+            Ok(Ok(Err(e))) => Err(e),
+            _ => Err(AllocError::Unavailable {
+                storage_failing: false,
+            }),
         }
     }
 
@@ -234,6 +300,9 @@ impl SeqBuffer {
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
         let mut remaining = n;
+        if self.global.load(AtomicOrdering::Acquire) {
+            return self.take_global(n, out).await;
+        }
         if let Some(r) = self.take_fast(n) {
             out.push(r);
             remaining -= r.len();
@@ -271,6 +340,10 @@ impl SeqBuffer {
                     Terminal::Exhausted => AllocError::Exhausted,
                 });
             }
+            if self.global.load(AtomicOrdering::Acquire) {
+                // Switched while waiting (the fetch found the row global).
+                return self.take_global(remaining, out).await;
+            }
             self.start_fetch();
             if !counted_wait {
                 counted_wait = true;
@@ -303,7 +376,10 @@ impl SeqBuffer {
         {
             return;
         }
-        if self.segments.has_next() || self.live_terminal().is_some() {
+        if self.segments.has_next()
+            || self.live_terminal().is_some()
+            || self.global.load(Ordering::Acquire)
+        {
             self.fetching.store(false, Ordering::Release);
             return;
         }
@@ -371,6 +447,15 @@ impl SeqBuffer {
     /// counts as a regression unless it answers `catching_up`, the reservation
     /// made to clear an earlier one.
     fn install(&self, r: Reservation, started: Duration, catching_up: bool) -> Installed {
+        if r.ordering == IdOrdering::Global || self.global.load(AtomicOrdering::Acquire) {
+            // A global sequence keeps no segment: this one is dropped (a gap)
+            // and the waiting requests go to the database themselves.
+            self.global.store(true, AtomicOrdering::Release);
+            self.segments.seal();
+            self.fetching.store(false, AtomicOrdering::Release);
+            self.notify.notify_waiters();
+            return Installed::Ready;
+        }
         let now = self.shared.clock.now();
         let mut st = self.state.lock().unwrap();
         let mut first = r.first();
@@ -537,6 +622,80 @@ impl SeqBuffer {
                 .last_fetch_latency
                 .map(|d| d.get().as_secs_f64() * 1000.0),
             last_error: st.last_error,
+        }
+    }
+}
+
+/// Serves a global sequence's queue: takes every request queued, reserves
+/// their total in one statement, hands each its run in arrival order, and
+/// goes again while requests arrived meanwhile. Ends when the queue is
+/// empty (the next request starts a new loop).
+async fn global_loop(buf: Arc<SeqBuffer>) {
+    let merger = buf.merger.get().expect("made before the loop starts");
+    loop {
+        let batch = {
+            let mut m = merger.lock().unwrap();
+            if m.queue.is_empty() {
+                m.running = false;
+                return;
+            }
+            std::mem::take(&mut m.queue)
+        };
+        let total: u64 = batch.iter().map(|(n, _)| n).sum();
+        metrics::histogram!(GLOBAL_MERGE_METRIC).record(batch.len() as f64);
+        let started = buf.shared.clock.now();
+        let timeout = buf.shared.config.fetch_timeout;
+        let reserved = tokio::time::timeout(
+            timeout,
+            buf.shared.store.reserve_exact(&buf.name, total as i64),
+        )
+        .await;
+        let answer: Result<i64, AllocError> = match reserved {
+            Ok(Ok(r)) if r.first() >= 1 => {
+                buf.fetches.fetch_add(1, AtomicOrdering::Relaxed);
+                metrics::histogram!(FETCH_DURATION_METRIC)
+                    .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
+                if r.ordering == IdOrdering::Instance {
+                    // Switched back by PATCH or SQL: later requests use segments.
+                    buf.set_ordering(IdOrdering::Instance);
+                }
+                Ok(r.first())
+            }
+            Ok(Ok(r)) => {
+                tracing::error!(sequence = %buf.name, max_id = r.max_id,
+                    "a global reservation below ID 1 (the row is below zero); refusing it");
+                Err(AllocError::Unavailable {
+                    storage_failing: true,
+                })
+            }
+            Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
+            Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
+            Ok(Err(e)) => {
+                tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
+                buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
+                Err(AllocError::Unavailable {
+                    storage_failing: true,
+                })
+            }
+            Err(_) => {
+                tracing::warn!(sequence = %buf.name, ?timeout, "global reservation timed out");
+                buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
+                Err(AllocError::Unavailable {
+                    storage_failing: true,
+                })
+            }
+        };
+        let mut next = answer;
+        for (n, tx) in batch {
+            let reply = next.map(|first| IdRange {
+                first,
+                last: first + (n as i64 - 1),
+            });
+            if let Ok(first) = &mut next {
+                *first += n as i64;
+            }
+            // A caller that went away leaves its run unused: a gap.
+            let _ = tx.send(reply);
         }
     }
 }

@@ -495,6 +495,15 @@ impl Allocator {
         self.inner.live.for_each(|buf| f(buf.name(), &buf.stats()));
     }
 
+    /// Switches `name`'s ordering in this instance at once (after a PATCH
+    /// answered here; other instances learn it at their next reservation).
+    /// A name not live here learns it at its first fetch.
+    pub fn set_ordering(&self, name: &SeqName, ordering: crate::domain::Ordering) {
+        self.inner
+            .live
+            .with(name.as_str(), |buf| buf.set_ordering(ordering));
+    }
+
     /// Gives back the unused IDs of every live sequence, for a graceful
     /// shutdown: each buffer is sealed (it hands out no more IDs and starts
     /// no more fetches: call this last), and for each one with unused IDs

@@ -99,6 +99,8 @@ pub const HTTP_REQUEST_DURATION: &str = "seqd_http_request_duration_seconds";
 /// (`40001` serialization failure or MariaDB/MySQL deadlock, `40P01`
 /// PostgreSQL deadlock); see `crate::store::retry`.
 pub const STORE_RETRIES: &str = crate::store::retry::RETRIES_METRIC;
+/// Histogram: requests served by one reservation of a global sequence.
+pub const GLOBAL_MERGED: &str = crate::allocator::buffer::GLOBAL_MERGE_METRIC;
 /// Gauge: 1 while a stripe is up, per `stripe` and `backend` (stripes only).
 pub const STRIPE_UP: &str = "seqd_stripe_up";
 /// Counter: ranges reserved from a stripe, per `stripe` and `backend`.
@@ -126,6 +128,9 @@ const FETCH_BUCKETS: &[f64] = &[
 /// so that memory stays bounded when nobody scrapes.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
+/// Buckets of [`GLOBAL_MERGED`]: requests per reservation.
+const MERGE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
 struct Registry {
     handle: PrometheusHandle,
     started: SystemTime,
@@ -139,6 +144,7 @@ fn registry() -> &'static Registry {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(HTTP_REQUEST_DURATION.into()), HTTP_BUCKETS)
             .and_then(|b| b.set_buckets_for_metric(Matcher::Full(SEGMENT_FETCH_DURATION.into()), FETCH_BUCKETS))
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Full(GLOBAL_MERGED.into()), MERGE_BUCKETS))
             .expect("bucket lists are not empty")
             .build_recorder();
         let handle = recorder.handle();
@@ -194,6 +200,10 @@ fn describe() {
     describe_counter!(
         STORE_RETRIES,
         "Database operations run again after the database aborted them for a conflict (SQLSTATE 40001 serialization failure or deadlock, 40P01 deadlock), by backend and sqlstate."
+    );
+    describe_histogram!(
+        GLOBAL_MERGED,
+        "Requests of global sequences served by one reservation (merged while the previous one was in flight), all sequences together."
     );
     describe_counter!(
         crate::allocator::GIVEN_BACK_METRIC,

@@ -12,7 +12,9 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{exact_integer, Admin, JsonBody, PathSeqName};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
-use crate::domain::{validate_description, validate_step, NamePrefix, NewSequence, SeqName};
+use crate::domain::{
+    validate_description, validate_step, NamePrefix, NewSequence, Ordering, SeqName,
+};
 use crate::store::{SequencePatch, SequenceRow, MAX_PAGE};
 
 /// Default first ID of a created sequence.
@@ -122,6 +124,12 @@ pub struct CreateBody {
     #[schema(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$", example = "order IDs", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     description: Option<String>,
+    /// `instance` (default: segments in memory, IDs increasing per instance)
+    /// or `global` (every ID from the database at request time, increasing
+    /// across instances in real-time order; one database only).
+    #[schema(example = "instance", pattern = "^(instance|global)$", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    ordering: Option<String>,
 }
 
 /// Body of `PATCH /v1/sequences/{name}`: at least one field.
@@ -136,6 +144,26 @@ pub struct PatchBody {
     #[schema(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     description: Option<String>,
+    /// New ordering, `instance` or `global`: the instance answering switches
+    /// at once, the others at their next fetch.
+    #[schema(example = "global", pattern = "^(instance|global)$", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    ordering: Option<String>,
+}
+
+/// Parses an `ordering` field; `global` needs a single database.
+fn ordering(st: &AppState, raw: Option<&str>) -> Result<Option<Ordering>, ApiError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let o: Ordering = raw
+        .parse()
+        .map_err(|e: crate::domain::ParseError| ApiError::InvalidRequest(e.to_string()))?;
+    let stripes = st.allocator.store().stripe_status().len();
+    if o == Ordering::Global && stripes > 1 {
+        return Err(ApiError::InvalidRequest(format!(
+            "ordering \"global\" needs a single database; this server has {stripes} stripes"
+        )));
+    }
+    Ok(Some(o))
 }
 
 /// A 64-bit integer field that may be left out but not set to `null`, read
@@ -188,7 +216,8 @@ pub async fn create(
         body.description.unwrap_or_default(),
         st.allocator.config().max_step,
     )
-    .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    .map_err(|e| ApiError::InvalidRequest(e.to_string()))?
+    .with_ordering(ordering(&st, body.ordering.as_deref())?.unwrap_or_default());
     if let Some(reserved) = st.allocator.reserved_up_to(&name) {
         // An existing row is a plain duplicate (409); only a name whose row
         // is gone while this instance remembers its IDs needs the check.
@@ -287,13 +316,13 @@ pub async fn get(
     Ok(Json(view(&st, row)))
 }
 
-/// `PATCH /v1/sequences/{name}` (admin): change `step` and/or `description`.
+/// `PATCH /v1/sequences/{name}` (admin): change `step`, `description` and/or `ordering`.
 #[utoipa::path(
     patch,
     path = "/v1/sequences/{name}",
     operation_id = "update_sequence",
     tag = "sequences",
-    summary = "Change a sequence's step and/or description",
+    summary = "Change a sequence's step, description and/or ordering",
     params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
     request_body = PatchBody,
     security(("admin_token" = [])),
@@ -312,11 +341,12 @@ pub async fn patch(
     PathSeqName(name): PathSeqName,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if body.step.is_none() && body.description.is_none() {
+    if body.step.is_none() && body.description.is_none() && body.ordering.is_none() {
         return Err(ApiError::InvalidRequest(
-            "nothing to change: give step and/or description".into(),
+            "nothing to change: give step, description and/or ordering".into(),
         ));
     }
+    let ordering = ordering(&st, body.ordering.as_deref())?;
     let max_step = st.allocator.config().max_step;
     let step = body
         .step
@@ -329,6 +359,7 @@ pub async fn patch(
     let patch = SequencePatch {
         step,
         description: body.description,
+        ordering,
     };
     let row = st
         .allocator
@@ -336,7 +367,9 @@ pub async fn patch(
         .update(&name, &patch)
         .await
         .map_err(|e| ApiError::from_store(&name, e))?;
-    tracing::info!(sequence = %name, step = ?patch.step, "sequence updated");
+    // This instance switches now; the others at their next fetch.
+    st.allocator.set_ordering(&name, row.ordering);
+    tracing::info!(sequence = %name, step = ?patch.step, ordering = ?patch.ordering, "sequence updated");
     Ok(Json(view(&st, row)))
 }
 
@@ -357,6 +390,9 @@ pub struct SequenceDoc {
     pub created_at: DateTime<Utc>,
     /// When the row was last changed, by a reservation or an update (UTC).
     pub updated_at: DateTime<Utc>,
+    /// `instance` or `global`.
+    #[schema(example = "instance", pattern = "^(instance|global)$")]
+    pub ordering: String,
     /// This instance's buffer; `null` until this instance served the sequence.
     pub buffer: Option<BufferDoc>,
 }

@@ -58,6 +58,13 @@ impl MemoryStore {
         }
     }
 
+    /// Sets a row's ordering directly (like an operator's SQL `UPDATE`).
+    pub fn set_ordering(&self, name: &str, ordering: crate::domain::Ordering) {
+        if let Some(row) = self.rows.lock().unwrap().get_mut(name) {
+            row.ordering = ordering;
+        }
+    }
+
     /// Inserts a row directly (like an operator's SQL `INSERT`), replacing any.
     pub fn insert(&self, name: &str, max_id: i64, step: i64) {
         let name = SeqName::parse(name).expect("valid name");
@@ -69,6 +76,7 @@ impl MemoryStore {
             description: String::new(),
             created_at: now,
             updated_at: now,
+            ordering: crate::domain::Ordering::Instance,
         };
         self.rows.lock().unwrap().insert(name, row);
     }
@@ -169,6 +177,7 @@ impl MemoryStore {
             max_id: row.max_id,
             size,
             row_step: row.step,
+            ordering: row.ordering,
         })
     }
 }
@@ -196,6 +205,32 @@ impl Store for MemoryStore {
             return Err(StoreError::Unavailable("injected failure".into()));
         }
         self.reserve_now(name, min_size)
+    }
+
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        let (fail, delay) = self.enter(name.as_str());
+        let _guard = InFlight(self, name.as_str());
+        let mut gate = self.gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if fail {
+            return Err(StoreError::Unavailable("injected failure".into()));
+        }
+        let mut rows = self.rows.lock().unwrap();
+        let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
+        if n < 1 || row.max_id > i64::MAX - n {
+            return Err(StoreError::Exhausted);
+        }
+        row.max_id += n;
+        row.updated_at = Utc::now();
+        Ok(Reservation {
+            max_id: row.max_id,
+            size: n,
+            row_step: row.step,
+            ordering: row.ordering,
+        })
     }
 
     async fn compare_and_set_max_id(
@@ -239,6 +274,7 @@ impl Store for MemoryStore {
             description: seq.description.clone(),
             created_at: now,
             updated_at: now,
+            ordering: seq.ordering,
         };
         rows.insert(seq.name.clone(), row.clone());
         Ok(row)
@@ -291,6 +327,9 @@ impl Store for MemoryStore {
         }
         if let Some(d) = &patch.description {
             row.description = d.clone();
+        }
+        if let Some(o) = patch.ordering {
+            row.ordering = o;
         }
         row.updated_at = Utc::now();
         Ok(row.clone())

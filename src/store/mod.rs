@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::domain::{NamePrefix, NewSequence, SeqName};
+use crate::domain::{NamePrefix, NewSequence, Ordering, SeqName};
 use retry::retrying;
 
 pub use database::{connect, Database};
@@ -56,6 +56,8 @@ pub struct SequenceRow {
     pub created_at: DateTime<Utc>,
     /// When the row was last changed (by a reservation or an update).
     pub updated_at: DateTime<Utc>,
+    /// How the sequence orders its IDs.
+    pub ordering: Ordering,
 }
 
 /// A range of IDs reserved by one atomic update: `(max_id - size, max_id]`.
@@ -67,6 +69,8 @@ pub struct Reservation {
     pub size: i64,
     /// The row's `step` as the update saw it (the floor of the adapted step).
     pub row_step: i64,
+    /// The row's `ordering` as the update saw it.
+    pub ordering: Ordering,
 }
 
 impl Reservation {
@@ -177,7 +181,7 @@ fn page_range<'a>(
 /// the order.
 pub fn binary_page_sql(lower_op: &str) -> String {
     format!(
-        "SELECT name, max_id, step, description, created_at, updated_at FROM sequences \
+        "SELECT name, max_id, step, description, created_at, updated_at, ordering FROM sequences \
          WHERE name {lower_op} ? AND name < ? ORDER BY name LIMIT ?"
     )
 }
@@ -290,6 +294,8 @@ pub struct SequencePatch {
     pub step: Option<i64>,
     /// New description, already validated.
     pub description: Option<String>,
+    /// New ordering.
+    pub ordering: Option<Ordering>,
 }
 
 /// Whether [`Store::bump`] writes or only plans.
@@ -429,6 +435,17 @@ pub trait Store: Send + Sync + 'static {
         expected: i64,
         new: i64,
     ) -> Result<bool, StoreError>;
+
+    /// Reserves exactly `n` IDs (1..) of `name` in one atomic operation,
+    /// whatever its step: a global sequence's merged requests.
+    /// [`StoreError::Exhausted`] when that would pass `i64::MAX`,
+    /// [`StoreError::NotFound`] when no row has this name.
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        let _ = (name, n);
+        Err(StoreError::Config(
+            "this store cannot reserve an exact count (global ordering)".into(),
+        ))
+    }
 
     /// Gives back unused IDs at the top of a reservation: lowers `max_id`
     /// of `name` from `top` (the last ID of the caller's last reservation)
@@ -662,11 +679,12 @@ type NaiveRow = (
     String,
     chrono::NaiveDateTime,
     chrono::NaiveDateTime,
+    String,
 );
 
 /// Converts a fetched [`NaiveRow`] (`None` for an invalid stored name).
 fn naive_row(
-    (name, max_id, step, description, created_at, updated_at): NaiveRow,
+    (name, max_id, step, description, created_at, updated_at, ordering): NaiveRow,
 ) -> Option<SequenceRow> {
     row_from_columns(
         name,
@@ -675,6 +693,7 @@ fn naive_row(
         description,
         created_at.and_utc(),
         updated_at.and_utc(),
+        &ordering,
     )
 }
 
@@ -694,6 +713,7 @@ fn row_from_columns(
     description: String,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    ordering: &str,
 ) -> Option<SequenceRow> {
     match SeqName::parse(&name) {
         Ok(name) => Some(SequenceRow {
@@ -701,6 +721,7 @@ fn row_from_columns(
             max_id,
             step,
             description,
+            ordering: Ordering::from_column(ordering),
             created_at,
             updated_at,
         }),
@@ -713,12 +734,18 @@ fn row_from_columns(
 
 /// Builds a [`Reservation`] from what one reserving statement returned,
 /// checking it is consistent (a positive size within the row's range).
-fn reservation(max_id: i64, size: i64, row_step: i64) -> Result<Reservation, StoreError> {
+fn reservation(
+    max_id: i64,
+    size: i64,
+    row_step: i64,
+    ordering: &str,
+) -> Result<Reservation, StoreError> {
     if size >= 1 && row_step >= 1 && max_id.checked_sub(size).is_some() {
         Ok(Reservation {
             max_id,
             size,
             row_step,
+            ordering: Ordering::from_column(ordering),
         })
     } else {
         Err(StoreError::Unavailable(format!(
@@ -1210,9 +1237,9 @@ mod tests {
 
     #[test]
     fn reservation_rejects_inconsistent_values() {
-        assert!(reservation(100, 10, 10).is_ok());
-        assert!(reservation(100, 0, 10).is_err());
-        assert!(reservation(100, 10, 0).is_err());
-        assert!(reservation(i64::MIN, 10, 10).is_err());
+        assert!(reservation(100, 10, 10, "instance").is_ok());
+        assert!(reservation(100, 0, 10, "instance").is_err());
+        assert!(reservation(100, 10, 0, "instance").is_err());
+        assert!(reservation(i64::MIN, 10, 10, "instance").is_err());
     }
 }

@@ -40,7 +40,17 @@ pub const RESERVE_UPDATE: &str = "UPDATE sequences \
 /// new `max_id`, the amount the update added (`step` is unchanged and locked)
 /// and the row's step. Binds: min_size, name.
 pub const RESERVE_SELECT: &str =
-    "SELECT max_id, GREATEST(step, ?) AS size, step FROM sequences WHERE name = ?";
+    "SELECT max_id, GREATEST(step, ?) AS size, step, ordering FROM sequences WHERE name = ?";
+
+/// [`RESERVE_UPDATE`] of exactly `?` IDs (a global sequence's merged
+/// requests). Binds: n, name, n.
+pub const RESERVE_EXACT_UPDATE: &str = "UPDATE sequences \
+     SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
+     WHERE name = ? AND max_id <= 9223372036854775807 - ?";
+
+/// [`RESERVE_SELECT`] after [`RESERVE_EXACT_UPDATE`]. Binds: n, name.
+pub const RESERVE_EXACT_SELECT: &str =
+    "SELECT max_id, CAST(? AS SIGNED) AS size, step, ordering FROM sequences WHERE name = ?";
 
 /// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
 pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
@@ -64,19 +74,37 @@ pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = ?";
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
-const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
+const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering";
 
 /// One row as MySQL returns it. `name` comes as bytes: sqlx reports a column
 /// with a binary collation (`utf8mb4_bin`) as `VARBINARY` and refuses to
 /// decode it as a `String`.
-type Row = (Vec<u8>, i64, i64, String, DateTime<Utc>, DateTime<Utc>);
+type Row = (
+    Vec<u8>,
+    i64,
+    i64,
+    String,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    String,
+);
 
 /// Converts a fetched row (`None` for an invalid stored name).
-fn to_row((name, max_id, step, description, created_at, updated_at): Row) -> Option<SequenceRow> {
+fn to_row(
+    (name, max_id, step, description, created_at, updated_at, ordering): Row,
+) -> Option<SequenceRow> {
     // Invalid UTF-8 gets replacement characters, which no valid name contains.
     let name = String::from_utf8(name)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    row_from_columns(name, max_id, step, description, created_at, updated_at)
+    row_from_columns(
+        name,
+        max_id,
+        step,
+        description,
+        created_at,
+        updated_at,
+        &ordering,
+    )
 }
 
 /// Like [`to_row`] for a row looked up by a valid name, which must convert.
@@ -120,10 +148,26 @@ impl MySqlStore {
         name: &SeqName,
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve((RESERVE_UPDATE, RESERVE_SELECT), name, min_size)
+            .await
+    }
+
+    /// Runs a reservation transaction ([`RESERVE_UPDATE`] and
+    /// [`RESERVE_SELECT`], or the exact pair) once; `None` if no row was
+    /// updated.
+    async fn run_reserve(
+        &self,
+        sql: (&str, &str),
+        name: &SeqName,
+        size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let read = retrying!("mysql", Self::reserve_on(held.conn(), name, min_size).await);
+        let read = retrying!(
+            "mysql",
+            Self::reserve_on(held.conn(), sql, name, size).await
+        );
         held.finish(read)?
-            .map(|(max_id, size, step)| reservation(max_id, size, step))
+            .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
             .transpose()
     }
 
@@ -132,11 +176,12 @@ impl MySqlStore {
     /// updated.
     async fn reserve_on(
         conn: &mut MySqlConnection,
+        (update, select): (&str, &str),
         name: &SeqName,
         min_size: i64,
-    ) -> Result<Option<(i64, i64, i64)>, sqlx::Error> {
+    ) -> Result<Option<(i64, i64, i64, String)>, sqlx::Error> {
         let mut tx = conn.begin().await?;
-        let updated = sqlx::query(RESERVE_UPDATE)
+        let updated = sqlx::query(update)
             .bind(min_size)
             .bind(name.as_str())
             .bind(min_size)
@@ -146,7 +191,7 @@ impl MySqlStore {
             tx.rollback().await?;
             return Ok(None);
         }
-        let read = sqlx::query_as(RESERVE_SELECT)
+        let read = sqlx::query_as(select)
             .bind(min_size)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
@@ -223,6 +268,15 @@ impl Store for MySqlStore {
         }
     }
 
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        let exact = (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT);
+        match self.run_reserve(exact, name, n).await? {
+            Some(r) => Ok(r),
+            None if self.exists(name).await? => Err(StoreError::Exhausted),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     async fn compare_and_set_max_id(
         &self,
         name: &SeqName,
@@ -243,7 +297,7 @@ impl Store for MySqlStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let max_id = initial_max_id(seq)?;
-        let insert = "INSERT INTO sequences (name, max_id, step, description) VALUES (?, ?, ?, ?)";
+        let insert = "INSERT INTO sequences (name, max_id, step, description, ordering) VALUES (?, ?, ?, ?, ?)";
         let row = retrying!(
             "mysql",
             async {
@@ -253,6 +307,7 @@ impl Store for MySqlStore {
                     .bind(max_id)
                     .bind(seq.step)
                     .bind(&seq.description)
+                    .bind(seq.ordering.as_str())
                     .execute(&mut *tx)
                     .await?;
                 let row = Self::fetch_row(&mut *tx, &seq.name).await?;
@@ -297,7 +352,7 @@ impl Store for MySqlStore {
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
         let update = "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, description), \
-             updated_at = CURRENT_TIMESTAMP WHERE name = ?";
+             ordering = COALESCE(?, ordering), updated_at = CURRENT_TIMESTAMP WHERE name = ?";
         let row = retrying!(
             "mysql",
             async {
@@ -305,6 +360,7 @@ impl Store for MySqlStore {
                 sqlx::query(update)
                     .bind(patch.step)
                     .bind(patch.description.as_deref())
+                    .bind(patch.ordering.map(|o| o.as_str()))
                     .bind(name.as_str())
                     .execute(&mut *tx)
                     .await?;

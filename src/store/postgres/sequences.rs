@@ -37,7 +37,14 @@ use crate::store::{run_bump, BumpMode, BumpSql, Bumped};
 pub const RESERVE: &str = "UPDATE sequences \
      SET max_id = max_id + GREATEST(step, $2), updated_at = CURRENT_TIMESTAMP \
      WHERE name = $1 AND max_id <= 9223372036854775807 - GREATEST(step, $2) \
-     RETURNING max_id, GREATEST(step, $2) AS size, step";
+     RETURNING max_id, GREATEST(step, $2) AS size, step, ordering";
+
+/// Reserves exactly `$2` IDs of the row named `$1` (a global sequence's
+/// merged requests) unless that would pass `i64::MAX`; returns as [`RESERVE`].
+pub const RESERVE_EXACT: &str = "UPDATE sequences \
+     SET max_id = max_id + $2, updated_at = CURRENT_TIMESTAMP \
+     WHERE name = $1 AND max_id <= 9223372036854775807 - $2 \
+     RETURNING max_id, $2 AS size, step, ordering";
 
 /// Reads `name, max_id` of the rows named in the text array `$1`, for a bump.
 pub const BUMP_READ_NAMED: &str = "SELECT name, max_id FROM sequences WHERE name = ANY($1)";
@@ -69,7 +76,7 @@ pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = $1";
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
-const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
+const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering";
 
 /// One page of rows: names compared with `lower_op` (`>` or `>=`) to `$1`
 /// and below `$2`, at most `$3` rows, in byte order. Every comparison and
@@ -134,17 +141,28 @@ impl PostgresStore {
         name: &SeqName,
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve(RESERVE, name, min_size).await
+    }
+
+    /// Runs a reserving statement ([`RESERVE`] or [`RESERVE_EXACT`]) once;
+    /// `None` if no row was updated.
+    async fn run_reserve(
+        &self,
+        sql: &str,
+        name: &SeqName,
+        size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
         let row = retrying!(
             "postgres",
-            sqlx::query_as::<_, (i64, i64, i64)>(RESERVE)
+            sqlx::query_as::<_, (i64, i64, i64, String)>(sql)
                 .bind(name.as_str())
-                .bind(min_size)
+                .bind(size)
                 .fetch_optional(held.conn())
                 .await
         );
         held.finish(row)?
-            .map(|(max_id, size, step)| reservation(max_id, size, step))
+            .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
             .transpose()
     }
 
@@ -204,6 +222,14 @@ impl Store for PostgresStore {
         }
     }
 
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        match self.run_reserve(RESERVE_EXACT, name, n).await? {
+            Some(r) => Ok(r),
+            None if self.exists(name).await? => Err(StoreError::Exhausted),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     async fn compare_and_set_max_id(
         &self,
         name: &SeqName,
@@ -224,7 +250,7 @@ impl Store for PostgresStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let sql = format!(
-            "INSERT INTO sequences (name, max_id, step, description) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
+            "INSERT INTO sequences (name, max_id, step, description, ordering) VALUES ($1, $2, $3, $4, $5) RETURNING {COLUMNS}"
         );
         let max_id = initial_max_id(seq)?;
         let row: Row = retrying!(
@@ -234,6 +260,7 @@ impl Store for PostgresStore {
                 .bind(max_id)
                 .bind(seq.step)
                 .bind(&seq.description)
+                .bind(seq.ordering.as_str())
                 .fetch_one(&self.pool)
                 .await
         )
@@ -280,7 +307,7 @@ impl Store for PostgresStore {
     ) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "UPDATE sequences SET step = COALESCE($2, step), description = COALESCE($3, description), \
-             updated_at = CURRENT_TIMESTAMP WHERE name = $1 RETURNING {COLUMNS}"
+             ordering = COALESCE($4, ordering), updated_at = CURRENT_TIMESTAMP WHERE name = $1 RETURNING {COLUMNS}"
         );
         let row: Option<Row> = retrying!(
             "postgres",
@@ -288,6 +315,7 @@ impl Store for PostgresStore {
                 .bind(name.as_str())
                 .bind(patch.step)
                 .bind(patch.description.as_deref())
+                .bind(patch.ordering.map(|o| o.as_str()))
                 .fetch_optional(&self.pool)
                 .await
         )

@@ -33,7 +33,14 @@ use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, B
 pub const RESERVE: &str = "UPDATE sequences \
      SET max_id = max_id + MAX(step, ?2), updated_at = CURRENT_TIMESTAMP \
      WHERE name = ?1 AND max_id <= 9223372036854775807 - MAX(step, ?2) \
-     RETURNING max_id, MAX(step, ?2) AS size, step";
+     RETURNING max_id, MAX(step, ?2) AS size, step, ordering";
+
+/// Reserves exactly `?2` IDs of the row named `?1` (a global sequence's
+/// merged requests) unless that would pass `i64::MAX`; returns as [`RESERVE`].
+pub const RESERVE_EXACT: &str = "UPDATE sequences \
+     SET max_id = max_id + ?2, updated_at = CURRENT_TIMESTAMP \
+     WHERE name = ?1 AND max_id <= 9223372036854775807 - ?2 \
+     RETURNING max_id, ?2 AS size, step, ordering";
 
 /// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
 /// The bump's transaction is `BEGIN IMMEDIATE`, which holds the database's
@@ -55,7 +62,7 @@ pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = ?1";
 
 /// The columns of a [`SequenceRow`], in the order [`Row`] expects.
-const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at";
+const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering";
 
 use crate::store::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
@@ -103,17 +110,28 @@ impl SqliteStore {
         name: &SeqName,
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve(RESERVE, name, min_size).await
+    }
+
+    /// Runs a reserving statement ([`RESERVE`] or [`RESERVE_EXACT`]) once;
+    /// `None` if no row was updated.
+    async fn run_reserve(
+        &self,
+        sql: &str,
+        name: &SeqName,
+        size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
         // `fetch_all`, not `fetch_optional`: see [`SqliteStore`] on RETURNING.
         let mut held = Held::acquire(&self.pool).await?;
-        let rows = sqlx::query_as::<_, (i64, i64, i64)>(RESERVE)
+        let rows = sqlx::query_as::<_, (i64, i64, i64, String)>(sql)
             .bind(name.as_str())
-            .bind(min_size)
+            .bind(size)
             .fetch_all(held.conn())
             .await;
         held.finish(rows)?
             .into_iter()
             .next()
-            .map(|(max_id, size, step)| reservation(max_id, size, step))
+            .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
             .transpose()
     }
 
@@ -173,6 +191,14 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        match self.run_reserve(RESERVE_EXACT, name, n).await? {
+            Some(r) => Ok(r),
+            None if self.exists(name).await? => Err(StoreError::Exhausted),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     async fn compare_and_set_max_id(
         &self,
         name: &SeqName,
@@ -193,13 +219,14 @@ impl Store for SqliteStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let sql = format!(
-            "INSERT INTO sequences (name, max_id, step, description) VALUES (?1, ?2, ?3, ?4) RETURNING {COLUMNS}"
+            "INSERT INTO sequences (name, max_id, step, description, ordering) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING {COLUMNS}"
         );
         let rows: Vec<Row> = sqlx::query_as(&sql)
             .bind(seq.name.as_str())
             .bind(initial_max_id(seq)?)
             .bind(seq.step)
             .bind(&seq.description)
+            .bind(seq.ordering.as_str())
             .fetch_all(&self.pool)
             .await
             .map_err(insert_failed)?;
@@ -243,12 +270,13 @@ impl Store for SqliteStore {
     ) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "UPDATE sequences SET step = COALESCE(?2, step), description = COALESCE(?3, description), \
-             updated_at = CURRENT_TIMESTAMP WHERE name = ?1 RETURNING {COLUMNS}"
+             ordering = COALESCE(?4, ordering), updated_at = CURRENT_TIMESTAMP WHERE name = ?1 RETURNING {COLUMNS}"
         );
         let rows: Vec<Row> = sqlx::query_as(&sql)
             .bind(name.as_str())
             .bind(patch.step)
             .bind(patch.description.as_deref())
+            .bind(patch.ordering.map(|o| o.as_str()))
             .fetch_all(&self.pool)
             .await
             .map_err(unavailable)?;

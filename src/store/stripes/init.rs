@@ -299,6 +299,7 @@ async fn create_at(store: &dyn Store, model: &SequenceRow, top: i64) -> Result<(
         start: top.clamp(0, i64::MAX - 1) + 1,
         step: model.step,
         description: model.description.clone(),
+        ordering: model.ordering,
     };
     let created = match store.create(&new).await {
         Ok(row) => row.max_id,

@@ -527,6 +527,7 @@ mod tests {
             start,
             step: 1,
             description: String::new(),
+            ordering: crate::domain::Ordering::Instance,
         }
     }
 

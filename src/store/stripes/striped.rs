@@ -457,6 +457,18 @@ impl StripedStore {
     }
 }
 
+/// Global ordering needs one database: IDs from one row, in the order the
+/// database commits them. Across stripes there is no such row.
+fn refuse_global(ordering: Option<crate::domain::Ordering>) -> Result<(), StoreError> {
+    if ordering == Some(crate::domain::Ordering::Global) {
+        Err(StoreError::Config(
+            "ordering \"global\" needs a single database, not stripes".into(),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// seqd's words for a store error (the variant, not the driver's text).
 fn describe(e: &StoreError) -> &'static str {
     match e {
@@ -513,7 +525,7 @@ async fn reserve_on(
             .compare_and_set_max_id(&name, row.max_id, last)
             .await?
         {
-            return reservation(last, last - first + 1, row.step);
+            return reservation(last, last - first + 1, row.step, row.ordering.as_str());
         }
         if round >= 2 {
             // Spread the contenders: up to 2^round microseconds, capped.
@@ -609,6 +621,7 @@ impl Store for StripedStore {
     }
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+        refuse_global(Some(seq.ordering))?;
         let results = self
             .on_every_stripe(|store| {
                 let seq = seq.clone();
@@ -679,6 +692,7 @@ impl Store for StripedStore {
         name: &SeqName,
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
+        refuse_global(patch.ordering)?;
         let results = self
             .on_every_stripe(|store| {
                 let (name, patch) = (name.clone(), patch.clone());

@@ -1,0 +1,217 @@
+//! Global ordering over HTTP, three servers on one database, every backend:
+//! a client alternating between them sees strictly increasing IDs; many
+//! concurrent clients get no duplicate, and every request that started after
+//! another's answer arrived got a larger ID (all pairs checked from recorded
+//! send and receive times); switching a sequence from `instance` to
+//! `global` and back by PATCH under load repeats no ID.
+
+#[macro_use]
+mod common;
+mod server;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::TestDb;
+use reqwest::Method;
+use seqd::config::Settings;
+use serde_json::json;
+use server::TestServer;
+
+async fn three(db: &TestDb) -> Vec<TestServer> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        out.push(TestServer::start(Settings::for_database(db.url.clone())).await);
+    }
+    out
+}
+
+async fn next(http: &reqwest::Client, s: &str) -> i64 {
+    let r = http
+        .get(format!("{s}/v1/sequences/g/next"))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap().trim().parse().unwrap()
+}
+
+async fn a_client_alternating_between_three_instances_sees_increasing_ids(db: TestDb) {
+    let servers = three(&db).await;
+    let created = servers[0]
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "g", "ordering": "global"}),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    let body: serde_json::Value = created.json().await.unwrap();
+    assert_eq!(body["ordering"], "global");
+    let http = reqwest::Client::new();
+    let mut last = 0;
+    for i in 0..90 {
+        let id = next(&http, &servers[i % 3].url("")).await;
+        assert!(id > last, "{id} after {last} (request {i})");
+        last = id;
+    }
+}
+
+/// One request: when it was sent, when its answer came, the ID.
+#[derive(Clone, Copy, Debug)]
+struct Timed {
+    sent: Instant,
+    received: Instant,
+    id: i64,
+}
+
+async fn concurrent_clients_on_three_instances_get_ids_in_real_time_order(db: TestDb) {
+    let servers = three(&db).await;
+    let created = servers[0]
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "g", "ordering": "global"}),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    let http = reqwest::Client::new();
+    let bases: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.url("")).collect());
+    let mut clients = Vec::new();
+    for c in 0..24 {
+        let (http, bases) = (http.clone(), bases.clone());
+        clients.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..40 {
+                let sent = Instant::now();
+                let id = next(&http, &bases[(c + i) % 3]).await;
+                got.push(Timed {
+                    sent,
+                    received: Instant::now(),
+                    id,
+                });
+            }
+            got
+        }));
+    }
+    let mut all: Vec<Timed> = Vec::new();
+    for c in clients {
+        all.extend(c.await.unwrap());
+    }
+    let unique: HashSet<i64> = all.iter().map(|t| t.id).collect();
+    assert_eq!(unique.len(), all.len(), "duplicates");
+    // For every request B, every request A answered before B was sent has
+    // a smaller ID: compare B with the largest ID answered before it.
+    let mut by_received = all.clone();
+    by_received.sort_by_key(|t| t.received);
+    let mut prefix_max = Vec::with_capacity(by_received.len());
+    let mut max = i64::MIN;
+    for t in &by_received {
+        max = max.max(t.id);
+        prefix_max.push(max);
+    }
+    let mut checked_pairs = 0u64;
+    for b in &all {
+        let answered_before = by_received.partition_point(|a| a.received < b.sent);
+        if answered_before > 0 {
+            checked_pairs += answered_before as u64;
+            let largest = prefix_max[answered_before - 1];
+            assert!(
+                b.id > largest,
+                "ID {} was sent after ID {largest} was answered",
+                b.id
+            );
+        }
+    }
+    assert!(checked_pairs > 10_000, "only {checked_pairs} ordered pairs");
+}
+
+async fn switching_to_global_and_back_by_patch_under_load_repeats_no_id(db: TestDb) {
+    let servers = three(&db).await;
+    let created = servers[0]
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "g", "step": 50}),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    let http = reqwest::Client::new();
+    let bases: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.url("")).collect());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for c in 0..6 {
+        let (http, bases, stop) = (http.clone(), bases.clone(), stop.clone());
+        clients.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut last = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let id = next(&http, &bases[c % 3]).await;
+                assert!(id > last, "client {c}: {id} after {last}");
+                last = id;
+                got.push(id);
+            }
+            got
+        }));
+    }
+    for ordering in ["global", "instance", "global", "instance"] {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let r = servers[1]
+            .send_json(
+                Method::PATCH,
+                "/v1/sequences/g",
+                &json!({ "ordering": ordering }),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["ordering"], ordering);
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for c in clients {
+        for id in c.await.unwrap() {
+            total += 1;
+            assert!(seen.insert(id), "ID {id} handed out twice");
+        }
+    }
+    assert!(total > 100, "only {total} requests");
+}
+
+async fn an_unknown_ordering_is_refused_with_400(db: TestDb) {
+    let s = TestServer::start(Settings::for_database(db.url.clone())).await;
+    for body in [
+        json!({"name": "g", "ordering": "sometimes"}),
+        json!({"name": "g", "ordering": 1}),
+    ] {
+        let r = s.send_json(Method::POST, "/v1/sequences", &body).await;
+        assert_eq!(r.status(), 400, "{body}");
+        let e: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["code"], "invalid_request", "{e}");
+    }
+    let r = s
+        .send_json(Method::POST, "/v1/sequences", &json!({"name": "g"}))
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = s
+        .send_json(
+            Method::PATCH,
+            "/v1/sequences/g",
+            &json!({"ordering": "total"}),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let row: serde_json::Value = s.get_json("/v1/sequences/g").await;
+    assert_eq!(row["ordering"], "instance");
+}
+
+per_backend!(
+    an_unknown_ordering_is_refused_with_400,
+    a_client_alternating_between_three_instances_sees_increasing_ids,
+    concurrent_clients_on_three_instances_get_ids_in_real_time_order,
+    switching_to_global_and_back_by_patch_under_load_repeats_no_id,
+);
