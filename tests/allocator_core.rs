@@ -677,3 +677,25 @@ async fn switching_to_global_and_back_never_repeats_an_id() {
         }
     }
 }
+
+/// Segments dropped by a switch to global ordering are never given back:
+/// the buffer's high-water mark may be a dropped next segment's top, with
+/// another instance's range below it.
+#[tokio::test]
+async fn give_back_after_a_switch_to_global_and_back_gives_nothing() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("s", 0, 10);
+    let alloc = fixed(&store, config());
+    alloc.next(&name("s")).await.unwrap();
+    store.close_gate();
+    alloc.next(&name("s")).await.unwrap(); // the prefetch waits at the gate
+    until(|| store.max_in_flight("s") == 1).await;
+    store.insert("s", 20, 10); // another instance reserves 11..=20
+    store.open_gate();
+    until(|| alloc.snapshot(&name("s")).unwrap().next.is_some()).await; // 21..=30
+    alloc.set_ordering(&name("s"), seqd::domain::Ordering::Global);
+    alloc.set_ordering(&name("s"), seqd::domain::Ordering::Instance);
+    let report = alloc.give_back(4, Duration::from_secs(5)).await;
+    assert_eq!(report.ids, 0);
+    assert_eq!(store.max_id("s"), Some(30), "11..=20 stay taken");
+}

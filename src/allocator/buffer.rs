@@ -76,6 +76,10 @@ struct FetchState {
     rate_per_sec: f64,
     /// True once `rate_per_sec` holds a measurement.
     rate_measured: bool,
+    /// True when a switch to global ordering dropped segments since the last
+    /// install: `high_water` may then be the top of a dropped segment, with
+    /// other instances' ranges below it, and nothing may be given back.
+    dropped: bool,
     /// (time, IDs issued) when the previous fetch started.
     rate_sample: Option<(Stamp, u64)>,
     last_fetch_at: Option<Stamp>,
@@ -214,6 +218,7 @@ impl SeqBuffer {
                 last_size: 0,
                 rate_per_sec: 0.0,
                 rate_measured: false,
+                dropped: false,
                 rate_sample: None,
                 last_fetch_at: None,
                 last_fetch_latency: None,
@@ -237,6 +242,7 @@ impl SeqBuffer {
         let global = ordering == IdOrdering::Global;
         if self.global.swap(global, AtomicOrdering::AcqRel) != global {
             if global {
+                self.state.lock().unwrap().dropped = true;
                 self.segments.seal();
             }
             tracing::info!(sequence = %self.name, ordering = ordering.as_str(), "ordering switched");
@@ -451,6 +457,7 @@ impl SeqBuffer {
             // A global sequence keeps no segment: this one is dropped (a gap)
             // and the waiting requests go to the database themselves.
             self.global.store(true, AtomicOrdering::Release);
+            self.state.lock().unwrap().dropped = true;
             self.segments.seal();
             self.fetching.store(false, AtomicOrdering::Release);
             self.notify.notify_waiters();
@@ -479,6 +486,7 @@ impl SeqBuffer {
         let len = (r.max_id - first + 1) as u64;
         let seg = Segment::new(first, len, self.shared.config.prefetch_ratio);
         st.high_water = NonZeroI64::new(r.max_id);
+        st.dropped = false;
         st.row_step = r.row_step;
         // The trimmed length: a catch-up reservation is not a step to adapt from.
         st.last_size = len as i64;
@@ -549,7 +557,12 @@ impl SeqBuffer {
         {
             return Sealed::FetchInFlight;
         }
-        let Some(top) = self.high_water() else {
+        let (top, dropped) = {
+            let st = self.state.lock().unwrap();
+            (st.high_water.map(NonZeroI64::get), st.dropped)
+        };
+        let (Some(top), false) = (top, dropped || self.global.load(AtomicOrdering::Acquire))
+        else {
             return Sealed::Nothing;
         };
         let (current, unissued, next) = self.segments.seal();
