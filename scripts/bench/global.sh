@@ -62,7 +62,7 @@ echo
 echo "| clients | naive (pgbench) IDs/s | seqd global, 1 instance | x naive | merged | seqd global, 3 instances | x naive | merged |"
 echo "|---|---|---|---|---|---|---|---|"
 for C in $CLIENTS; do
-  NAIVE=$(pgbench -n -q -c "$C" -j 2 -T "${DUR%s}" -f "$WORK/naive.sql" "$PG/$DB" 2>/dev/null | awk '/^tps/ {print $3; exit}')
+  NAIVE=$(pgbench -n -c "$C" -j 2 -T "${DUR%s}" -f "$WORK/naive.sql" "$PG/$DB" 2>/dev/null | awk '/^tps/ {print $3; exit}')
   row="| $C | ${NAIVE%.*}"
   for N in 1 3; do
     start "$N"
