@@ -34,8 +34,10 @@ async fn next(http: &reqwest::Client, s: &str) -> i64 {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    r.text().await.unwrap().trim().parse().unwrap()
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    body.trim().parse().unwrap()
 }
 
 async fn a_client_alternating_between_three_instances_sees_increasing_ids(db: TestDb) {

@@ -55,6 +55,9 @@ enum Installed {
     Ready,
     /// Entirely at or below the high-water mark, by this many IDs.
     Behind(i64),
+    /// Reserved before a switch of ordering and below what was served since:
+    /// dropped; the next reservation (from the row, which moved on) is above.
+    Stale,
 }
 
 /// A fetch error that stops retrying until the negative-cache interval passes.
@@ -469,8 +472,16 @@ impl SeqBuffer {
         // IDs below 1 are never handed out (a row lowered below zero by SQL
         // is lifted like a regression), which the segment cursor relies on.
         let floor = st.high_water.map_or(0, NonZeroI64::get);
-        let regression = st.high_water.is_some();
+        // After a switch of ordering, a range below the mark is a fetch that
+        // started before the switch, not a row that went back.
+        let regression = st.high_water.is_some() && !st.dropped;
         if r.max_id <= floor {
+            if st.dropped {
+                // Once: should the next range be below the mark too, the row
+                // did go back, and it is handled as a regression.
+                st.dropped = false;
+                return Installed::Stale;
+            }
             drop(st);
             if regression {
                 self.regressed(r, floor);
@@ -566,6 +577,13 @@ impl SeqBuffer {
             return Sealed::Nothing;
         };
         let (current, unissued, next) = self.segments.seal();
+        // The mark must be the top of the segments held: otherwise IDs were
+        // handed out above them (global ordering) or a segment was dropped,
+        // and what lies between is not this buffer's to give back.
+        let held_top = next.map_or(current.last(), |n| n.last());
+        if current.is_empty() && next.is_none() || held_top != top {
+            return Sealed::Nothing;
+        }
         // Only the run at the top that this buffer reserved itself goes
         // back: the next segment, and the current one's tail below it only
         // when the two are contiguous (no other instance reserved between).
@@ -668,9 +686,26 @@ async fn global_loop(buf: Arc<SeqBuffer>) {
                 buf.fetches.fetch_add(1, AtomicOrdering::Relaxed);
                 metrics::histogram!(FETCH_DURATION_METRIC)
                     .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
+                // Every ID this instance hands out counts for the high-water
+                // mark: a segment reserved before a switch and landing after
+                // the switch back is then below it, and never served.
+                {
+                    let mut st = buf.state.lock().unwrap();
+                    if st.high_water.is_none_or(|h| h.get() < r.max_id) {
+                        st.high_water = NonZeroI64::new(r.max_id);
+                    }
+                }
                 if r.ordering == IdOrdering::Instance {
                     // Switched back by PATCH or SQL: later requests use segments.
                     buf.set_ordering(IdOrdering::Instance);
+                }
+                if !buf.global.load(AtomicOrdering::Acquire) {
+                    // Segments are in use again (switched back while this
+                    // queue drained): one reserved before this reservation
+                    // lies below its IDs, so it goes, before they are handed
+                    // out; the next fetch lands above them.
+                    buf.state.lock().unwrap().dropped = true;
+                    buf.segments.seal();
                 }
                 Ok(r.first())
             }
@@ -741,6 +776,7 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
             }
             Ok(Ok(r)) => match buf.install(r, started, catch_up.is_some()) {
                 Installed::Ready => return,
+                Installed::Stale => continue,
                 Installed::Behind(behind) if catch_up.is_none() => {
                     catch_up = Some(behind);
                     continue;
