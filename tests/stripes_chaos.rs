@@ -166,10 +166,19 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
     proxies[0].heal();
     proxies[1].heal();
     next_phase(); // phase 9: all back; stripe 0 is preferred again
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, Ordering::Relaxed);
     for inst in &instances {
-        let ready = readyz(inst.base.clone()).await;
+        // Ready again once every stripe answers its ping (bounded: a loaded
+        // machine may take a ping past its 2 s bound now and then).
+        let mut ready = serde_json::Value::Null;
+        for _ in 0..20 {
+            ready = readyz(inst.base.clone()).await;
+            if ready["status"] == "ready" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         assert_eq!(ready["status"], "ready", "{ready}");
     }
 
