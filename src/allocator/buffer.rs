@@ -797,3 +797,16 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
         tokio::time::sleep(backoff).await;
     }
 }
+
+#[cfg(all(test, not(seqd_loom)))]
+mod size_tests {
+    /// The per-sequence memory budget (docs/design.md, "The hot path and the
+    /// memory of one sequence"): global ordering added its flag and a
+    /// pointer-sized slot for its queue, not the queue itself.
+    #[test]
+    fn a_buffer_stays_within_its_budget() {
+        let size = std::mem::size_of::<super::SeqBuffer>();
+        eprintln!("size_of::<SeqBuffer>() = {size}");
+        assert!(size <= 320, "{size} bytes");
+    }
+}
