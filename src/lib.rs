@@ -30,6 +30,9 @@
 //! - [`snowflake`]: time-ordered snowflake IDs: layout, generator (injected
 //!   wall clock, rollback handling) and the worker-ID lease. No SQL, no HTTP
 //!   but through [`store::workers::WorkerLeases`].
+//! - [`serial`]: serial numbers' pure core (format, reset period in a time
+//!   zone, rendering); not wired into the service yet. No SQL, no HTTP, no
+//!   clock.
 
 /// Declares the modules that exist only in the service build: under
 /// `--cfg seqd_loom` (the model-checking tests, `tests/loom_double.rs`) they
@@ -59,6 +62,7 @@ pub mod allocator;
 
 pub mod config;
 pub mod domain;
+pub mod serial;
 pub mod snowflake;
 pub mod store;
 pub mod telemetry;

@@ -1,0 +1,74 @@
+//! The one error of a serial-number setting that cannot be accepted: a bad
+//! `format`, `reset`, `overflow` or `time_zone`. Every variant is the
+//! client's mistake (a 400 `invalid_request` once the fields reach the API),
+//! and its message names what is wrong and where.
+
+use super::format::Reset;
+
+/// A `format`, `reset`, `overflow` or `time_zone` that was refused.
+///
+/// Positions are character offsets into the format, counted from 0.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SerialError {
+    /// A `{...}` that is none of the known tokens.
+    #[error(
+        "unknown token `{token}` at position {position} of the format: \
+         the tokens are {{yyyy}} {{yy}} {{MM}} {{dd}} {{seq}} {{seq:0N}}"
+    )]
+    UnknownToken { token: String, position: usize },
+    /// `{seq:...}` whose width is not written `0N`, e.g. `{seq:5}`.
+    #[error(
+        "malformed counter token `{token}` at position {position} of the format: \
+         write {{seq:0N}}, a zero then the width N (1 to 18), e.g. {{seq:06}}"
+    )]
+    MalformedWidth { token: String, position: usize },
+    /// `{seq:0N}` with N = 0 or N > 18.
+    #[error(
+        "counter width {width} at position {position} of the format is out of range: \
+         {{seq:0N}} takes 1 <= N <= 18"
+    )]
+    WidthOutOfRange { width: u64, position: usize },
+    /// A second `{seq}` or `{seq:0N}`.
+    #[error(
+        "a second counter token at position {position} of the format \
+         (the first is at position {first}): a format has exactly one {{seq}}"
+    )]
+    SecondSeq { position: usize, first: usize },
+    /// No `{seq}` at all.
+    #[error("the format has no counter token: it needs exactly one {{seq}} or {{seq:0N}}")]
+    MissingSeq,
+    /// A `{` without its `}`.
+    #[error("`{{` at position {position} of the format is not closed by `}}`")]
+    Unclosed { position: usize },
+    /// A character that literal text may not hold (including a lone `}`).
+    #[error(
+        "character {character:?} at position {position} of the format is not allowed: \
+         literal text is ASCII letters, digits and - _ . / : #"
+    )]
+    ForbiddenCharacter { character: char, position: usize },
+    /// The format lacks a date token its reset period needs (serials would
+    /// repeat from one period to the next).
+    #[error(
+        "a reset every {reset} needs {needs} in the format, or serials would repeat \
+         from one {reset} to the next; missing: {missing}"
+    )]
+    MissingDateToken {
+        reset: Reset,
+        /// All the tokens this reset needs, e.g. `{yyyy} or {yy}, {MM} and {dd}`.
+        needs: &'static str,
+        /// The ones the format lacks, e.g. `{dd}`.
+        missing: String,
+    },
+    /// A `reset` that is not `never`, `day`, `month` or `year`.
+    #[error("unknown reset `{0}`: one of never, day, month, year")]
+    UnknownReset(String),
+    /// An `overflow` that is not `refuse` or `widen`.
+    #[error("unknown overflow `{0}`: one of refuse, widen")]
+    UnknownOverflow(String),
+    /// A `time_zone` that is not in the IANA database seqd carries.
+    #[error(
+        "unknown time zone `{name}`: an IANA name such as UTC, Europe/Paris or \
+         America/New_York"
+    )]
+    UnknownTimeZone { name: String },
+}
