@@ -286,8 +286,6 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{:x}", std::process::id(), nanos & 0xffff_ffff)
 }
 
-/// Runs a command-line client with `stdin` fed in; panics unless it succeeds.
-
 /// The command-line client of `backend`.
 fn client_of(backend: Backend) -> &'static str {
     match backend {
@@ -297,6 +295,7 @@ fn client_of(backend: Backend) -> &'static str {
     }
 }
 
+/// Runs a command-line client with `stdin` fed in; panics unless it succeeds.
 fn client(program: &str, args: &[&str], stdin: &str) {
     use std::io::Write;
     let mut child = std::process::Command::new(program)
