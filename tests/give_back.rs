@@ -40,13 +40,17 @@ async fn ids(p: &Process, name: &str, n: usize) -> Vec<i64> {
     out
 }
 
-/// Sends SIGTERM and waits for a clean exit.
-async fn stop(mut p: Process) {
+/// Sends SIGTERM, waits for a clean exit, and returns the give-back's log
+/// line (its counts).
+async fn stop(mut p: Process) -> serde_json::Value {
     p.signal("TERM");
     let status = tokio::time::timeout(Duration::from_secs(30), p.wait())
         .await
         .expect("seqd stops within 30 s");
     assert!(status.success(), "{status:?}");
+    p.log_line("gave back unused IDs")
+        .await
+        .expect("the give-back is logged")
 }
 
 async fn max_id(db: &TestDb, name: &str) -> i64 {
@@ -58,7 +62,12 @@ async fn a_lone_instance_restarted_gracefully_continues_at_the_next_id(db: TestD
     create(&p, "orders", 1000).await;
     let before = ids(&p, "orders", 5).await;
     assert_eq!(before, vec![1, 2, 3, 4, 5]);
-    stop(p).await;
+    let given = stop(p).await;
+    assert_eq!(
+        (given["ids"].as_u64(), given["sequences"].as_u64()),
+        (Some(995), Some(1)),
+        "{given}"
+    );
     assert_eq!(max_id(&db, "orders").await, 5, "995 IDs given back");
     let p = Process::spawn(&db.url, &[]).await;
     assert_eq!(
@@ -66,7 +75,7 @@ async fn a_lone_instance_restarted_gracefully_continues_at_the_next_id(db: TestD
         vec![6],
         "no gap after a graceful restart"
     );
-    stop(p).await;
+    let _ = stop(p).await;
 }
 
 async fn nothing_is_given_back_past_another_instances_reservation(db: TestDb) {
@@ -76,13 +85,15 @@ async fn nothing_is_given_back_past_another_instances_reservation(db: TestDb) {
     let b = Process::spawn(&db.url, &[]).await;
     let from_b = ids(&b, "orders", 3).await; // B holds 1001..=2000
     assert_eq!(from_b, vec![1001, 1002, 1003]);
-    stop(a).await;
+    let given = stop(a).await;
+    assert_eq!(given["reserved_since"].as_u64(), Some(1), "{given}");
     assert_eq!(
         max_id(&db, "orders").await,
         2000,
         "A's compare-and-set must fail"
     );
-    stop(b).await;
+    let given = stop(b).await;
+    assert_eq!(given["ids"].as_u64(), Some(997), "{given}");
     assert_eq!(
         max_id(&db, "orders").await,
         1003,
@@ -94,13 +105,13 @@ async fn nothing_is_given_back_past_another_instances_reservation(db: TestDb) {
     for id in &from_c {
         assert!(!from_a.contains(id) && !from_b.contains(id));
     }
-    stop(c).await;
+    let _ = stop(c).await;
 }
 
 /// A fetch stuck behind a row lock held by another connection when SIGTERM
 /// comes: the sequence gives nothing back, and after a restart no ID is
 /// handed out twice.
-async fn a_shutdown_during_a_fetch_gives_nothing_back_and_reissues_nothing(db: TestDb) {
+async fn a_shutdown_during_a_fetch_leaves_the_sequence_alone_and_reissues_nothing(db: TestDb) {
     use sqlx::Connection;
     let p = Process::spawn(&db.url, &[]).await;
     create(&p, "orders", 10).await;
@@ -134,7 +145,14 @@ async fn a_shutdown_during_a_fetch_gives_nothing_back_and_reissues_nothing(db: T
     rx_held.await.unwrap();
     before.extend(ids(&p, "orders", 2).await); // past the mark: the prefetch blocks
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop(p).await;
+    let given = stop(p).await;
+    // The fetch was in flight: the sequence was left alone (not tried
+    // against the locked row and failed).
+    assert_eq!(
+        (given["fetch_in_flight"].as_u64(), given["failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{given}"
+    );
     let after_stop = max_id(&db, "orders").await;
     tx_lock.send(()).unwrap();
     holder.await.unwrap();
@@ -149,11 +167,11 @@ async fn a_shutdown_during_a_fetch_gives_nothing_back_and_reissues_nothing(db: T
         after.iter().all(|id| *id > top),
         "{before:?} then {after:?}"
     );
-    stop(p).await;
+    let _ = stop(p).await;
 }
 
 per_backend!(
     a_lone_instance_restarted_gracefully_continues_at_the_next_id,
     nothing_is_given_back_past_another_instances_reservation,
 );
-network_backends!(a_shutdown_during_a_fetch_gives_nothing_back_and_reissues_nothing);
+network_backends!(a_shutdown_during_a_fetch_leaves_the_sequence_alone_and_reissues_nothing);

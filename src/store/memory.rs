@@ -147,6 +147,23 @@ impl MemoryStore {
         f(self.faults.lock().unwrap().entry(key).or_default())
     }
 
+    /// Runs the injected faults of a reservation of `name`: counts it, waits
+    /// at the gate, sleeps the delay, fails if set to. The guard returned
+    /// keeps it counted as in flight until dropped.
+    async fn faulted<'a>(&'a self, name: &'a str) -> Result<InFlight<'a>, StoreError> {
+        let (fail, delay) = self.enter(name);
+        let guard = InFlight(self, name);
+        let mut gate = self.gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if fail {
+            return Err(StoreError::Unavailable("injected failure".into()));
+        }
+        Ok(guard)
+    }
+
     /// Enters a reservation: counts it and returns (should_fail, delay).
     fn enter(&self, name: &str) -> (bool, Duration) {
         self.total_reserves.fetch_add(1, Ordering::Relaxed);
@@ -194,30 +211,12 @@ impl Drop for InFlight<'_> {
 #[async_trait]
 impl Store for MemoryStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        let (fail, delay) = self.enter(name.as_str());
-        let _guard = InFlight(self, name.as_str());
-        let mut gate = self.gate.subscribe();
-        let _ = gate.wait_for(|open| *open).await;
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if fail {
-            return Err(StoreError::Unavailable("injected failure".into()));
-        }
+        let _in_flight = self.faulted(name.as_str()).await?;
         self.reserve_now(name, min_size)
     }
 
     async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
-        let (fail, delay) = self.enter(name.as_str());
-        let _guard = InFlight(self, name.as_str());
-        let mut gate = self.gate.subscribe();
-        let _ = gate.wait_for(|open| *open).await;
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if fail {
-            return Err(StoreError::Unavailable("injected failure".into()));
-        }
+        let _in_flight = self.faulted(name.as_str()).await?;
         let mut rows = self.rows.lock().unwrap();
         let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
         if n < 1 || row.max_id > i64::MAX - n {
@@ -241,16 +240,7 @@ impl Store for MemoryStore {
     ) -> Result<bool, StoreError> {
         // The statement that reserves on a stripe: faults and the gate apply,
         // and it counts as a reservation.
-        let (fail, delay) = self.enter(name.as_str());
-        let _guard = InFlight(self, name.as_str());
-        let mut gate = self.gate.subscribe();
-        let _ = gate.wait_for(|open| *open).await;
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if fail {
-            return Err(StoreError::Unavailable("injected failure".into()));
-        }
+        let _in_flight = self.faulted(name.as_str()).await?;
         let mut rows = self.rows.lock().unwrap();
         let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
         if row.max_id != expected {

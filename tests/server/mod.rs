@@ -165,6 +165,8 @@ pub struct Process {
     pub base: String,
     /// The child's process id.
     pub pid: u32,
+    /// Its log lines (JSON) read so far, after the start-up line.
+    logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Process {
@@ -212,17 +214,21 @@ impl Process {
         // Keep draining stderr so the child never blocks on a full pipe
         // (echoed when SEQD_TEST_ECHO_LOGS=1, to debug a test).
         let echo = std::env::var("SEQD_TEST_ECHO_LOGS").is_ok_and(|v| v == "1");
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = logs.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 if echo {
                     eprintln!("[seqd {pid}] {line}");
                 }
+                kept.lock().unwrap().push(line);
             }
         });
         Process {
             child,
             base: format!("http://{addr}"),
             pid,
+            logs,
         }
     }
 
@@ -233,6 +239,23 @@ impl Process {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -{sig} {}", self.pid);
+    }
+
+    /// The first log line (parsed JSON) whose `message` is `message`,
+    /// waiting up to 5 s for it (lines may still be in the pipe after exit).
+    pub async fn log_line(&self, message: &str) -> Option<serde_json::Value> {
+        for _ in 0..50 {
+            let found = self.logs.lock().unwrap().iter().find_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()
+                    .filter(|v| v["message"] == message)
+            });
+            if found.is_some() {
+                return found;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        None
     }
 
     /// Waits for the process to exit and returns its status.

@@ -285,13 +285,14 @@ impl StripedStore {
     ) -> Result<(usize, T), StoreError> {
         let mut waiting = self.order().into_iter();
         let mut running: JoinSet<(usize, Result<T, StoreError>)> = JoinSet::new();
-        let mut started: Vec<usize> = Vec::new();
+        // The stripes still running, by task: a panicked task is known by its id.
+        let mut started: Vec<(tokio::task::Id, usize)> = Vec::new();
         let mut error: Option<StoreError> = None;
-        let launch = |i: usize, running: &mut JoinSet<_>, started: &mut Vec<usize>| {
+        let launch = |i: usize, running: &mut JoinSet<_>, started: &mut Vec<_>| {
             let s = &self.inner.stripes[i];
             let fut = op(s.store.clone(), s.layout);
-            running.spawn(async move { (i, fut.await) });
-            started.push(i);
+            let task = running.spawn(async move { (i, fut.await) });
+            started.push((task.id(), i));
         };
         if let Some(i) = waiting.next() {
             launch(i, &mut running, &mut started);
@@ -300,29 +301,23 @@ impl StripedStore {
             let more = waiting.len() > 0;
             let hedge = tokio::time::sleep(self.inner.failover_after);
             tokio::select! {
-                joined = running.join_next(), if !running.is_empty() => {
-                    let (i, result) = match joined {
-                        Some(Ok(done)) => done,
-                        Some(Err(e)) => {
-                            // A panicked operation: a bug, reported as an outage.
+                joined = running.join_next_with_id(), if !running.is_empty() => {
+                    let (id, i, result) = match joined.expect("joined only while running") {
+                        Ok((id, (i, result))) => (id, i, result),
+                        Err(e) => {
+                            // A panicked operation: a bug, handled as an outage.
                             tracing::error!(error = %e, what, "a stripe operation panicked");
-                            error = Some(worse(error.take().unwrap_or(StoreError::NotFound),
-                                StoreError::Unavailable("stripe operation panicked".into())));
-                            if let Some(next) = waiting.next() {
-                                launch(next, &mut running, &mut started);
-                            } else if running.is_empty() {
-                                return Err(error.expect("set above"));
-                            }
-                            continue;
+                            let i = started.iter().find(|(id, _)| *id == e.id()).map(|&(_, i)| i);
+                            let i = i.expect("every task is in `started`");
+                            (e.id(), i, Err(StoreError::Unavailable("stripe operation panicked".into())))
                         }
-                        None => unreachable!("joined only while running"),
                     };
-                    started.retain(|&j| j != i);
+                    started.retain(|&(t, _)| t != id);
                     match result {
                         Ok(v) => {
                             // Stripes still running lost a race they had
                             // more than `failover_after` to win.
-                            for j in started {
+                            for (_, j) in started {
                                 self.mark_down(j, "slower than --failover-after");
                             }
                             self.inner.stripes[i].set_up(true);
