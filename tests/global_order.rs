@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod common;
+mod proxy;
 mod server;
 
 use std::collections::HashSet;
@@ -27,6 +28,15 @@ async fn three(db: &TestDb) -> Vec<TestServer> {
     out
 }
 
+/// Creates `g` through `server` with `body`'s fields; the row as answered.
+async fn create(server: &TestServer, body: serde_json::Value) -> serde_json::Value {
+    let mut body = body;
+    body["name"] = json!("g");
+    let created = server.send_json(Method::POST, "/v1/sequences", &body).await;
+    assert_eq!(created.status(), 201);
+    created.json().await.unwrap()
+}
+
 async fn next(http: &reqwest::Client, s: &str) -> i64 {
     let r = http
         .get(format!("{s}/v1/sequences/g/next"))
@@ -42,15 +52,7 @@ async fn next(http: &reqwest::Client, s: &str) -> i64 {
 
 async fn a_client_alternating_between_three_instances_sees_increasing_ids(db: TestDb) {
     let servers = three(&db).await;
-    let created = servers[0]
-        .send_json(
-            Method::POST,
-            "/v1/sequences",
-            &json!({"name": "g", "ordering": "global"}),
-        )
-        .await;
-    assert_eq!(created.status(), 201);
-    let body: serde_json::Value = created.json().await.unwrap();
+    let body = create(&servers[0], json!({"ordering": "global"})).await;
     assert_eq!(body["ordering"], "global");
     let http = reqwest::Client::new();
     let mut last = 0;
@@ -71,14 +73,7 @@ struct Timed {
 
 async fn concurrent_clients_on_three_instances_get_ids_in_real_time_order(db: TestDb) {
     let servers = three(&db).await;
-    let created = servers[0]
-        .send_json(
-            Method::POST,
-            "/v1/sequences",
-            &json!({"name": "g", "ordering": "global"}),
-        )
-        .await;
-    assert_eq!(created.status(), 201);
+    create(&servers[0], json!({"ordering": "global"})).await;
     let http = reqwest::Client::new();
     let bases: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.url("")).collect());
     let mut clients = Vec::new();
@@ -132,14 +127,7 @@ async fn concurrent_clients_on_three_instances_get_ids_in_real_time_order(db: Te
 
 async fn switching_to_global_and_back_by_patch_under_load_repeats_no_id(db: TestDb) {
     let servers = three(&db).await;
-    let created = servers[0]
-        .send_json(
-            Method::POST,
-            "/v1/sequences",
-            &json!({"name": "g", "step": 50}),
-        )
-        .await;
-    assert_eq!(created.status(), 201);
+    create(&servers[0], json!({"step": 50})).await;
     let http = reqwest::Client::new();
     let bases: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.url("")).collect());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -195,10 +183,7 @@ async fn an_unknown_ordering_is_refused_with_400(db: TestDb) {
         let e: serde_json::Value = r.json().await.unwrap();
         assert_eq!(e["error"]["code"], "invalid_request", "{e}");
     }
-    let r = s
-        .send_json(Method::POST, "/v1/sequences", &json!({"name": "g"}))
-        .await;
-    assert_eq!(r.status(), 201);
+    create(&s, json!({})).await;
     let r = s
         .send_json(
             Method::PATCH,
@@ -210,6 +195,55 @@ async fn an_unknown_ordering_is_refused_with_400(db: TestDb) {
     let row: serde_json::Value = s.get_json("/v1/sequences/g").await;
     assert_eq!(row["ordering"], "instance");
 }
+
+/// The database cut off (through the proxy): a global sequence answers 503
+/// at once, while an instance sequence on the same server rides through
+/// from memory; both serve again, increasing, once it is back.
+async fn a_global_sequence_fails_while_the_database_is_cut_and_recovers(db: TestDb) {
+    let proxy = proxy::Proxy::start(proxy::upstream_of(&db.url)).await;
+    let s = TestServer::start(Settings::for_database(proxy.url_for(&db.url))).await;
+    create(&s, json!({"ordering": "global"})).await;
+    let plain = s
+        .send_json(Method::POST, "/v1/sequences", &json!({"name": "plain"}))
+        .await;
+    assert_eq!(plain.status(), 201);
+    let http = reqwest::Client::new();
+    let before = next(&http, &s.url("")).await;
+    let plain_url = s.url("/v1/sequences/plain/next");
+    assert_eq!(http.get(&plain_url).send().await.unwrap().status(), 200);
+    proxy.cut();
+    let started = Instant::now();
+    let r = http
+        .get(s.url("/v1/sequences/g/next"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let e: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "storage_unavailable", "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // the instance sequence still has its segment
+    assert_eq!(http.get(&plain_url).send().await.unwrap().status(), 200);
+    proxy.heal();
+    let mut after = None;
+    for _ in 0..100 {
+        let r = http
+            .get(s.url("/v1/sequences/g/next"))
+            .header("accept", "text/plain")
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            after = Some(r.text().await.unwrap().trim().parse::<i64>().unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = after.expect("serves again once the database is back");
+    assert!(after > before, "{after} after {before}");
+}
+
+network_backends!(a_global_sequence_fails_while_the_database_is_cut_and_recovers);
 
 per_backend!(
     an_unknown_ordering_is_refused_with_400,
