@@ -80,8 +80,8 @@ struct FetchState {
     /// True once `rate_per_sec` holds a measurement.
     rate_measured: bool,
     /// True when a switch to global ordering dropped segments since the last
-    /// install: `high_water` may then be the top of a dropped segment, with
-    /// other instances' ranges below it, and nothing may be given back.
+    /// install: a range that lands below `high_water` is then a fetch that
+    /// started before the switch (`Installed::Stale`), not a regression.
     dropped: bool,
     /// (time, IDs issued) when the previous fetch started.
     rate_sample: Option<(Stamp, u64)>,
@@ -568,12 +568,7 @@ impl SeqBuffer {
         {
             return Sealed::FetchInFlight;
         }
-        let (top, dropped) = {
-            let st = self.state.lock().unwrap();
-            (st.high_water.map(NonZeroI64::get), st.dropped)
-        };
-        let (Some(top), false) = (top, dropped || self.global.load(AtomicOrdering::Acquire))
-        else {
+        let Some(top) = self.high_water() else {
             return Sealed::Nothing;
         };
         let (current, unissued, next) = self.segments.seal();
