@@ -113,6 +113,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 step: Some(step),
                 description: None,
                 ordering: None,
+                serial: None,
             };
             match store.update(&name, &patch).await {
                 Ok(row) => print_rows(&[row]),

@@ -7,6 +7,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::serial::{parse_time_zone, Overflow, Reset, SerialError, SerialFormat};
+
 /// Longest accepted sequence name, in bytes (all accepted characters are ASCII).
 pub const MAX_NAME_LEN: usize = 128;
 /// Largest number of IDs one batch request may ask for.
@@ -268,6 +270,8 @@ pub struct NewSequence {
     pub description: String,
     /// How its IDs are ordered (default [`Ordering::Instance`]).
     pub ordering: Ordering,
+    /// Its serial-number settings, if it issues serial numbers.
+    pub serial: Option<SerialSettings>,
 }
 
 /// How a sequence orders its IDs (the `ordering` column).
@@ -324,6 +328,12 @@ impl NewSequence {
         self
     }
 
+    /// The same sequence issuing serial numbers with `serial`.
+    pub fn with_serial(mut self, serial: SerialSettings) -> Self {
+        self.serial = Some(serial);
+        self
+    }
+
     /// Validates a creation request against the limits of docs/design.md
     /// ("Names and limits").
     pub fn new(
@@ -344,7 +354,131 @@ impl NewSequence {
             step,
             description,
             ordering: Ordering::Instance,
+            serial: None,
         })
+    }
+}
+
+/// Separates a serial sequence's name from a period key in the name of the
+/// row that holds the period's counter: `order@20261201` (docs/design.md,
+/// "Serial numbers"). Not a name character, so no name a client can send
+/// is a counter row, and lists of names leave counter rows out.
+pub const PERIOD_SEPARATOR: char = '@';
+
+/// Longest period key: `yyyyMMdd`.
+pub const MAX_PERIOD_KEY_LEN: usize = 8;
+
+/// Longest name of a stored row: a sequence name, the separator and a
+/// period key (the `name` column is this wide).
+pub const MAX_ROW_NAME_LEN: usize = MAX_NAME_LEN + 1 + MAX_PERIOD_KEY_LEN;
+
+/// Longest accepted serial `format`, in characters.
+pub const MAX_FORMAT_LEN: usize = 64;
+
+impl SeqName {
+    /// The name of the row holding the counter of period `key` of this
+    /// serial sequence: `name@key` (`name@` for a counter that never
+    /// resets). Not a valid client name, by construction; `key` is digits.
+    pub fn period_counter(&self, key: &str) -> SeqName {
+        debug_assert!(key.len() <= MAX_PERIOD_KEY_LEN && key.bytes().all(|b| b.is_ascii_digit()));
+        let mut s = String::with_capacity(self.0.len() + 1 + key.len());
+        s.push_str(&self.0);
+        s.push(PERIOD_SEPARATOR);
+        s.push_str(key);
+        SeqName(Arc::from(s))
+    }
+
+    /// For a counter row's name, the sequence and the period key.
+    pub fn split_period(&self) -> Option<(&str, &str)> {
+        self.0.split_once(PERIOD_SEPARATOR)
+    }
+}
+
+/// Whether a stored row name is a period counter (`name@key`) rather than a
+/// sequence.
+pub fn is_period_counter(row_name: &str) -> bool {
+    row_name.contains(PERIOD_SEPARATOR)
+}
+
+/// The counter rows of serial sequence `parent`, as a range of names in
+/// byte order: `[parent@, parent@:)` (keys are digits, and `:` follows `9`),
+/// which the index on the names serves.
+pub fn period_rows_range(parent: &SeqName) -> (String, String) {
+    let low = format!("{}{PERIOD_SEPARATOR}", parent.as_str());
+    let high = format!("{low}:");
+    (low, high)
+}
+
+/// A sequence's serial-number settings, validated (DESIGN.md, "Serial
+/// numbers"): the format, when its counter starts again, in which time
+/// zone, and what a counter too wide for `{seq:0N}` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SerialSettings {
+    /// The parsed format, e.g. `ORD{yyyy}{MM}{dd}{seq:06}`.
+    pub format: SerialFormat,
+    /// When the counter starts again.
+    pub reset: Reset,
+    /// The IANA name of the time zone periods follow, in jiff's spelling.
+    pub time_zone: String,
+    /// What a counter past `{seq:0N}` does.
+    pub overflow: Overflow,
+}
+
+impl serde::Serialize for SerialSettings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("SerialSettings", 4)?;
+        st.serialize_field("format", &self.format.to_string())?;
+        st.serialize_field("reset", self.reset.as_str())?;
+        st.serialize_field("time_zone", &self.time_zone)?;
+        st.serialize_field("overflow", self.overflow.as_str())?;
+        st.end()
+    }
+}
+
+impl SerialSettings {
+    /// Validates a whole setting: the format (at most [`MAX_FORMAT_LEN`]
+    /// characters), that it carries the date tokens of `reset`, and the
+    /// time zone's name.
+    pub fn new(
+        format: &str,
+        reset: Reset,
+        time_zone: &str,
+        overflow: Overflow,
+    ) -> Result<Self, SerialError> {
+        let length = format.chars().count();
+        if length > MAX_FORMAT_LEN {
+            return Err(SerialError::TooLong {
+                length,
+                max: MAX_FORMAT_LEN,
+            });
+        }
+        let format = SerialFormat::parse(format)?;
+        format.check_reset(reset)?;
+        let zone = parse_time_zone(time_zone)?;
+        let time_zone = zone.iana_name().unwrap_or(time_zone).to_owned();
+        Ok(SerialSettings {
+            format,
+            reset,
+            time_zone,
+            overflow,
+        })
+    }
+
+    /// From the table's columns (`format`, `reset`, `time_zone`,
+    /// `overflow`), checked as [`SerialSettings::new`] does.
+    pub fn from_columns(
+        format: &str,
+        reset: &str,
+        time_zone: &str,
+        overflow: &str,
+    ) -> Result<Self, SerialError> {
+        SerialSettings::new(format, reset.parse()?, time_zone, overflow.parse()?)
+    }
+
+    /// The time zone (its name was validated).
+    pub fn zone(&self) -> jiff::tz::TimeZone {
+        parse_time_zone(&self.time_zone).unwrap_or(jiff::tz::TimeZone::UTC)
     }
 }
 

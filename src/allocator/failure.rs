@@ -47,7 +47,10 @@ impl FetchFailure {
             StoreError::Config(_) | StoreError::Migration(_) | StoreError::Invalid(_) => {
                 FetchFailure::Misconfigured
             }
-            StoreError::Unavailable(_) | StoreError::AlreadyExists | StoreError::BumpRefused(_) => {
+            StoreError::Unavailable(_)
+            | StoreError::AlreadyExists
+            | StoreError::BumpRefused(_)
+            | StoreError::Serial => {
                 FetchFailure::Unavailable
             }
         }

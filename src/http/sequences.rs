@@ -360,6 +360,7 @@ pub async fn patch(
         step,
         description: body.description,
         ordering,
+        serial: None,
     };
     let row = st
         .allocator

@@ -59,6 +59,9 @@ pub enum SerialError {
         /// The ones the format lacks, e.g. `{dd}`.
         missing: String,
     },
+    /// A format longer than the column holds.
+    #[error("the format is {length} characters long: at most {max}")]
+    TooLong { length: usize, max: usize },
     /// A `reset` that is not `never`, `day`, `month` or `year`.
     #[error("unknown reset `{0}`: one of never, day, month, year")]
     UnknownReset(String),

@@ -77,6 +77,8 @@ impl MemoryStore {
             created_at: now,
             updated_at: now,
             ordering: crate::domain::Ordering::Instance,
+            counter_start: max_id + 1,
+            serial: None,
         };
         self.rows.lock().unwrap().insert(name, row);
     }
@@ -265,6 +267,8 @@ impl Store for MemoryStore {
             created_at: now,
             updated_at: now,
             ordering: seq.ordering,
+            counter_start: seq.start,
+            serial: seq.serial.clone(),
         };
         rows.insert(seq.name.clone(), row.clone());
         Ok(row)

@@ -58,6 +58,26 @@ pub struct SequenceRow {
     pub updated_at: DateTime<Utc>,
     /// How the sequence orders its IDs.
     pub ordering: Ordering,
+    /// Where each period's counter starts: the `start` given at create (1
+    /// for rows made before serial numbers).
+    pub counter_start: i64,
+    /// Its serial-number settings (`format` not NULL), if it issues serial
+    /// numbers.
+    pub serial: Option<crate::domain::SerialSettings>,
+}
+
+/// One counter row of a serial sequence: `name@key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeriodRow {
+    /// The period's key: `20261130`, `202611`, `2026`, or empty for a
+    /// counter that never resets.
+    pub key: String,
+    /// The highest counter reserved in the period.
+    pub max_id: i64,
+    /// When the row was created (the period's first use).
+    pub created_at: DateTime<Utc>,
+    /// When the row was last changed.
+    pub updated_at: DateTime<Utc>,
 }
 
 /// A range of IDs reserved by one atomic update: `(max_id - size, max_id]`.
@@ -296,6 +316,8 @@ pub struct SequencePatch {
     pub description: Option<String>,
     /// New ordering.
     pub ordering: Option<Ordering>,
+    /// New serial-number settings: `Some(None)` makes the sequence plain.
+    pub serial: Option<Option<crate::domain::SerialSettings>>,
 }
 
 /// Whether [`Store::bump`] writes or only plans.
@@ -393,6 +415,10 @@ pub enum StoreError {
     /// A bump was refused as a whole and changed nothing (see [`Store::bump`]).
     #[error("bump refused: {0}")]
     BumpRefused(BumpRefusal),
+    /// The sequence issues serial numbers: its own row hands out no range
+    /// (its counters are the rows of its periods).
+    #[error("sequence issues serial numbers")]
+    Serial,
 }
 
 /// The storage the allocator and the operators' tools need.
@@ -404,8 +430,10 @@ pub trait Store: Send + Sync + 'static {
     /// Reserves the next range of `name`: adds `max(row.step, min_size)` to
     /// `max_id` in one atomic operation and returns the range that operation
     /// added. Fails with [`StoreError::Exhausted`] when the addition would pass
-    /// `i64::MAX` even at the row's own step, and [`StoreError::NotFound`] when
-    /// no row has this name.
+    /// `i64::MAX` even at the row's own step, [`StoreError::NotFound`] when
+    /// no row has this name, and [`StoreError::Serial`] (changing nothing)
+    /// when the row issues serial numbers (`format` is not NULL). The same
+    /// holds for [`Store::reserve_above`] and [`Store::reserve_exact`].
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError>;
 
     /// [`Store::reserve`] for a caller that already holds IDs of `name` up
@@ -458,6 +486,29 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts a new row with `max_id = start - 1`.
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError>;
+
+    /// Creates the counter row of period `key` of serial sequence `parent`
+    /// (`parent@key`) if it does not exist, in one statement that tolerates
+    /// other instances doing the same at once: `max_id = counter_start - 1`,
+    /// the parent's `step` and `ordering`. True when this call inserted it.
+    /// [`StoreError::NotFound`] when `parent` has no row.
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        let _ = (parent, key);
+        Err(StoreError::Config("serial numbers: not built for this store yet".into()))
+    }
+
+    /// The counter rows of serial sequence `parent`, ordered by key.
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        let _ = parent;
+        Err(StoreError::Config("serial numbers: not built for this store yet".into()))
+    }
+
+    /// Deletes the counter rows of `parent` with these keys; the number
+    /// deleted.
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        let _ = (parent, keys);
+        Err(StoreError::Config("serial numbers: not built for this store yet".into()))
+    }
 
     /// Reads one row.
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError>;
@@ -724,6 +775,8 @@ fn row_from_columns(
             ordering: Ordering::from_column(ordering),
             created_at,
             updated_at,
+            counter_start: 1,
+            serial: None,
         }),
         Err(_) => {
             tracing::warn!(name = %crate::domain::escape_controls(&name), "ignoring a row of `sequences` whose name is not a valid sequence name");

@@ -300,6 +300,7 @@ async fn create_at(store: &dyn Store, model: &SequenceRow, top: i64) -> Result<(
         step: model.step,
         description: model.description.clone(),
         ordering: model.ordering,
+        serial: model.serial.clone(),
     };
     let created = match store.create(&new).await {
         Ok(row) => row.max_id,

@@ -528,6 +528,7 @@ mod tests {
             step: 1,
             description: String::new(),
             ordering: crate::domain::Ordering::Instance,
+            serial: None,
         }
     }
 

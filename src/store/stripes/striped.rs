@@ -475,6 +475,7 @@ fn describe(e: &StoreError) -> &'static str {
         StoreError::Migration(_) => "schema",
         StoreError::Invalid(_) => "value refused",
         StoreError::BumpRefused(_) => "bump refused",
+        StoreError::Serial => "serial sequence",
     }
 }
 
