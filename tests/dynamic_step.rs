@@ -106,6 +106,7 @@ async fn a_step_raised_in_the_table_is_the_floor_at_the_next_fetch() {
                 step: Some(5_000),
                 description: None,
                 ordering: None,
+                serial: None,
             },
         )
         .await

@@ -90,6 +90,7 @@ async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
         step: None,
         description: Some(description.chars().rev().collect()),
         ordering: None,
+        serial: None,
     };
     let updated = store.update(&name("wide"), &patch).await.unwrap();
     assert_eq!(
@@ -514,6 +515,7 @@ async fn update_changes_step_and_description(db: TestDb) {
         step: Some(25),
         description: None,
         ordering: None,
+        serial: None,
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!(
@@ -525,6 +527,7 @@ async fn update_changes_step_and_description(db: TestDb) {
         step: None,
         description: Some("orders".into()),
         ordering: None,
+        serial: None,
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (25, "orders"));
@@ -533,6 +536,7 @@ async fn update_changes_step_and_description(db: TestDb) {
         step: Some(7),
         description: Some("both".into()),
         ordering: None,
+        serial: None,
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (7, "both"));
@@ -565,6 +569,7 @@ async fn update_of_a_missing_name_fails_with_not_found(db: TestDb) {
         step: Some(5),
         description: None,
         ordering: None,
+        serial: None,
     };
     match store.update(&name("nope"), &patch).await {
         Err(StoreError::NotFound) => {}
@@ -584,6 +589,7 @@ async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
         step: Some(0),
         description: None,
         ordering: None,
+        serial: None,
     };
     // Bad input, not an outage: never `Unavailable` (a 503 "retry later").
     match store.update(&name("order"), &patch).await {
@@ -692,6 +698,7 @@ async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
         step: Some(1000),
         description: None,
         ordering: None,
+        serial: None,
     };
     store.update(&name("order"), &patch).await.unwrap();
     let r = store.reserve(&name("order"), 1).await.unwrap();
@@ -890,6 +897,7 @@ async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
                             step: Some(step),
                             description: None,
                             ordering: None,
+                            serial: None,
                         },
                     )
                     .await

@@ -160,6 +160,7 @@ async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
         step: Some(50),
         description: None,
         ordering: None,
+        serial: None,
     };
     assert!(matches!(
         set.update(&name("b"), &patch).await,

@@ -494,20 +494,26 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::NotFound`] when `parent` has no row.
     async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
         let _ = (parent, key);
-        Err(StoreError::Config("serial numbers: not built for this store yet".into()))
+        Err(StoreError::Config(
+            "serial numbers: not built for this store yet".into(),
+        ))
     }
 
     /// The counter rows of serial sequence `parent`, ordered by key.
     async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
         let _ = parent;
-        Err(StoreError::Config("serial numbers: not built for this store yet".into()))
+        Err(StoreError::Config(
+            "serial numbers: not built for this store yet".into(),
+        ))
     }
 
     /// Deletes the counter rows of `parent` with these keys; the number
     /// deleted.
     async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
         let _ = (parent, keys);
-        Err(StoreError::Config("serial numbers: not built for this store yet".into()))
+        Err(StoreError::Config(
+            "serial numbers: not built for this store yet".into(),
+        ))
     }
 
     /// Reads one row.
