@@ -6,7 +6,10 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 
 use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
-use crate::domain::{escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName};
+use crate::domain::{
+    escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName, SerialSettings,
+};
+use crate::serial::purge::plan_purge;
 use crate::startup::{open_database, open_store};
 use crate::store::stripes::audit::audit_rows;
 use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
@@ -58,7 +61,61 @@ pub fn schema(args: &SchemaArgs) {
     print!("{}", store::migrator::schema_sql(args.dialect));
 }
 
-/// `seqd sequences create|list|set-step|bump`.
+/// `seqd sequences purge-periods NAME --older-than AGE [--dry-run]`: deletes
+/// the period rows of a serial sequence whose period ended at least AGE ago,
+/// never the current period's ([`plan_purge`]).
+async fn purge_periods(
+    name: &str,
+    older_than: std::time::Duration,
+    dry_run: bool,
+    db: &DatabaseArgs,
+) -> anyhow::Result<()> {
+    let name = parse_name(name)?;
+    let older_than = jiff::SignedDuration::try_from(older_than)
+        .map_err(|_| anyhow!("--older-than is too long"))?;
+    let store = open_store(db).await?;
+    let row = store
+        .get(&name)
+        .await
+        .context("reading the sequence")?
+        .ok_or_else(|| anyhow!("sequence '{name}' not found"))?;
+    let Some(settings) = &row.serial else {
+        bail!("sequence '{name}' does not issue serial numbers: it has no period rows");
+    };
+    let periods = store.list_periods(&name).await.context("listing period rows")?;
+    let keys: Vec<String> = periods.iter().map(|p| p.key.clone()).collect();
+    let plan = plan_purge(
+        &keys,
+        settings.reset,
+        &settings.zone(),
+        jiff::Timestamp::now(),
+        older_than,
+    );
+    let mut out = std::io::stdout().lock();
+    use std::io::Write as _;
+    let _ = writeln!(out, "{:<10} {:>20}  ACTION", "PERIOD", "MAX_ID");
+    for p in &periods {
+        let action = if plan.purge.contains(&p.key) {
+            if dry_run { "would delete" } else { "delete" }
+        } else {
+            "keep"
+        };
+        let key = if p.key.is_empty() { "(never)" } else { &p.key };
+        let _ = writeln!(out, "{key:<10} {:>20}  {action}", p.max_id);
+    }
+    if dry_run {
+        let _ = writeln!(out, "dry run: {} of {} period rows would be deleted", plan.purge.len(), keys.len());
+        return Ok(());
+    }
+    let deleted = store
+        .delete_periods(&name, &plan.purge)
+        .await
+        .context("deleting period rows")?;
+    let _ = writeln!(out, "deleted {deleted} of {} period rows", keys.len());
+    Ok(())
+}
+
+/// `seqd sequences create|list|set-step|bump|purge-periods`.
 pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
     match cmd {
         SequencesCommand::Create {
@@ -67,6 +124,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             step,
             description,
             ordering,
+            serial,
             db,
         } => {
             let name = parse_name(name)?;
@@ -84,6 +142,20 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 _ => anyhow!("{e} (got {} characters)", description.chars().count()),
             })?
             .with_ordering(ordering.parse().map_err(|e| anyhow!("{e} (got {ordering:?})"))?);
+            let settings = SerialSettings::merge(
+                serial.format.as_deref(),
+                serial.reset.as_deref(),
+                serial.time_zone.as_deref(),
+                serial.overflow.as_deref(),
+                None,
+            )?;
+            let new = match settings {
+                Some(s) if db.urls().len() > 1 => {
+                    bail!("serial numbers need a single database, not stripes (format {})", s.format)
+                }
+                Some(s) => new.with_serial(s),
+                None => new,
+            };
             let store = open_store(db).await?;
             match store.create(&new).await {
                 Ok(row) => print_rows(&[row]),
@@ -124,6 +196,12 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             }
         }
         SequencesCommand::Bump(args) => bump(args).await?,
+        SequencesCommand::PurgePeriods {
+            name,
+            older_than,
+            dry_run,
+            db,
+        } => purge_periods(name, *older_than, *dry_run, db).await?,
     }
     Ok(())
 }

@@ -162,6 +162,8 @@ pub enum SequencesCommand {
         #[arg(long, default_value = "instance", value_parser = ["instance", "global"])]
         ordering: String,
         #[command(flatten)]
+        serial: SerialArgs,
+        #[command(flatten)]
         db: DatabaseArgs,
     },
     /// List every sequence, or those whose name starts with --prefix, by name
@@ -186,6 +188,40 @@ pub enum SequencesCommand {
     /// (the fence after an unplanned failover).
     #[command(long_about = BUMP_ABOUT)]
     Bump(BumpArgs),
+    /// Delete a serial sequence's period rows whose period ended longer ago
+    /// than --older-than (never the current period's).
+    PurgePeriods {
+        /// The serial sequence.
+        name: String,
+        /// How long ago a period must have ended, e.g. `400d`, `90days`, `12h`.
+        #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+        older_than: std::time::Duration,
+        /// List what would be deleted and delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+}
+
+/// The serial-number flags of `seqd sequences create`.
+#[derive(Debug, Clone, Args)]
+pub struct SerialArgs {
+    /// Issue serial numbers in this format: literal text (letters, digits,
+    /// `-_./:#`) and `{yyyy}` `{yy}` `{MM}` `{dd}` `{seq}` `{seq:0N}`, e.g.
+    /// `ORD{yyyy}{MM}{dd}{seq:06}`.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// When the counter starts again: never, day, month, year (needs --format).
+    #[arg(long, value_name = "PERIOD")]
+    pub reset: Option<String>,
+    /// The IANA time zone of the periods, e.g. `Asia/Shanghai` (default UTC;
+    /// needs --format).
+    #[arg(long, value_name = "ZONE")]
+    pub time_zone: Option<String>,
+    /// A counter wider than {seq:0N}: refuse (default) or widen (needs --format).
+    #[arg(long, value_name = "RULE")]
+    pub overflow: Option<String>,
 }
 
 const BUMP_ABOUT: &str =

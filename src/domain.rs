@@ -476,6 +476,39 @@ impl SerialSettings {
         SerialSettings::new(format, reset.parse()?, time_zone, overflow.parse()?)
     }
 
+    /// The settings that fields as sent (a create, a PATCH, the CLI) make:
+    /// each one left out is taken from `current` (the row's settings), or
+    /// else its default (`never`, `UTC`, `refuse`). `None` when neither
+    /// the fields nor `current` have a format.
+    pub fn merge(
+        format: Option<&str>,
+        reset: Option<&str>,
+        time_zone: Option<&str>,
+        overflow: Option<&str>,
+        current: Option<&SerialSettings>,
+    ) -> Result<Option<SerialSettings>, SerialError> {
+        let format = match (format, current) {
+            (Some(f), _) => f.to_owned(),
+            (None, Some(c)) => c.format.to_string(),
+            (None, None) if reset.or(time_zone).or(overflow).is_some() => {
+                return Err(SerialError::NeedsFormat)
+            }
+            (None, None) => return Ok(None),
+        };
+        let reset = match reset {
+            Some(r) => r.parse()?,
+            None => current.map_or(Reset::Never, |c| c.reset),
+        };
+        let overflow = match overflow {
+            Some(o) => o.parse()?,
+            None => current.map_or(Overflow::Refuse, |c| c.overflow),
+        };
+        let time_zone = time_zone
+            .or(current.map(|c| c.time_zone.as_str()))
+            .unwrap_or("UTC");
+        SerialSettings::new(&format, reset, time_zone, overflow).map(Some)
+    }
+
     /// The time zone (its name was validated).
     pub fn zone(&self) -> jiff::tz::TimeZone {
         parse_time_zone(&self.time_zone).unwrap_or(jiff::tz::TimeZone::UTC)

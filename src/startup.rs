@@ -105,11 +105,9 @@ pub async fn run(
     }
     let allocator = Allocator::new(store, settings.allocator.clone());
     let state = AppState {
-        allocator: allocator.clone(),
-        admin,
         snowflake: snowflake.clone(),
-        reads: crate::http::reads::ReadGate::default(),
         metrics_top: settings.metrics_top,
+        ..AppState::new(allocator.clone(), admin)
     };
     let app = router_with_limits(state, &settings.limits);
 

@@ -18,13 +18,7 @@ fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> seqd::http::App {
         wait_timeout: Duration::from_millis(200),
         ..AllocatorConfig::default()
     };
-    router(AppState {
-        allocator: Allocator::new(store, cfg),
-        admin,
-        snowflake: None,
-        reads: Default::default(),
-        metrics_top: seqd::http::metrics::DEFAULT_TOP,
-    })
+    router(AppState::new(Allocator::new(store, cfg), admin))
 }
 
 async fn call(

@@ -31,13 +31,10 @@ fn app(store: Arc<MemoryStore>) -> seqd::http::App {
         wait_timeout: Duration::from_millis(50),
         ..AllocatorConfig::default()
     };
-    router(AppState {
-        allocator: Allocator::new(store, cfg),
-        admin: AdminAuth::OpenOnLoopback,
-        snowflake: None,
-        reads: Default::default(),
-        metrics_top: seqd::http::metrics::DEFAULT_TOP,
-    })
+    router(AppState::new(
+        Allocator::new(store, cfg),
+        AdminAuth::OpenOnLoopback,
+    ))
 }
 
 /// Path segments an attacker would try, raw (already percent-encoded where needed).

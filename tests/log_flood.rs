@@ -69,13 +69,10 @@ async fn ten_thousand_failing_requests_log_one_line_per_sequence_then_the_count(
         wait_timeout: Duration::ZERO,
         ..AllocatorConfig::default()
     };
-    let app = router(AppState {
-        allocator: Allocator::new(store, config),
-        admin: AdminAuth::OpenOnLoopback,
-        snowflake: None,
-        reads: Default::default(),
-        metrics_top: seqd::http::metrics::DEFAULT_TOP,
-    });
+    let app = router(AppState::new(
+        Allocator::new(store, config),
+        AdminAuth::OpenOnLoopback,
+    ));
     const MESSAGE: &str = "no segment available within the wait timeout";
 
     for i in 0..10_000 {

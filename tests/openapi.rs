@@ -809,11 +809,11 @@ async fn snowflake_server(
     }
     let store = Arc::new(MemoryStore::new());
     let app = router(AppState {
-        allocator: Allocator::new(store.clone(), AllocatorConfig::default()),
-        admin: AdminAuth::OpenOnLoopback,
         snowflake: Some(sf),
-        reads: Default::default(),
-        metrics_top: seqd::http::metrics::DEFAULT_TOP,
+        ..AppState::new(
+            Allocator::new(store.clone(), AllocatorConfig::default()),
+            AdminAuth::OpenOnLoopback,
+        )
     });
     (TestServer::serve_app(app, store).await, db)
 }

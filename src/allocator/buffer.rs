@@ -127,6 +127,39 @@ pub struct SeqBuffer {
     global: AtomicBool,
     /// The queue of a global sequence's requests, made at its first one.
     merger: OnceLock<Box<Mutex<Merger>>>,
+    /// The row issues serial numbers: it hands out no range, and requests
+    /// are answered [`AllocError::Serial`] (docs/design.md, "Serial numbers").
+    serial: AtomicBool,
+    /// A period counter's limits (serial numbers), set when it is made.
+    bounds: OnceLock<Box<CounterBounds>>,
+}
+
+/// The limits of a serial sequence's period counter, which its fetches
+/// respect (docs/design.md, "Serial numbers"): a reservation never passes
+/// what `{seq:0N}` holds, nor what the rest of the period will use at the
+/// measured rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterBounds {
+    /// The largest counter the period may hand out (`{seq:0N}`'s capacity
+    /// under `overflow: refuse`); `None`: no limit.
+    pub max: Option<i64>,
+    /// The row's `max_id` before its first reservation (`counter_start - 1`).
+    pub floor: i64,
+    /// The sequence's `step` (the row's, before a fetch has read it).
+    pub step: i64,
+    /// When the period ends, on the allocator's clock; `None`: never.
+    pub ends_at: Option<Duration>,
+}
+
+/// What the next fetch reserves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// At least this many (the row's step is the floor): `Store::reserve_above`.
+    AtLeast(i64),
+    /// Exactly this many (a bounded counter): `Store::reserve_exact`.
+    Exactly(i64),
+    /// Nothing: the counter reached its bound.
+    Full,
 }
 
 /// A global sequence's requests waiting for the next reservation.
@@ -235,7 +268,38 @@ impl SeqBuffer {
             regressions: AtomicU64::new(0),
             global: AtomicBool::new(false),
             merger: OnceLock::new(),
+            serial: AtomicBool::new(false),
+            bounds: OnceLock::new(),
         }
+    }
+
+    /// A period counter's buffer: its bounds, and global ordering from the
+    /// start when the sequence has it (its first request then reserves
+    /// exactly, wasting no segment).
+    pub(super) fn counter(
+        name: SeqName,
+        shared: Arc<Shared>,
+        bounds: CounterBounds,
+        global: bool,
+    ) -> Self {
+        let buf = SeqBuffer::new(name, shared);
+        let _ = buf.bounds.set(Box::new(bounds));
+        buf.global.store(global, AtomicOrdering::Relaxed);
+        buf
+    }
+
+    /// Marks the row as issuing serial numbers, or not: a serial row's
+    /// segments are dropped (their unused IDs are a gap) and its requests
+    /// answered [`AllocError::Serial`]; a plain one fetches again.
+    pub(super) fn set_serial(&self, serial: bool) {
+        if self.serial.swap(serial, AtomicOrdering::AcqRel) != serial {
+            if serial {
+                self.state.lock().unwrap().dropped = true;
+                self.segments.seal();
+            }
+            tracing::info!(sequence = %self.name, serial, "serial numbers switched");
+        }
+        self.notify.notify_waiters();
     }
 
     /// Switches between the orderings: to `global`, the segments in memory
@@ -309,6 +373,9 @@ impl SeqBuffer {
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
         let mut remaining = n;
+        if self.serial.load(AtomicOrdering::Acquire) {
+            return Err(AllocError::Serial);
+        }
         if self.global.load(AtomicOrdering::Acquire) {
             return self.take_global(n, out).await;
         }
@@ -348,6 +415,9 @@ impl SeqBuffer {
                     Terminal::NotFound => AllocError::NotFound,
                     Terminal::Exhausted => AllocError::Exhausted,
                 });
+            }
+            if self.serial.load(AtomicOrdering::Acquire) {
+                return Err(AllocError::Serial);
             }
             if self.global.load(AtomicOrdering::Acquire) {
                 // Switched while waiting (the fetch found the row global).
@@ -405,8 +475,35 @@ impl SeqBuffer {
         (now.saturating_sub(at) < self.shared.config.negative_ttl).then_some(t)
     }
 
+    /// Measures the rate, asks the policy for the next size, and keeps a
+    /// bounded counter within its bounds.
+    fn plan_fetch(&self) -> Plan {
+        let size = self.policy_size();
+        let Some(bounds) = self.bounds.get() else {
+            return Plan::AtLeast(size);
+        };
+        let st = self.state.lock().unwrap();
+        let mark = st.high_water.map_or(bounds.floor, NonZeroI64::get);
+        let row_step = if st.row_step > 0 { st.row_step } else { bounds.step };
+        let mut size = size.max(row_step);
+        if let Some(max) = bounds.max {
+            if mark >= max {
+                return Plan::Full;
+            }
+            size = size.min(max - mark);
+        }
+        if let (Some(end), true) = (bounds.ends_at, st.rate_measured) {
+            // What the rest of the period will use at the measured rate,
+            // with a quarter more for a rise, and at least one.
+            let left = end.saturating_sub(self.shared.clock.now()).as_secs_f64();
+            let wanted = (st.rate_per_sec * left * 1.25).ceil() as i64;
+            size = size.min(wanted.max(1));
+        }
+        Plan::Exactly(size.max(1))
+    }
+
     /// Measures the rate and asks the policy for the next size.
-    fn plan_fetch(&self) -> i64 {
+    fn policy_size(&self) -> i64 {
         let now = self.shared.clock.now();
         let issued = self.segments.issued();
         let mut st = self.state.lock().unwrap();
@@ -713,6 +810,10 @@ async fn global_loop(buf: Arc<SeqBuffer>) {
             }
             Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
             Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
+            Ok(Err(StoreError::Serial)) => {
+                buf.set_serial(true);
+                Err(AllocError::Serial)
+            }
             Ok(Err(e)) => {
                 tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
                 buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
@@ -755,14 +856,22 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
     let mut catch_up: Option<i64> = None;
     loop {
         let Some(buf) = weak.upgrade() else { return };
-        let size = buf.plan_fetch();
-        let ask = size.saturating_add(catch_up.unwrap_or(0));
+        let plan = buf.plan_fetch();
         let started = buf.shared.clock.now();
         let timeout = buf.shared.config.fetch_timeout;
-        // Above every ID this buffer holds: a store over several databases
-        // lifts a lagging one past it (a single database ignores it).
-        let floor = buf.high_water().unwrap_or(0);
-        let reserve = buf.shared.store.reserve_above(&buf.name, ask, floor);
+        let store = &buf.shared.store;
+        let reserve = match plan {
+            Plan::Full => return buf.fail_terminal(Terminal::Exhausted),
+            Plan::AtLeast(size) => {
+                let ask = size.saturating_add(catch_up.unwrap_or(0));
+                // Above every ID this buffer holds: a store over several
+                // databases lifts a lagging one past it (a single database
+                // ignores it).
+                let floor = buf.high_water().unwrap_or(0);
+                store.reserve_above(&buf.name, ask, floor)
+            }
+            Plan::Exactly(size) => store.reserve_exact(&buf.name, size),
+        };
         let result = tokio::time::timeout(timeout, reserve).await;
         let backoff = match result {
             Err(_elapsed) => {
@@ -783,6 +892,10 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
             },
             Ok(Err(StoreError::NotFound)) => return buf.fail_terminal(Terminal::NotFound),
             Ok(Err(StoreError::Exhausted)) => return buf.fail_terminal(Terminal::Exhausted),
+            Ok(Err(StoreError::Serial)) => {
+                buf.fetching.store(false, Ordering::Release);
+                return buf.set_serial(true);
+            }
             Ok(Err(e)) => {
                 tracing::warn!(sequence = %buf.name, error = %e, "segment fetch failed; will retry");
                 buf.record_failure(FetchFailure::of_store(&e))

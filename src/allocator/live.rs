@@ -9,8 +9,9 @@
 //! the buffer pointer, not after it) and then the buffer, whose first bytes
 //! hold the current segment (docs/design.md, "Memory layout").
 //!
-//! Entries are never removed: a live buffer stays for the life of the
-//! process (it carries the sequence's high-water mark).
+//! Entries are removed only for a serial sequence's period counter whose
+//! period is over ([`super::Allocator::retire`]); any other live buffer stays
+//! for the life of the process (it carries the sequence's high-water mark).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -52,6 +53,15 @@ impl LiveMap {
         if self.map.pin().insert(key, buf).is_none() {
             self.len.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Removes `name`'s buffer. The caller holds the writers' lock.
+    pub(super) fn remove(&self, name: &str) -> Option<Arc<SeqBuffer>> {
+        let removed = self.map.pin().remove(name).cloned();
+        if removed.is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
     }
 
     /// Number of live sequences.

@@ -50,7 +50,7 @@ pub mod segment;
 pub mod step;
 pub mod sync;
 
-pub use buffer::{BufferSnapshot, SegmentView, SeqStats};
+pub use buffer::{BufferSnapshot, CounterBounds, SegmentView, SeqStats};
 
 /// Counter: IDs given back to the database at graceful shutdown
 /// ([`Allocator::give_back`]).
@@ -129,6 +129,10 @@ pub enum AllocError {
     /// The sequence reached `i64::MAX`.
     #[error("sequence exhausted")]
     Exhausted,
+    /// The sequence issues serial numbers: its IDs are counters of its
+    /// periods, served by [`crate::serial::Serials`], not by this call.
+    #[error("sequence issues serial numbers")]
+    Serial,
     /// Both segments are empty and no new one arrived within the wait timeout.
     #[error("no IDs available in time (storage failing: {storage_failing})")]
     Unavailable {
@@ -340,7 +344,51 @@ impl Allocator {
         if let Some(buf) = live {
             return buf.take(n, out).await;
         }
-        self.take_cold(name, n, out).await
+        self.take_cold(name, n, None, out).await
+    }
+
+    /// `n` counters of a serial sequence's period (the row `name`, made by
+    /// [`SeqName::period_counter`]), appended to `out` as runs: like
+    /// [`Allocator::batch`], but a buffer made here keeps within `bounds`,
+    /// and starts with global ordering when `global` (docs/design.md,
+    /// "Serial numbers").
+    pub async fn take_counter(
+        &self,
+        name: &SeqName,
+        n: u64,
+        bounds: CounterBounds,
+        global: bool,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
+        let live = self.inner.live.get(name.as_str());
+        if let Some(buf) = live {
+            return buf.take(n, out).await;
+        }
+        self.take_cold(name.into(), n, Some((bounds, global)), out)
+            .await
+    }
+
+    /// Drops a period counter whose period is over: its buffer leaves the
+    /// map (its unused counters are a gap) and fetches no more.
+    pub fn retire(&self, name: &SeqName) {
+        let _pending = self.inner.pending.lock().unwrap();
+        if let Some(buf) = self.inner.live.remove(name.as_str()) {
+            let _ = buf.seal();
+        }
+    }
+
+    /// Marks `name` as issuing serial numbers or not in this instance at
+    /// once (after a PATCH answered here, or a serial sequence found plain
+    /// again); other instances learn it at their next reservation.
+    pub fn set_serial(&self, name: &SeqName, serial: bool) {
+        self.inner
+            .live
+            .with(name.as_str(), |buf| buf.set_serial(serial));
+    }
+
+    /// The allocator's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.shared.clock
     }
 
     /// First use of a name in this instance: load it (one fetch shared by all
@@ -349,6 +397,7 @@ impl Allocator {
         &self,
         name: SeqNameRef<'_>,
         n: u64,
+        counter: Option<(CounterBounds, bool)>,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
         if self.recently_missing(name.as_str()) {
@@ -383,7 +432,13 @@ impl Allocator {
                 // buffer): a name seen before is found above, and a missing
                 // one is answered from `missing`.
                 let buf = adopted.unwrap_or_else(|| {
-                    Arc::new(SeqBuffer::new(name.to_owned(), self.inner.shared.clone()))
+                    let shared = self.inner.shared.clone();
+                    Arc::new(match counter {
+                        Some((bounds, global)) => {
+                            SeqBuffer::counter(name.to_owned(), shared, bounds, global)
+                        }
+                        None => SeqBuffer::new(name.to_owned(), shared),
+                    })
                 });
                 let entry = Pending {
                     buf: buf.clone(),
@@ -400,7 +455,8 @@ impl Allocator {
         let buf = &hold.buf;
         let result = buf.take(n, out).await;
         match result {
-            Ok(()) => self.promote(buf),
+            // A serial sequence stays live, answering `Serial` from memory.
+            Ok(()) | Err(AllocError::Serial) => self.promote(buf),
             Err(AllocError::NotFound) => self.forget_pending(buf),
             Err(_) => {}
         }

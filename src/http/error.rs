@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 use super::log_throttle::throttled;
 use crate::allocator::AllocError;
 use crate::domain::{ParseError, SeqName, SeqNameRef};
+use crate::serial::IssueError;
 use crate::snowflake::SnowflakeError;
 use crate::store::StoreError;
 
@@ -67,6 +68,9 @@ error_codes! {
     SequenceExists => CONFLICT,
     /// 409: the sequence cannot go higher without passing `i64::MAX`.
     SequenceExhausted => CONFLICT,
+    /// 409: the period's counter outgrew `{seq:0N}` and the sequence's
+    /// overflow rule is `refuse`.
+    SerialExhausted => CONFLICT,
     /// 413: body over the body limit (64 KiB by default).
     PayloadTooLarge => PAYLOAD_TOO_LARGE,
     /// 503: no IDs in memory and the database unreachable or too slow.
@@ -134,6 +138,12 @@ pub enum ApiError {
     /// The sequence cannot go higher.
     #[error("sequence '{0}' is exhausted")]
     SequenceExhausted(SeqName),
+    /// The period's counter outgrew `{seq:0N}`.
+    #[error(
+        "sequence '{0}': {1}; serials resume in the next period, or set \"overflow\":\"widen\" \
+         or a wider {{seq:0N}} with PATCH /v1/sequences/{0}"
+    )]
+    SerialExhausted(SeqName, crate::serial::Exhausted),
     /// No IDs in memory and the database unreachable or too slow.
     #[error("storage unavailable")]
     StorageUnavailable,
@@ -167,6 +177,15 @@ impl ApiError {
         match e {
             AllocError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
             AllocError::Exhausted => ApiError::SequenceExhausted(name.to_owned()),
+            AllocError::Serial => {
+                throttled!(
+                    error,
+                    "a serial sequence reached a route that serves plain IDs only",
+                    Some(name.as_str()),
+                    sequence = %name
+                );
+                ApiError::Internal
+            }
             AllocError::Unavailable { storage_failing } => {
                 throttled!(
                     warn,
@@ -174,6 +193,25 @@ impl ApiError {
                     Some(name.as_str()),
                     sequence = %name,
                     storage_failing
+                );
+                ApiError::StorageUnavailable
+            }
+        }
+    }
+
+    /// Maps a serial-number error for `name`.
+    pub fn from_issue<'n>(name: impl Into<SeqNameRef<'n>>, e: IssueError) -> Self {
+        let name = name.into();
+        match e {
+            IssueError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
+            IssueError::SerialExhausted(x) => ApiError::SerialExhausted(name.to_owned(), x),
+            IssueError::Alloc(e) => Self::from_alloc(name, e),
+            IssueError::Plain => {
+                throttled!(
+                    error,
+                    "a sequence switched between plain and serial twice within one request",
+                    Some(name.as_str()),
+                    sequence = %name
                 );
                 ApiError::StorageUnavailable
             }
@@ -222,6 +260,7 @@ impl ApiError {
             SequenceNotFound(_) => ErrorCode::SequenceNotFound,
             SequenceExists(_) => ErrorCode::SequenceExists,
             SequenceExhausted(_) => ErrorCode::SequenceExhausted,
+            SerialExhausted(..) => ErrorCode::SerialExhausted,
             StorageUnavailable => ErrorCode::StorageUnavailable,
             RequestTimeout => ErrorCode::RequestTimeout,
             Overloaded => ErrorCode::Overloaded,

@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{count_from_query, PathSeqNameRef, WantsText};
 use super::AppState;
-use crate::allocator::Batch;
+use crate::allocator::{AllocError, Batch};
+use crate::serial::IssueError;
 use crate::domain::SeqNameRef;
 
 /// `Content-Type` of the ID routes' JSON answers (snowflake's too).
@@ -31,11 +32,11 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
     summary = "One ID",
     params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
     responses(
-        (status = 200, description = "The next ID of this instance; with `Accept: text/plain` the bare number", headers(("Cache-Control" = String, description = "`no-store`")),
+        (status = 200, description = "The next ID of this instance, and for a serial sequence its serial number; with `Accept: text/plain` the bare number (the serial number for a serial sequence)", headers(("Cache-Control" = String, description = "`no-store`")),
             content((NextIdDoc = "application/json"), (String = "text/plain", example = json!("1001")))),
         (status = 400, description = "`invalid_name`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`; the message says how to create it", body = ErrorBody),
-        (status = 409, description = "`sequence_exhausted`: the next segment would pass i64::MAX", body = ErrorBody),
+        (status = 409, description = "`sequence_exhausted`: the next segment would pass i64::MAX; `serial_exhausted`: the period's counter outgrew `{seq:0N}`", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -45,20 +46,28 @@ pub async fn next(
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
     let name = name.get();
-    let id = next_id(&st, name).await?;
-    if text {
-        Ok(text_id(id))
-    } else {
-        let mut buf = itoa::Buffer::new();
-        let digits = buf.format(id);
-        let mut body = String::with_capacity(name.as_str().len() + digits.len() + 20);
-        body.push_str("{\"name\":\"");
-        body.push_str(name.as_str());
-        body.push_str("\",\"id\":");
-        body.push_str(digits);
-        body.push('}');
-        Ok(respond(JSON, body))
+    let (id, serial) = match next_id(&st, name).await? {
+        One::Plain(id) if text => return Ok(text_id(id)),
+        One::Serial { serial, .. } if text => return Ok(respond(TEXT, serial)),
+        One::Plain(id) => (id, None),
+        One::Serial { counter, serial } => (counter, Some(serial)),
+    };
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(id);
+    let extra = serial.as_ref().map_or(0, |s| s.len() + 12);
+    let mut body = String::with_capacity(name.as_str().len() + digits.len() + 20 + extra);
+    body.push_str("{\"name\":\"");
+    body.push_str(name.as_str());
+    body.push_str("\",\"id\":");
+    body.push_str(digits);
+    if let Some(serial) = serial {
+        // A serial's characters are JSON-safe (`SerialFormat`'s alphabet).
+        body.push_str(",\"serial\":\"");
+        body.push_str(&serial);
+        body.push('"');
     }
+    body.push('}');
+    Ok(respond(JSON, body))
 }
 
 /// `GET|POST /v1/sequences/{name}/batch?count=N`: N strictly increasing IDs.
@@ -76,7 +85,7 @@ pub async fn next(
         (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = BatchDoc, headers(("Cache-Control" = String, description = "`no-store`"))),
         (status = 400, description = "`invalid_name` or `invalid_count`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
-        (status = 409, description = "`sequence_exhausted`", body = ErrorBody),
+        (status = 409, description = "`sequence_exhausted`, or `serial_exhausted` (the period's counter outgrew `{seq:0N}`)", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -87,12 +96,28 @@ pub async fn batch(
 ) -> Result<Response, ApiError> {
     let name = name.get();
     let count = count_from_query(q.as_deref())?;
-    let batch = st
-        .allocator
-        .batch(name, count)
-        .await
-        .map_err(|e| ApiError::from_alloc(name, e))?;
-    Ok(respond(JSON, batch_json(name, &batch)))
+    let serial = match st.allocator.batch(name, count).await {
+        Ok(batch) => return Ok(respond(JSON, batch_json(name, &batch, &[]))),
+        Err(AllocError::Serial) => st.serials.issue(name, u64::from(count.get())).await,
+        Err(e) => return Err(ApiError::from_alloc(name, e)),
+    };
+    let issued = match serial {
+        Ok(issued) => issued,
+        // Made plain meanwhile: the allocator serves it again.
+        Err(IssueError::Plain) => {
+            let batch = st
+                .allocator
+                .batch(name, count)
+                .await
+                .map_err(|e| ApiError::from_alloc(name, e))?;
+            return Ok(respond(JSON, batch_json(name, &batch, &[])));
+        }
+        Err(e) => return Err(ApiError::from_issue(name, e)),
+    };
+    let batch = Batch {
+        ranges: issued.runs,
+    };
+    Ok(respond(JSON, batch_json(name, &batch, &issued.serials)))
 }
 
 /// `GET /api/segment/get/{key}`: Leaf's route, a plain-text ID; errors keep
@@ -106,11 +131,11 @@ pub async fn batch(
                    but the JSON error body with a real status code.",
     params(("key" = String, Path, description = "The sequence (Leaf's biz_tag)", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
     responses(
-        (status = 200, description = "The ID", body = String, content_type = "text/plain",
+        (status = 200, description = "The ID (the serial number for a serial sequence)", body = String, content_type = "text/plain",
             headers(("Cache-Control" = String, description = "`no-store`")), example = json!("1001")),
         (status = 400, description = "`invalid_name`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
-        (status = 409, description = "`sequence_exhausted`", body = ErrorBody),
+        (status = 409, description = "`sequence_exhausted`, or `serial_exhausted` (the period's counter outgrew `{seq:0N}`)", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -118,14 +143,43 @@ pub async fn leaf_get(
     State(st): State<AppState>,
     name: PathSeqNameRef,
 ) -> Result<Response, ApiError> {
-    Ok(text_id(next_id(&st, name.get()).await?))
+    match next_id(&st, name.get()).await? {
+        One::Plain(id) => Ok(text_id(id)),
+        One::Serial { serial, .. } => Ok(respond(TEXT, serial)),
+    }
 }
 
-async fn next_id(st: &AppState, name: SeqNameRef<'_>) -> Result<i64, ApiError> {
-    st.allocator
-        .next(name)
-        .await
-        .map_err(|e| ApiError::from_alloc(name, e))
+/// One ID of a plain sequence, or one serial number of a serial sequence.
+enum One {
+    Plain(i64),
+    Serial { counter: i64, serial: String },
+}
+
+/// The next ID of `name`: the allocator's, or for a serial sequence (which
+/// the allocator answers [`AllocError::Serial`]) a serial number.
+async fn next_id(st: &AppState, name: SeqNameRef<'_>) -> Result<One, ApiError> {
+    let issued = match st.allocator.next(name).await {
+        Ok(id) => return Ok(One::Plain(id)),
+        Err(AllocError::Serial) => st.serials.issue(name, 1).await,
+        Err(e) => return Err(ApiError::from_alloc(name, e)),
+    };
+    match issued {
+        Ok(mut issued) => match (issued.runs.first(), issued.serials.pop()) {
+            (Some(run), Some(serial)) => Ok(One::Serial {
+                counter: run.first,
+                serial,
+            }),
+            _ => Err(ApiError::Internal),
+        },
+        // Made plain meanwhile: the allocator serves it again.
+        Err(IssueError::Plain) => st
+            .allocator
+            .next(name)
+            .await
+            .map(One::Plain)
+            .map_err(|e| ApiError::from_alloc(name, e)),
+        Err(e) => Err(ApiError::from_issue(name, e)),
+    }
 }
 
 /// An ID as a plain-text answer (snowflake's routes use it too).
@@ -142,9 +196,11 @@ pub(super) fn respond(content_type: HeaderValue, body: String) -> Response {
     resp
 }
 
-/// `{"name":"order","ids":[1,2,3]}`.
-fn batch_json(name: SeqNameRef<'_>, batch: &Batch) -> String {
-    let mut body = String::with_capacity(name.as_str().len() + 20 + batch.len() as usize * 20);
+/// `{"name":"order","ids":[1,2,3]}`, with `"serials":[...]` when given.
+fn batch_json(name: SeqNameRef<'_>, batch: &Batch, serials: &[String]) -> String {
+    let serial_bytes: usize = serials.iter().map(|s| s.len() + 3).sum();
+    let mut body =
+        String::with_capacity(name.as_str().len() + 32 + batch.len() as usize * 20 + serial_bytes);
     body.push_str("{\"name\":\"");
     body.push_str(name.as_str());
     body.push_str("\",\"ids\":[");
@@ -155,7 +211,21 @@ fn batch_json(name: SeqNameRef<'_>, batch: &Batch) -> String {
         }
         body.push_str(buf.format(id));
     }
-    body.push_str("]}");
+    body.push(']');
+    if !serials.is_empty() {
+        body.push_str(",\"serials\":[");
+        for (i, serial) in serials.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            // A serial's characters are JSON-safe (`SerialFormat`'s alphabet).
+            body.push('"');
+            body.push_str(serial);
+            body.push('"');
+        }
+        body.push(']');
+    }
+    body.push('}');
     body
 }
 
@@ -166,9 +236,12 @@ pub struct NextIdDoc {
     /// The sequence.
     #[schema(example = "order")]
     pub name: String,
-    /// The ID.
+    /// The ID; for a serial sequence, the counter within its period.
     #[schema(example = 1001)]
     pub id: i64,
+    /// For a serial sequence only: the serial number.
+    #[schema(example = "ORD20261130001001")]
+    pub serial: Option<String>,
 }
 
 /// `{"name":"order","ids":[1001,1002,...]}`.
@@ -178,9 +251,12 @@ pub struct BatchDoc {
     /// The sequence.
     #[schema(example = "order")]
     pub name: String,
-    /// The IDs, strictly increasing.
+    /// The IDs, strictly increasing (for a serial sequence, the counters).
     #[schema(example = json!([1001, 1002, 1003]))]
     pub ids: Vec<i64>,
+    /// For a serial sequence only: the serial numbers, in the same order.
+    #[schema(example = json!(["ORD20261130001001", "ORD20261130001002", "ORD20261130001003"]))]
+    pub serials: Option<Vec<String>>,
 }
 
 #[cfg(test)]
@@ -200,7 +276,12 @@ mod tests {
                 },
             ],
         };
-        let v: serde_json::Value = serde_json::from_str(&batch_json(name, &batch)).unwrap();
+        let serials: Vec<String> = (0..5).map(|i| format!("A-{i}/x:#_.")).collect();
+        let v: serde_json::Value = serde_json::from_str(&batch_json(name, &batch, &[])).unwrap();
+        assert!(v.get("serials").is_none());
+        let s: serde_json::Value =
+            serde_json::from_str(&batch_json(name, &batch, &serials)).unwrap();
+        assert_eq!(s["serials"], serde_json::json!(serials));
         assert_eq!(v["name"], "a.b:c-d_e");
         let ids: Vec<i64> = v["ids"]
             .as_array()

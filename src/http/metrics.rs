@@ -32,6 +32,7 @@ use super::error::ApiError;
 use super::AppState;
 use crate::allocator::{Allocator, SeqStats};
 use crate::domain::SeqName;
+use crate::serial::{PeriodStatus, Serials};
 use crate::store::stripes::StripeStatus;
 
 mod top;
@@ -103,6 +104,13 @@ pub const STORE_RETRIES: &str = crate::store::retry::RETRIES_METRIC;
 pub const GLOBAL_MERGED: &str = crate::allocator::buffer::GLOBAL_MERGE_METRIC;
 /// Gauge: 1 while a stripe is up, per `stripe` and `backend` (stripes only).
 pub const STRIPE_UP: &str = "seqd_stripe_up";
+/// Gauge: the share of the current period's `{seq:0N}` capacity reserved by
+/// this instance, per serial `sequence` and `period` (the `--metrics-top`
+/// fullest).
+pub const SERIAL_PERIOD_USED: &str = "seqd_serial_period_capacity_used_ratio";
+/// Gauge: the highest counter this instance reserved in the current
+/// period, per serial `sequence` and `period` (same sequences).
+pub const SERIAL_PERIOD_COUNTER: &str = "seqd_serial_period_counter";
 /// Counter: ranges reserved from a stripe, per `stripe` and `backend`.
 pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
 /// Counter: operations on a stripe that failed or were overtaken, per
@@ -222,7 +230,7 @@ fn describe() {
 
 /// The whole `/metrics` body: the registry, then the per-sequence families
 /// of the `top` highest-ranked live sequences and the totals over all.
-pub fn render(allocator: &Allocator, top: usize) -> String {
+pub fn render(allocator: &Allocator, serials: &Serials, top: usize) -> String {
     let names = allocator.names_in_memory();
     for (state, n) in [
         ("live", names.live),
@@ -233,7 +241,44 @@ pub fn render(allocator: &Allocator, top: usize) -> String {
     }
     let mut out = render_from(top, |f| allocator.for_each_stats(f));
     write_stripes(&mut out, &allocator.store().stripe_status());
+    write_serials(&mut out, serials, top);
     out
+}
+
+/// The families of serial sequences' current periods, for the `top`
+/// fullest (those without a capacity, `{seq}`, after the others, by
+/// counter).
+fn write_serials(out: &mut String, serials: &Serials, top: usize) {
+    use std::fmt::Write;
+    let mut all: Vec<(SeqName, PeriodStatus)> = Vec::new();
+    serials.for_each_status(|name, status| all.push((name.clone(), status.clone())));
+    if all.is_empty() {
+        return;
+    }
+    let fill = |s: &PeriodStatus| s.fill().unwrap_or(-1.0);
+    all.sort_by(|a, b| {
+        fill(&b.1)
+            .total_cmp(&fill(&a.1))
+            .then(b.1.reserved_up_to.cmp(&a.1.reserved_up_to))
+    });
+    all.truncate(top);
+    let _ = writeln!(
+        out,
+        "# HELP {SERIAL_PERIOD_USED} Share of the current period's {{seq:0N}} capacity this instance reserved (serial sequences, fullest first).\n# TYPE {SERIAL_PERIOD_USED} gauge"
+    );
+    for (name, s) in &all {
+        if let Some(f) = s.fill() {
+            let _ = writeln!(out, "{SERIAL_PERIOD_USED}{{sequence=\"{name}\",period=\"{}\"}} {f}", s.key);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP {SERIAL_PERIOD_COUNTER} Highest counter this instance reserved in the current period (serial sequences).\n# TYPE {SERIAL_PERIOD_COUNTER} gauge"
+    );
+    for (name, s) in &all {
+        let counter = s.reserved_up_to.unwrap_or(s.counter_start - 1);
+        let _ = writeln!(out, "{SERIAL_PERIOD_COUNTER}{{sequence=\"{name}\",period=\"{}\"}} {counter}", s.key);
+    }
 }
 
 /// The families of the stripes (none with one database), read from the
@@ -313,10 +358,13 @@ pub fn render_from(
 pub async fn metrics(State(st): State<AppState>) -> Response {
     let AppState {
         allocator,
+        serials,
         metrics_top,
         ..
     } = st;
-    let body = match tokio::task::spawn_blocking(move || render(&allocator, metrics_top)).await {
+    let body = match tokio::task::spawn_blocking(move || render(&allocator, &serials, metrics_top))
+        .await
+    {
         Ok(body) => body,
         Err(e) => {
             tracing::error!(error = %e, "rendering /metrics failed");

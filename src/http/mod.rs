@@ -87,6 +87,26 @@ pub struct AppState {
     /// How many sequences get per-sequence series on `/metrics`
     /// (`--metrics-top`).
     pub metrics_top: usize,
+    /// Serial numbers, over the same allocator.
+    pub serials: crate::serial::Serials,
+}
+
+impl AppState {
+    /// The state of an instance serving `allocator`'s sequences on the real
+    /// clock, without snowflake IDs, with the default limits.
+    pub fn new(allocator: Allocator, admin: AdminAuth) -> Self {
+        AppState {
+            serials: crate::serial::Serials::new(
+                allocator.clone(),
+                std::sync::Arc::new(crate::serial::SystemWallClock),
+            ),
+            allocator,
+            admin,
+            snowflake: None,
+            reads: reads::ReadGate::default(),
+            metrics_top: metrics::DEFAULT_TOP,
+        }
+    }
 }
 
 /// The whole HTTP application: the router inside [`middleware::Front`].

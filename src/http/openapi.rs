@@ -76,6 +76,8 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         sequences::SequenceDoc,
         sequences::SequenceListDoc,
         sequences::BufferDoc,
+        sequences::SerialDoc,
+        sequences::PeriodDoc,
         sequences::FetchFailureDoc,
         sequences::FetchFailureKindDoc,
         sequences::SegmentDoc,

@@ -14,7 +14,9 @@ use super::AppState;
 use crate::allocator::BufferSnapshot;
 use crate::domain::{
     validate_description, validate_step, NamePrefix, NewSequence, Ordering, SeqName,
+    SerialSettings,
 };
+use crate::serial::PeriodStatus;
 use crate::store::{SequencePatch, SequenceRow, MAX_PAGE};
 
 /// Default first ID of a created sequence.
@@ -30,6 +32,38 @@ pub struct SequenceView {
     pub row: SequenceRow,
     /// This instance's buffer, if it has served the sequence.
     pub buffer: Option<BufferSnapshot>,
+    /// For a serial sequence this instance served: its current period.
+    pub period: Option<PeriodView>,
+}
+
+/// A serial sequence's current period as this instance sees it.
+#[derive(Debug, Serialize)]
+pub struct PeriodView {
+    /// The period's key (`20261130`; empty for `reset: never`).
+    pub key: String,
+    /// Its first instant, UTC (`None` for `never`).
+    pub start: Option<String>,
+    /// The first instant of the next period, UTC (`None` for `never`).
+    pub end: Option<String>,
+    /// The highest counter this instance reserved in it.
+    pub reserved_up_to: Option<i64>,
+    /// The largest counter `{seq:0N}` holds (`None` for `{seq}`).
+    pub capacity: Option<u64>,
+    /// The share of the capacity reserved by this instance, 0 to 1.
+    pub fill: Option<f64>,
+}
+
+impl From<PeriodStatus> for PeriodView {
+    fn from(s: PeriodStatus) -> Self {
+        PeriodView {
+            fill: s.fill(),
+            key: s.key,
+            start: s.start.map(|t| t.to_string()),
+            end: s.end.map(|t| t.to_string()),
+            reserved_up_to: s.reserved_up_to,
+            capacity: s.capacity,
+        }
+    }
 }
 
 /// Rows per page of `GET /v1/sequences` when `limit` is not given.
@@ -130,6 +164,27 @@ pub struct CreateBody {
     #[schema(example = "instance", pattern = "^(instance|global)$", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     ordering: Option<String>,
+    /// Makes it a serial sequence: literal text (letters, digits, `-_./:#`)
+    /// and the tokens `{yyyy}` `{yy}` `{MM}` `{dd}` `{seq}` `{seq:0N}`
+    /// (1 <= N <= 18), exactly one `{seq}`; at most 64 characters.
+    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    format: Option<String>,
+    /// When the counter starts again at `start`: `never` (default), `day`,
+    /// `month`, `year`. Needs `format`, with the reset's date tokens.
+    #[schema(example = "day", pattern = "^(never|day|month|year)$", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    reset: Option<String>,
+    /// The IANA time zone whose days, months and years the periods follow
+    /// (default `UTC`). Needs `format`.
+    #[schema(example = "Asia/Shanghai", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    time_zone: Option<String>,
+    /// A counter wider than `{seq:0N}`: `refuse` (default: 409
+    /// `serial_exhausted`) or `widen` (printed in full). Needs `format`.
+    #[schema(example = "refuse", pattern = "^(refuse|widen)$", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    overflow: Option<String>,
 }
 
 /// Body of `PATCH /v1/sequences/{name}`: at least one field.
@@ -149,6 +204,63 @@ pub struct PatchBody {
     #[schema(example = "global", pattern = "^(instance|global)$", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     ordering: Option<String>,
+    /// New serial format (see create), or `null` to make the sequence plain
+    /// again. Serial settings take effect at once on the instance
+    /// answering, within seconds on the others.
+    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, nullable = true)]
+    #[serde(default, deserialize_with = "nullable_text")]
+    format: Option<Option<String>>,
+    /// New reset: `never`, `day`, `month`, `year`.
+    #[schema(example = "day", pattern = "^(never|day|month|year)$", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    reset: Option<String>,
+    /// New IANA time zone.
+    #[schema(example = "Europe/Paris", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    time_zone: Option<String>,
+    /// New overflow rule: `refuse` or `widen`.
+    #[schema(example = "widen", pattern = "^(refuse|widen)$", nullable = false)]
+    #[serde(default, deserialize_with = "text")]
+    overflow: Option<String>,
+}
+
+/// The serial fields of a create or a patch, as sent.
+struct SerialFields<'a> {
+    format: Option<&'a str>,
+    reset: Option<&'a str>,
+    time_zone: Option<&'a str>,
+    overflow: Option<&'a str>,
+}
+
+impl SerialFields<'_> {
+    fn any_but_format(&self) -> bool {
+        self.reset.is_some() || self.time_zone.is_some() || self.overflow.is_some()
+    }
+
+    /// The settings these fields make (see [`SerialSettings::merge`]);
+    /// refused on stripes.
+    fn settings(
+        &self,
+        st: &AppState,
+        current: Option<&SerialSettings>,
+    ) -> Result<Option<SerialSettings>, ApiError> {
+        let settings = SerialSettings::merge(
+            self.format,
+            self.reset,
+            self.time_zone,
+            self.overflow,
+            current,
+        )
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        let stripes = st.allocator.store().stripe_status().len();
+        if settings.is_some() && stripes > 1 {
+            return Err(ApiError::InvalidRequest(format!(
+                "serial numbers need a single database; this server has {stripes} stripes (a failover \
+                 between stripes jumps a counter by a block of IDs, past any {{seq:0N}})"
+            )));
+        }
+        Ok(settings)
+    }
 }
 
 /// Parses an `ordering` field; `global` needs a single database.
@@ -175,6 +287,14 @@ fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Err
     exact_integer(raw.get()).map(Some).map_err(D::Error::custom)
 }
 
+/// A string field that may be left out (outer `None`) or set to `null`
+/// (`Some(None)`).
+fn nullable_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
 /// A string field that may be left out but not set to `null`.
 fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     String::deserialize(d).map(Some)
@@ -182,7 +302,16 @@ fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Err
 
 fn view(st: &AppState, row: SequenceRow) -> SequenceView {
     let buffer = st.allocator.snapshot(&row.name);
-    SequenceView { row, buffer }
+    let period = row
+        .serial
+        .as_ref()
+        .and_then(|_| st.serials.status(&row.name))
+        .map(PeriodView::from);
+    SequenceView {
+        row,
+        buffer,
+        period,
+    }
 }
 
 /// `POST /v1/sequences` (admin).
@@ -196,7 +325,7 @@ fn view(st: &AppState, row: SequenceRow) -> SequenceView {
     security(("admin_token" = [])),
     responses(
         (status = 201, description = "Created", body = SequenceDoc),
-        (status = 400, description = "`invalid_name` or `invalid_request` (step, start, description, unknown field, not JSON)", body = ErrorBody),
+        (status = 400, description = "`invalid_name` or `invalid_request` (step, start, description, ordering, a bad format, reset, time zone or overflow, unknown field, not JSON)", body = ErrorBody),
         (status = 401, description = "`unauthorized`: no or wrong admin token, or admin calls disabled", body = ErrorBody),
         (status = 409, description = "`sequence_exists`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: body over 64 KiB", body = ErrorBody),
@@ -218,6 +347,17 @@ pub async fn create(
     )
     .map_err(|e| ApiError::InvalidRequest(e.to_string()))?
     .with_ordering(ordering(&st, body.ordering.as_deref())?.unwrap_or_default());
+    let serial = SerialFields {
+        format: body.format.as_deref(),
+        reset: body.reset.as_deref(),
+        time_zone: body.time_zone.as_deref(),
+        overflow: body.overflow.as_deref(),
+    }
+    .settings(&st, None)?;
+    let new = match serial {
+        Some(s) => new.with_serial(s),
+        None => new,
+    };
     if let Some(reserved) = st.allocator.reserved_up_to(&name) {
         // An existing row is a plain duplicate (409); only a name whose row
         // is gone while this instance remembers its IDs needs the check.
@@ -245,6 +385,7 @@ pub async fn create(
         .await
         .map_err(|e| ApiError::from_store(&name, e))?;
     st.allocator.clear_missing(&name);
+    st.serials.reload(&row);
     tracing::info!(sequence = %name, start = new.start, step = new.step, "sequence created");
     Ok((StatusCode::CREATED, Json(view(&st, row))))
 }
@@ -322,13 +463,13 @@ pub async fn get(
     path = "/v1/sequences/{name}",
     operation_id = "update_sequence",
     tag = "sequences",
-    summary = "Change a sequence's step, description and/or ordering",
+    summary = "Change a sequence's step, description, ordering and/or serial-number settings",
     params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
     request_body = PatchBody,
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "The changed sequence", body = SequenceDoc),
-        (status = 400, description = "`invalid_name` or `invalid_request` (empty patch, step out of range, description too long, unknown field, not JSON)", body = ErrorBody),
+        (status = 400, description = "`invalid_name` or `invalid_request` (empty patch, step out of range, description too long, a bad format, reset, time zone or overflow, unknown field, not JSON)", body = ErrorBody),
         (status = 401, description = "`unauthorized`: no or wrong admin token, or admin calls disabled", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: body over 64 KiB", body = ErrorBody),
@@ -341,11 +482,42 @@ pub async fn patch(
     PathSeqName(name): PathSeqName,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if body.step.is_none() && body.description.is_none() && body.ordering.is_none() {
+    let fields = SerialFields {
+        format: body.format.as_ref().and_then(|f| f.as_deref()),
+        reset: body.reset.as_deref(),
+        time_zone: body.time_zone.as_deref(),
+        overflow: body.overflow.as_deref(),
+    };
+    let serial_given = body.format.is_some() || fields.any_but_format();
+    if body.step.is_none() && body.description.is_none() && body.ordering.is_none() && !serial_given
+    {
         return Err(ApiError::InvalidRequest(
-            "nothing to change: give step, description and/or ordering".into(),
+            "nothing to change: give step, description, ordering, format, reset, time_zone \
+             and/or overflow"
+                .into(),
         ));
     }
+    let serial = match body.format {
+        Some(None) if fields.any_but_format() => {
+            return Err(ApiError::InvalidRequest(
+                "\"format\": null makes the sequence plain: reset, time_zone and overflow go \
+                 with it"
+                    .into(),
+            ))
+        }
+        Some(None) => Some(None),
+        _ if serial_given => {
+            let row = st
+                .allocator
+                .store()
+                .get(&name)
+                .await
+                .map_err(|e| ApiError::from_store(&name, e))?
+                .ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
+            Some(fields.settings(&st, row.serial.as_ref())?)
+        }
+        _ => None,
+    };
     let ordering = ordering(&st, body.ordering.as_deref())?;
     let max_step = st.allocator.config().max_step;
     let step = body
@@ -360,7 +532,7 @@ pub async fn patch(
         step,
         description: body.description,
         ordering,
-        serial: None,
+        serial,
     };
     let row = st
         .allocator
@@ -370,6 +542,7 @@ pub async fn patch(
         .map_err(|e| ApiError::from_store(&name, e))?;
     // This instance switches now; the others at their next fetch.
     st.allocator.set_ordering(&name, row.ordering);
+    st.serials.reload(&row);
     tracing::info!(sequence = %name, step = ?patch.step, ordering = ?patch.ordering, "sequence updated");
     Ok(Json(view(&st, row)))
 }
@@ -394,8 +567,50 @@ pub struct SequenceDoc {
     /// `instance` or `global`.
     #[schema(example = "instance", pattern = "^(instance|global)$")]
     pub ordering: String,
+    /// Where each period's counter starts (the `start` given at create).
+    pub counter_start: i64,
+    /// The serial-number settings; `null` for a plain sequence.
+    pub serial: Option<SerialDoc>,
     /// This instance's buffer; `null` until this instance served the sequence.
     pub buffer: Option<BufferDoc>,
+    /// A serial sequence's current period in this instance; `null` until
+    /// this instance served it.
+    pub period: Option<PeriodDoc>,
+}
+
+/// A sequence's serial-number settings.
+#[derive(ToSchema)]
+#[schema(as = Serial)]
+pub struct SerialDoc {
+    /// The format, e.g. `ORD{yyyy}{MM}{dd}{seq:06}`.
+    pub format: String,
+    /// `never`, `day`, `month` or `year`.
+    #[schema(pattern = "^(never|day|month|year)$")]
+    pub reset: String,
+    /// The IANA time zone of the periods.
+    pub time_zone: String,
+    /// `refuse` or `widen`.
+    #[schema(pattern = "^(refuse|widen)$")]
+    pub overflow: String,
+}
+
+/// A serial sequence's current period in this instance.
+#[derive(ToSchema)]
+#[schema(as = Period)]
+pub struct PeriodDoc {
+    /// The key: `20261130` (day), `202611` (month), `2026` (year), empty
+    /// for `never`.
+    pub key: String,
+    /// Its first instant, UTC; `null` for `never`.
+    pub start: Option<String>,
+    /// The first instant of the next period, UTC; `null` for `never`.
+    pub end: Option<String>,
+    /// The highest counter this instance reserved in the period.
+    pub reserved_up_to: Option<i64>,
+    /// The largest counter `{seq:0N}` holds; `null` for `{seq}`.
+    pub capacity: Option<u64>,
+    /// The share of the capacity reserved by this instance.
+    pub fill: Option<f64>,
 }
 
 /// `{"sequences":[...],"next":"NAME"}`: one page of sequences.

@@ -59,6 +59,10 @@ pub enum SerialError {
         /// The ones the format lacks, e.g. `{dd}`.
         missing: String,
     },
+    /// `reset`, `time_zone` or `overflow` given to a sequence without a
+    /// format.
+    #[error("reset, time_zone and overflow belong to serial numbers: give a format too")]
+    NeedsFormat,
     /// A format longer than the column holds.
     #[error("the format is {length} characters long: at most {max}")]
     TooLong { length: usize, max: usize },

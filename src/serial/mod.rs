@@ -1,8 +1,6 @@
-//! Serial numbers, the pure core: formatted IDs such as `ORD20261130000123`
-//! whose counter starts again every day, month or year of a time zone
-//! (DESIGN.md, "Serial numbers"; docs/design.md, "Serial numbers (core
-//! only)"). Not wired into the service yet: no columns, no API fields, no
-//! allocator changes. No SQL, no HTTP, no clock: instants are handed in.
+//! Serial numbers: formatted IDs such as `ORD20261130000123` whose counter
+//! starts again every day, month or year of a time zone (docs/design.md,
+//! "Serial numbers"). No SQL and no HTTP.
 //!
 //! - [`format`]: the `format` string parsed into [`Part`]s, the [`Reset`]
 //!   and [`Overflow`] words, the check that a format carries the date
@@ -14,11 +12,20 @@
 //!   numbers").
 //! - `error.rs`: [`SerialError`], every refused setting with a message
 //!   naming what is wrong.
+//! - [`clock`]: the one wall clock serials read, in UTC ([`WallClock`]).
+//! - [`service`]: [`Serials`], which serves them: settings, the current
+//!   period, its counter row and buffer.
+//! - [`purge`]: which old period rows `seqd sequences purge-periods` deletes.
 
+pub mod clock;
 mod error;
 pub mod format;
 pub mod period;
+pub mod purge;
+pub mod service;
 
+pub use clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use error::SerialError;
 pub use format::{Exhausted, Overflow, Part, Reset, SerialFormat, MAX_WIDTH};
 pub use period::{parse_time_zone, OutOfRange, Period};
+pub use service::{IssueError, Issued, PeriodStatus, Serials};

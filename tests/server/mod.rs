@@ -182,10 +182,30 @@ impl Process {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Process {
+        Self::spawn_under(&[], database_url, extra, env).await
+    }
+
+    /// Starts `seqd serve` as the last argument of `wrapper` (such as
+    /// `["faketime", "-f", "+3600s"]`; none when empty).
+    pub async fn spawn_under(
+        wrapper: &[&str],
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Process {
         use std::process::Stdio;
         use tokio::io::{AsyncBufReadExt, BufReader};
 
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
+        let binary = env!("CARGO_BIN_EXE_seqd");
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = tokio::process::Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => tokio::process::Command::new(binary),
+        };
+        let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
             .args(extra)
             .env("SEQD_DATABASE_URL", database_url)
@@ -239,6 +259,17 @@ impl Process {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -{sig} {}", self.pid);
+    }
+
+    /// Every log line (parsed JSON) read so far whose `message` is `message`.
+    pub fn log_lines(&self, message: &str) -> Vec<serde_json::Value> {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["message"] == message)
+            .collect()
     }
 
     /// The first log line (parsed JSON) whose `message` is `message`,

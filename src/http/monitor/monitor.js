@@ -140,6 +140,22 @@
     return Math.max(0, Number(big(buf.issued) - big(prev.issued))) / ((now - prev.at) / 1000);
   }
 
+  // A serial sequence: its format and reset, and the period this instance
+  // is in with the share of its {seq:0N} capacity reserved.
+  function serialLine(seq) {
+    if (!seq.serial) return null;
+    const s = seq.serial;
+    const p = seq.period;
+    const fill = p && p.fill !== null && p.fill !== undefined
+      ? el('span', { 'data-k': 'fill', 'data-v': String(p.fill) }, ' · ' + (p.fill * 100).toFixed(p.fill < 0.1 ? 2 : 0) + '% of ' + nf.format(p.capacity))
+      : null;
+    return el('span', { class: 'serial', title: s.format + ' · reset ' + s.reset + ' · ' + s.time_zone },
+      el('span', { 'data-k': 'format', 'data-v': s.format }, s.format),
+      ' · ', s.reset,
+      p ? [' · period ', el('span', { 'data-k': 'period', 'data-v': p.key }, p.key || 'all'),
+        p.reserved_up_to !== null ? [' · #', num('counter', p.reserved_up_to)] : null, fill] : null);
+  }
+
   function row(seq, now, totals) {
     const buf = seq.buffer;
     const [state, label] = status(buf);
@@ -147,6 +163,7 @@
       el('div', { class: 'name-line' },
         el('span', { class: 'name' }, seq.name),
         el('span', { class: 'pill s-' + state, 'data-k': 'status', 'data-v': state }, label)),
+      serialLine(seq),
       seq.description ? el('span', { class: 'desc', title: seq.description }, seq.description) : null);
     const maxId = el('td', { class: 'num' }, num('max_id', seq.max_id));
     const rowStep = el('span', { class: 'sub' }, 'row ', num('row_step', seq.step));

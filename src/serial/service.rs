@@ -1,0 +1,465 @@
+//! Serial numbers served (docs/design.md, "Serial numbers"): a sequence's
+//! settings, its current period, and the period's counter, whose IDs the
+//! allocator hands out like any other sequence's.
+//!
+//! - Each period's counter is a row of its own, `name@key`, created on first
+//!   use by [`Store::create_period`] (one statement that tolerates other
+//!   instances doing the same), then reserved from as usual.
+//! - A request reads the wall clock once. That reading picks the period, the
+//!   period picks the counter's row, and the serial prints the period's
+//!   date: a counter is never printed with another period's date.
+//! - A counter's buffer keeps within the period ([`CounterBounds`]): no
+//!   reservation past `{seq:0N}`'s capacity, none larger than the rest of
+//!   the period will use; when the period is over its buffer is retired.
+//! - Settings are read from the sequence's row at first use and again every
+//!   few seconds in the background, and at once after a PATCH answered
+//!   here ([`Serials::reload`]).
+//!
+//! No SQL and no HTTP: it talks to the [`Store`] trait and the allocator.
+
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+use super::clock::WallClock;
+use super::format::{Exhausted, Overflow, Reset};
+use super::period::Period;
+use crate::allocator::{AllocError, Allocator, CounterBounds, IdRange};
+use crate::domain::{Ordering, SeqName, SeqNameRef, SerialSettings};
+use crate::store::{SequenceRow, Store, StoreError};
+
+/// How often a serial sequence's settings are read again from its row.
+pub const REFRESH: Duration = Duration::from_secs(5);
+
+/// Serial numbers of every serial sequence of this instance. Cheap to
+/// clone (shared).
+#[derive(Clone)]
+pub struct Serials {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    allocator: Allocator,
+    wall: Arc<dyn WallClock>,
+    entries: papaya::HashMap<SeqName, Arc<Entry>, foldhash::fast::RandomState>,
+    refresh: Duration,
+}
+
+/// One serial sequence.
+struct Entry {
+    name: SeqName,
+    current: Mutex<Arc<Current>>,
+    refreshing: AtomicBool,
+}
+
+/// A sequence's settings as last read.
+struct Config {
+    settings: SerialSettings,
+    zone: TimeZone,
+    counter_start: i64,
+    step: i64,
+    ordering: Ordering,
+    /// When they were read, on the allocator's clock.
+    read_at: Duration,
+}
+
+/// The period in use and its counter.
+struct Current {
+    config: Arc<Config>,
+    period: Period,
+    counter: SeqName,
+    /// Set once this instance made sure the counter's row exists.
+    created: tokio::sync::OnceCell<()>,
+    /// The counter of the period before, retired again when this one is
+    /// left (a request that picked it just before the switch may have made
+    /// its buffer live again).
+    before: Option<SeqName>,
+}
+
+/// What [`Serials::issue`] hands out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issued {
+    /// The counters, as runs in increasing order.
+    pub runs: Vec<IdRange>,
+    /// One serial per counter, in the same order.
+    pub serials: Vec<String>,
+    /// The key of the period they belong to (empty for `reset: never`).
+    pub period: String,
+}
+
+/// Why no serial number was handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IssueError {
+    /// No sequence has this name.
+    #[error("sequence not found")]
+    NotFound,
+    /// The sequence does not issue serial numbers (any more): its IDs come
+    /// from the allocator.
+    #[error("sequence does not issue serial numbers")]
+    Plain,
+    /// The counter outgrew `{seq:0N}` and the overflow rule is `refuse`.
+    #[error(transparent)]
+    SerialExhausted(Exhausted),
+    /// The counter's allocator failed (unavailable, or past `i64::MAX`).
+    #[error(transparent)]
+    Alloc(AllocError),
+}
+
+/// A serial sequence's period as this instance sees it (the monitor page,
+/// `/metrics`, `GET /v1/sequences/{name}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeriodStatus {
+    /// The period's key (empty for `reset: never`).
+    pub key: String,
+    /// Its first instant (`None` for `never`).
+    pub start: Option<Timestamp>,
+    /// The first instant of the next one (`None` for `never`).
+    pub end: Option<Timestamp>,
+    /// Where its counter starts.
+    pub counter_start: i64,
+    /// The highest counter this instance reserved in it, if any.
+    pub reserved_up_to: Option<i64>,
+    /// The largest counter `{seq:0N}` holds (`None` for a plain `{seq}`).
+    pub capacity: Option<u64>,
+}
+
+impl PeriodStatus {
+    /// The share of the period's counters reserved by this instance, 0 to 1
+    /// (above 1 once widened); `None` without a capacity.
+    pub fn fill(&self) -> Option<f64> {
+        let capacity = self.capacity? as f64;
+        let room = capacity - (self.counter_start - 1) as f64;
+        let used = self
+            .reserved_up_to
+            .map_or(0.0, |r| (r - (self.counter_start - 1)) as f64);
+        Some(if room > 0.0 { used / room } else { 1.0 })
+    }
+}
+
+impl Serials {
+    /// Serial numbers over `allocator`, reading time from `wall`.
+    pub fn new(allocator: Allocator, wall: Arc<dyn WallClock>) -> Self {
+        Self::with_refresh(allocator, wall, REFRESH)
+    }
+
+    /// Like [`Serials::new`], reading settings again every `refresh`.
+    pub fn with_refresh(allocator: Allocator, wall: Arc<dyn WallClock>, refresh: Duration) -> Self {
+        Serials {
+            inner: Arc::new(Inner {
+                allocator,
+                wall,
+                entries: papaya::HashMap::with_hasher(Default::default()),
+                refresh,
+            }),
+        }
+    }
+
+    fn store(&self) -> &Arc<dyn Store> {
+        self.inner.allocator.store()
+    }
+
+    /// `n` serial numbers of `name` (1 for `/next`), all from the period of
+    /// one reading of the clock.
+    pub async fn issue(&self, name: SeqNameRef<'_>, n: u64) -> Result<Issued, IssueError> {
+        let entry = self.entry(name).await?;
+        self.maybe_refresh(&entry);
+        let now = self.inner.wall.utc();
+        let current = self.current(&entry, now)?;
+        let config = &current.config;
+        let mut runs = Vec::with_capacity(1);
+        let mut made_again = false;
+        loop {
+            self.make_counter(&entry.name, &current).await?;
+            let bounds = self.bounds(&current, now);
+            let global = config.ordering == Ordering::Global;
+            let taken = self
+                .inner
+                .allocator
+                .take_counter(&current.counter, n, bounds, global, &mut runs)
+                .await;
+            match taken {
+                Ok(()) => break,
+                // The counter's row went (deleted by hand): made again once.
+                Err(AllocError::NotFound) if !made_again => {
+                    made_again = true;
+                    self.create_period(&entry.name, &current.period.key).await?;
+                    self.inner.allocator.clear_missing(&current.counter);
+                }
+                Err(AllocError::Exhausted) if bounds.max.is_some() => {
+                    let capacity = bounds.max.unwrap_or(0) as u64;
+                    return Err(IssueError::SerialExhausted(Exhausted {
+                        counter: capacity + 1,
+                        width: config.settings.format.width().unwrap_or(0),
+                        capacity,
+                    }));
+                }
+                Err(e) => return Err(IssueError::Alloc(e)),
+            }
+        }
+        let date = match config.settings.reset {
+            // One counter for ever: the date printed is today's.
+            Reset::Never => config.zone.to_datetime(now).date(),
+            _ => current.period.date,
+        };
+        let mut serials = Vec::with_capacity(n as usize);
+        for counter in runs.iter().flat_map(|r| r.iter()) {
+            let serial = config
+                .settings
+                .format
+                .render(date, counter as u64, config.settings.overflow)
+                .map_err(IssueError::SerialExhausted)?;
+            serials.push(serial);
+        }
+        Ok(Issued {
+            runs,
+            serials,
+            period: current.period.key.clone(),
+        })
+    }
+
+    /// The entry of `name`, read from its row at first use.
+    async fn entry(&self, name: SeqNameRef<'_>) -> Result<Arc<Entry>, IssueError> {
+        if let Some(entry) = self.inner.entries.pin().get(name.as_str()) {
+            return Ok(entry.clone());
+        }
+        let name = name.to_owned();
+        let row = self.read(&name).await?;
+        let config = self.config_of(&row)?;
+        let current = Arc::new(self.current_for(&name, config, None)?);
+        let entry = Arc::new(Entry {
+            name: name.clone(),
+            current: Mutex::new(current),
+            refreshing: AtomicBool::new(false),
+        });
+        let pinned = self.inner.entries.pin();
+        Ok(pinned.get_or_insert(name, entry).clone())
+    }
+
+    async fn read(&self, name: &SeqName) -> Result<SequenceRow, IssueError> {
+        match self.store().get(name).await {
+            Ok(Some(row)) => Ok(row),
+            Ok(None) => Err(IssueError::NotFound),
+            Err(e) => {
+                tracing::warn!(sequence = %name, error = %e, "reading a serial sequence's settings failed");
+                Err(IssueError::Alloc(AllocError::Unavailable {
+                    storage_failing: true,
+                }))
+            }
+        }
+    }
+
+    /// The settings of a row, or [`IssueError::Plain`] (and the allocator
+    /// told) for a row that issues none.
+    fn config_of(&self, row: &SequenceRow) -> Result<Arc<Config>, IssueError> {
+        let Some(settings) = row.serial.clone() else {
+            self.inner.allocator.set_serial(&row.name, false);
+            return Err(IssueError::Plain);
+        };
+        Ok(Arc::new(Config {
+            zone: settings.zone(),
+            settings,
+            counter_start: row.counter_start,
+            step: row.step,
+            ordering: row.ordering,
+            read_at: self.inner.allocator.clock().now(),
+        }))
+    }
+
+    /// The period of now under `config`, and its counter.
+    fn current_for(
+        &self,
+        name: &SeqName,
+        config: Arc<Config>,
+        before: Option<SeqName>,
+    ) -> Result<Current, IssueError> {
+        let now = self.inner.wall.utc();
+        let period = Period::of(now, &config.zone, config.settings.reset).map_err(|e| {
+            tracing::error!(sequence = %name, error = %e, "no period for the clock's time");
+            IssueError::Alloc(AllocError::Unavailable {
+                storage_failing: false,
+            })
+        })?;
+        Ok(Current {
+            counter: name.period_counter(&period.key),
+            config,
+            period,
+            created: tokio::sync::OnceCell::new(),
+            before,
+        })
+    }
+
+    /// The period in use at `now`: the current one, or the next once it is
+    /// over (never an earlier one: a clock that steps back keeps the period
+    /// it had).
+    fn current(&self, entry: &Entry, now: Timestamp) -> Result<Arc<Current>, IssueError> {
+        let mut slot = entry.current.lock().unwrap();
+        let current = slot.clone();
+        if current.period.end.is_none_or(|end| now < end) {
+            return Ok(current);
+        }
+        let next = self.current_for(
+            &entry.name,
+            current.config.clone(),
+            Some(current.counter.clone()),
+        )?;
+        if next.counter != current.counter {
+            self.retire(&current);
+        }
+        let next = Arc::new(next);
+        *slot = next.clone();
+        Ok(next)
+    }
+
+    /// Retires a period's counter and the one before it.
+    fn retire(&self, current: &Current) {
+        self.inner.allocator.retire(&current.counter);
+        if let Some(before) = &current.before {
+            self.inner.allocator.retire(before);
+        }
+    }
+
+    /// Makes sure the counter's row exists (once per period and instance).
+    async fn make_counter(&self, name: &SeqName, current: &Current) -> Result<(), IssueError> {
+        current
+            .created
+            .get_or_try_init(|| self.create_period(name, &current.period.key))
+            .await
+            .map(|_| ())
+    }
+
+    async fn create_period(&self, name: &SeqName, key: &str) -> Result<(), IssueError> {
+        match self.store().create_period(name, key).await {
+            Ok(created) => {
+                if created {
+                    tracing::info!(sequence = %name, period = key, "period counter created");
+                }
+                Ok(())
+            }
+            Err(StoreError::NotFound) => Err(IssueError::NotFound),
+            Err(e) => {
+                tracing::warn!(sequence = %name, period = key, error = %e, "creating a period counter failed");
+                Err(IssueError::Alloc(AllocError::Unavailable {
+                    storage_failing: true,
+                }))
+            }
+        }
+    }
+
+    /// The bounds of the counter of `current` (see [`CounterBounds`]).
+    fn bounds(&self, current: &Current, now: Timestamp) -> CounterBounds {
+        let config = &current.config;
+        let max = match (config.settings.overflow, config.settings.format.capacity()) {
+            (Overflow::Refuse, Some(capacity)) => Some(capacity as i64),
+            _ => None,
+        };
+        let ends_at = current.period.end.map(|end| {
+            let left = end.duration_since(now).max(jiff::SignedDuration::ZERO);
+            let left = Duration::try_from(left).unwrap_or_default();
+            self.inner.allocator.clock().now().saturating_add(left)
+        });
+        CounterBounds {
+            max,
+            floor: config.counter_start - 1,
+            step: config.step,
+            ends_at,
+        }
+    }
+
+    /// Reads the settings again in the background when they are older than
+    /// the refresh interval (one read at a time per sequence).
+    fn maybe_refresh(&self, entry: &Arc<Entry>) {
+        let read_at = entry.current.lock().unwrap().config.read_at;
+        let now = self.inner.allocator.clock().now();
+        if now.saturating_sub(read_at) < self.inner.refresh
+            || entry.refreshing.swap(true, AtomicOrdering::AcqRel)
+        {
+            return;
+        }
+        let this = self.clone();
+        let entry = entry.clone();
+        tokio::spawn(async move {
+            if let Ok(row) = this.read(&entry.name).await {
+                this.reload(&row);
+            }
+            entry.refreshing.store(false, AtomicOrdering::Release);
+        });
+    }
+
+    /// Takes a sequence's row as it is now (read again, or just written by
+    /// a PATCH or a create answered here): a serial sequence's settings
+    /// take effect at once, and one made plain is handed back to the
+    /// allocator. A change of settings starts a new counter buffer (the
+    /// old one's unused counters are a gap).
+    pub fn reload(&self, row: &SequenceRow) {
+        self.inner
+            .allocator
+            .set_serial(&row.name, row.serial.is_some());
+        let pinned = self.inner.entries.pin();
+        let Some(entry) = pinned.get(row.name.as_str()) else {
+            return;
+        };
+        let Ok(config) = self.config_of(row) else {
+            if let Some(entry) = pinned.remove(row.name.as_str()) {
+                self.retire(&entry.current.lock().unwrap());
+            }
+            return;
+        };
+        let mut slot = entry.current.lock().unwrap();
+        let same = {
+            let old = &slot.config;
+            old.settings == config.settings
+                && old.counter_start == config.counter_start
+                && old.step == config.step
+                && old.ordering == config.ordering
+        };
+        if same {
+            // Only the time of reading changes.
+            let kept = Current {
+                config,
+                period: slot.period.clone(),
+                counter: slot.counter.clone(),
+                created: tokio::sync::OnceCell::new(),
+                before: slot.before.clone(),
+            };
+            if slot.created.initialized() {
+                let _ = kept.created.set(());
+            }
+            *slot = Arc::new(kept);
+            return;
+        }
+        tracing::info!(sequence = %row.name, "serial settings changed");
+        self.retire(&slot);
+        if let Ok(next) = self.current_for(&row.name, config, Some(slot.counter.clone())) {
+            *slot = Arc::new(next);
+        }
+    }
+
+    /// The period in use for `name` in this instance, if it served serials.
+    pub fn status(&self, name: &SeqName) -> Option<PeriodStatus> {
+        let pinned = self.inner.entries.pin();
+        let entry = pinned.get(name.as_str())?;
+        Some(self.status_of(entry))
+    }
+
+    /// Calls `f` with every serial sequence served here and its period.
+    pub fn for_each_status(&self, mut f: impl FnMut(&SeqName, &PeriodStatus)) {
+        for (name, entry) in self.inner.entries.pin().iter() {
+            f(name, &self.status_of(entry));
+        }
+    }
+
+    fn status_of(&self, entry: &Entry) -> PeriodStatus {
+        let current = entry.current.lock().unwrap().clone();
+        PeriodStatus {
+            key: current.period.key.clone(),
+            start: current.period.end.map(|_| current.period.start),
+            end: current.period.end,
+            counter_start: current.config.counter_start,
+            reserved_up_to: self.inner.allocator.reserved_up_to(&current.counter),
+            capacity: current.config.settings.format.capacity(),
+        }
+    }
+}

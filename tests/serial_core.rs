@@ -1,0 +1,476 @@
+//! Serial numbers served by the allocator core, on the in-memory store, with
+//! both clocks in the test's hands: the allocator's monotonic one and the
+//! wall clock periods are read from. Midnight, month and year ends in UTC and
+//! in America/New_York on its DST days; capacity, widening, the step bounded
+//! by the period, global ordering without gaps, settings changed on the fly.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use seqd::allocator::{Allocator, AllocatorConfig, ManualClock, RateStep};
+use seqd::domain::{NewSequence, Ordering, SeqName, SeqNameRef, SerialSettings};
+use seqd::serial::{IssueError, ManualWallClock, Overflow, Period, Reset, Serials, WallClock};
+use seqd::store::memory::MemoryStore;
+use seqd::store::{SequencePatch, Store};
+
+struct Rig {
+    store: Arc<MemoryStore>,
+    clock: ManualClock,
+    wall: ManualWallClock,
+    serials: Serials,
+    allocator: Allocator,
+}
+
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+/// One instance over `store`: the rate-based step (as in production) on a
+/// manual clock, and a manual wall clock at `now`.
+fn instance(store: &Arc<MemoryStore>, now: Timestamp) -> Rig {
+    let clock = ManualClock::new();
+    let config = AllocatorConfig::default();
+    let policy = RateStep {
+        target: config.segment_target,
+        max_step: config.max_step,
+    };
+    let allocator = Allocator::with_parts(
+        store.clone(),
+        config,
+        Arc::new(clock.clone()),
+        Arc::new(policy),
+    );
+    let wall = ManualWallClock::at(now);
+    let serials = Serials::new(allocator.clone(), Arc::new(wall.clone()));
+    Rig {
+        store: store.clone(),
+        clock,
+        wall,
+        serials,
+        allocator,
+    }
+}
+
+async fn create(
+    store: &Arc<MemoryStore>,
+    name: &str,
+    start: i64,
+    step: i64,
+    serial: SerialSettings,
+    ordering: Ordering,
+) {
+    let new = NewSequence::new(
+        SeqName::parse(name).unwrap(),
+        start,
+        step,
+        String::new(),
+        1_000_000,
+    )
+    .unwrap()
+    .with_ordering(ordering)
+    .with_serial(serial);
+    store.create(&new).await.unwrap();
+}
+
+fn settings(format: &str, reset: Reset, zone: &str, overflow: Overflow) -> SerialSettings {
+    SerialSettings::new(format, reset, zone, overflow).unwrap()
+}
+
+impl Rig {
+    /// Moves both clocks by `d`.
+    fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+        self.wall.advance(SignedDuration::try_from(d).unwrap());
+    }
+
+    /// Sets the wall clock (the allocator's moves by the same amount, or by
+    /// nothing if the wall clock goes back).
+    fn set(&self, now: Timestamp) {
+        let delta = now.duration_since(self.wall.utc());
+        if delta.is_positive() {
+            self.clock.advance(Duration::try_from(delta).unwrap());
+        }
+        self.wall.set(now);
+    }
+
+    async fn one(&self, name: &str) -> (i64, String) {
+        let issued = self
+            .serials
+            .issue(SeqNameRef::parse(name).unwrap(), 1)
+            .await
+            .unwrap();
+        (issued.runs[0].first, issued.serials[0].clone())
+    }
+
+    async fn period_max(&self, name: &str, key: &str) -> Option<i64> {
+        let periods = self
+            .store
+            .list_periods(&SeqName::parse(name).unwrap())
+            .await
+            .unwrap();
+        periods.iter().find(|p| p.key == key).map(|p| p.max_id)
+    }
+}
+
+#[tokio::test]
+async fn a_daily_counter_starts_again_at_start_at_midnight_utc() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "ORD{yyyy}{MM}{dd}{seq:06}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
+    create(&store, "order", 100, 1000, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-11-30T23:59:59Z"));
+    assert_eq!(rig.one("order").await, (100, "ORD20261130000100".into()));
+    assert_eq!(rig.one("order").await, (101, "ORD20261130000101".into()));
+    rig.advance(Duration::from_millis(999));
+    assert_eq!(rig.one("order").await, (102, "ORD20261130000102".into()));
+    rig.advance(Duration::from_millis(1));
+    assert_eq!(rig.one("order").await, (100, "ORD20261201000100".into()));
+    assert_eq!(rig.one("order").await, (101, "ORD20261201000101".into()));
+    // A wall clock that steps back keeps the period it reached.
+    rig.set(at("2026-11-30T23:59:58Z"));
+    assert_eq!(rig.one("order").await, (102, "ORD20261201000102".into()));
+    // Each period has its own row.
+    assert!(rig.period_max("order", "20261130").await.is_some());
+    assert!(rig.period_max("order", "20261201").await.is_some());
+}
+
+#[tokio::test]
+async fn month_and_year_ends_start_new_periods() {
+    let store = Arc::new(MemoryStore::new());
+    let monthly = settings(
+        "INV-{yy}{MM}-{seq:04}",
+        Reset::Month,
+        "UTC",
+        Overflow::Refuse,
+    );
+    let yearly = settings("Y{yyyy}/{seq}", Reset::Year, "UTC", Overflow::Refuse);
+    create(&store, "inv", 1, 10, monthly, Ordering::Instance).await;
+    create(&store, "yr", 1, 10, yearly, Ordering::Instance).await;
+    let rig = instance(&store, at("2028-02-29T23:59:59.999Z"));
+    assert_eq!(rig.one("inv").await.1, "INV-2802-0001");
+    assert_eq!(rig.one("yr").await.1, "Y2028/1");
+    rig.set(at("2028-03-01T00:00:00Z"));
+    assert_eq!(rig.one("inv").await.1, "INV-2803-0001");
+    assert_eq!(rig.one("yr").await.1, "Y2028/2");
+    rig.set(at("2028-12-31T23:59:59Z"));
+    assert_eq!(rig.one("inv").await.1, "INV-2812-0001");
+    assert_eq!(rig.one("yr").await.1, "Y2028/3");
+    rig.set(at("2029-01-01T00:00:00Z"));
+    assert_eq!(rig.one("inv").await.1, "INV-2901-0001");
+    assert_eq!(rig.one("yr").await.1, "Y2029/1");
+}
+
+/// America/New_York: 2026-03-08 has 23 hours (02:00 EST -> 03:00 EDT),
+/// 2026-11-01 has 25 (02:00 EDT -> 01:00 EST). Each day starts at its local
+/// midnight: 05:00Z in winter, 04:00Z in summer.
+#[tokio::test]
+async fn new_york_days_follow_local_midnight_across_both_dst_changes() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "NY{yyyy}{MM}{dd}-{seq:03}",
+        Reset::Day,
+        "America/New_York",
+        Overflow::Refuse,
+    );
+    create(&store, "ny", 1, 5, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-03-08T04:59:59Z"));
+    let steps = [
+        ("2026-03-08T04:59:59Z", "NY20260307-001"),
+        ("2026-03-08T05:00:00Z", "NY20260308-001"),
+        // 02:30 local does not exist; 07:30Z is 03:30 EDT, still the 8th.
+        ("2026-03-08T07:30:00Z", "NY20260308-002"),
+        ("2026-03-09T03:59:59Z", "NY20260308-003"),
+        ("2026-03-09T04:00:00Z", "NY20260309-001"),
+        ("2026-11-01T03:59:59Z", "NY20261031-001"),
+        ("2026-11-01T04:00:00Z", "NY20261101-001"),
+        // 01:30 happens twice on the 1st (05:30Z EDT, 06:30Z EST).
+        ("2026-11-01T05:30:00Z", "NY20261101-002"),
+        ("2026-11-01T06:30:00Z", "NY20261101-003"),
+        ("2026-11-02T04:59:59Z", "NY20261101-004"),
+        ("2026-11-02T05:00:00Z", "NY20261102-001"),
+    ];
+    for (now, want) in steps {
+        rig.set(at(now));
+        assert_eq!(rig.one("ny").await.1, want, "at {now}");
+    }
+}
+
+/// Random walks of the clock over DST days: every serial prints the date of
+/// the period of the instant it was asked at, and each period's counters are
+/// start, start+1, ... with no repeat (one instance, fixed step: no gap
+/// either while the period lasts).
+#[tokio::test]
+async fn the_prefix_always_matches_the_counters_period() {
+    let store = Arc::new(MemoryStore::new());
+    let zone = "America/New_York";
+    let s = settings("{yyyy}{MM}{dd}{seq:05}", Reset::Day, zone, Overflow::Refuse);
+    create(&store, "walk", 7, 3, s, Ordering::Instance).await;
+    let tz = jiff::tz::TimeZone::get(zone).unwrap();
+    let rig = instance(&store, at("2026-10-31T20:00:00Z"));
+    let mut seen: HashMap<String, Vec<i64>> = HashMap::new();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..3000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rig.advance(Duration::from_secs(rng % 240));
+        let now = rig.wall.utc();
+        let (counter, serial) = rig.one("walk").await;
+        let period = Period::of(now, &tz, Reset::Day).unwrap();
+        let date = format!(
+            "{:04}{:02}{:02}",
+            period.date.year(),
+            period.date.month(),
+            period.date.day()
+        );
+        assert_eq!(&serial[..8], date, "{serial} asked at {now}");
+        assert_eq!(serial[8..].parse::<i64>().unwrap(), counter);
+        seen.entry(period.key).or_default().push(counter);
+    }
+    assert!(seen.len() >= 3, "the walk crossed {} days", seen.len());
+    for (key, counters) in seen {
+        let want: Vec<i64> = (7..7 + counters.len() as i64).collect();
+        assert_eq!(counters, want, "period {key}");
+    }
+}
+
+#[tokio::test]
+async fn a_full_counter_answers_serial_exhausted_and_never_reserves_past_its_capacity() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "T{yyyy}{MM}{dd}{seq:02}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
+    create(&store, "tiny", 1, 1000, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    for i in 1..=99 {
+        assert_eq!(rig.one("tiny").await.1, format!("T20260601{i:02}"));
+    }
+    let name = SeqNameRef::parse("tiny").unwrap();
+    match rig.serials.issue(name, 1).await {
+        Err(IssueError::SerialExhausted(e)) => {
+            assert_eq!((e.width, e.capacity), (2, 99));
+        }
+        other => panic!("expected SerialExhausted, got {other:?}"),
+    }
+    // The step of 1000 was cut to the 99 the period can hold.
+    assert_eq!(rig.period_max("tiny", "20260601").await, Some(99));
+    // The next day has a fresh counter.
+    rig.set(at("2026-06-02T00:00:00Z"));
+    assert_eq!(rig.one("tiny").await.1, "T2026060201");
+}
+
+#[tokio::test]
+async fn a_widening_counter_prints_in_full_past_its_width() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("W{seq:02}", Reset::Never, "UTC", Overflow::Widen);
+    create(&store, "wide", 98, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let got: Vec<String> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(rig.one("wide").await.1);
+        }
+        v
+    };
+    assert_eq!(got, ["W98", "W99", "W100", "W101"]);
+}
+
+#[tokio::test]
+async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("B{MM}{dd}{yy}{seq:03}", Reset::Day, "UTC", Overflow::Refuse);
+    create(&store, "b", 1, 100, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T23:59:59Z"));
+    let name = SeqNameRef::parse("b").unwrap();
+    let issued = rig.serials.issue(name, 500).await.unwrap();
+    assert_eq!(issued.period, "20260601");
+    assert_eq!(issued.serials.len(), 500);
+    assert_eq!(issued.serials[0], "B060126001");
+    assert_eq!(issued.serials[499], "B060126500");
+    let too_many = rig.serials.issue(name, 500).await;
+    assert!(
+        matches!(too_many, Err(IssueError::SerialExhausted(_))),
+        "{too_many:?}"
+    );
+    assert!(rig.period_max("b", "20260601").await.unwrap() <= 999);
+}
+
+/// Near the end of a period, a fetch reserves about what the rest of the
+/// period will use at the measured rate, not a whole segment target's worth.
+#[tokio::test]
+async fn the_step_is_cut_to_what_the_rest_of_the_period_will_use() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("R{yyyy}{MM}{dd}{seq}", Reset::Day, "UTC", Overflow::Refuse);
+    create(&store, "rate", 1, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T23:50:00Z"));
+    // 100 serials a second for 9 minutes: the rate-based step would reserve
+    // 600 s x 100/s = 60,000 at a time.
+    for _ in 0..540 {
+        for _ in 0..100 {
+            rig.one("rate").await;
+        }
+        rig.advance(Duration::from_secs(1));
+        tokio::task::yield_now().await;
+    }
+    // 60 s are left (23:59:00): nothing near 60,000 more may be reserved.
+    let issued = 54_000;
+    let max = rig.period_max("rate", "20260601").await.unwrap();
+    assert!(
+        max - issued < 20_000,
+        "reserved {max} for {issued} issued with a minute left"
+    );
+}
+
+/// Global ordering: every counter is reserved at request time, exactly, so
+/// a period's counters have no gap, whichever instance asks.
+#[tokio::test]
+async fn global_serials_have_no_gap_across_instances() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "G{yyyy}{MM}{dd}{seq:06}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
+    create(&store, "g", 1, 1000, s, Ordering::Global).await;
+    let now = at("2026-06-01T10:00:00Z");
+    let rigs: Vec<Rig> = (0..3).map(|_| instance(&store, now)).collect();
+    let mut counters = Vec::new();
+    let mut last = 0;
+    for i in 0..300 {
+        let (counter, serial) = rigs[i % 3].one("g").await;
+        assert!(counter > last, "global order: {counter} after {last}");
+        last = counter;
+        assert_eq!(serial, format!("G20260601{counter:06}"));
+        counters.push(counter);
+    }
+    assert_eq!(counters, (1..=300).collect::<Vec<_>>());
+    assert_eq!(rigs[0].period_max("g", "20260601").await, Some(300));
+}
+
+/// Many tasks of two instances cross midnight together: every serial once,
+/// each period's counters unique, and each period's row made once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_crossing_midnight_hand_out_every_serial_once() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "X{yyyy}{MM}{dd}{seq:07}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
+    create(&store, "x", 1, 50, s, Ordering::Instance).await;
+    let rigs: Vec<Arc<Rig>> = (0..2)
+        .map(|_| Arc::new(instance(&store, at("2026-12-31T23:59:59.900Z"))))
+        .collect();
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let rig = rigs[t % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..200 {
+                if i == 100 {
+                    // Each instance's clock passes midnight on its own.
+                    rig.set(at("2027-01-01T00:00:00.100Z"));
+                }
+                got.push(rig.one("x").await.1);
+            }
+            got
+        }));
+    }
+    let mut all = HashSet::new();
+    for t in tasks {
+        for serial in t.await.unwrap() {
+            assert!(all.insert(serial.clone()), "{serial} twice");
+        }
+    }
+    assert_eq!(all.len(), 16 * 200);
+    let days: HashSet<&str> = all.iter().map(|s| &s[1..9]).collect();
+    assert_eq!(days, HashSet::from(["20261231", "20270101"]));
+    let periods = store
+        .list_periods(&SeqName::parse("x").unwrap())
+        .await
+        .unwrap();
+    let keys: Vec<&str> = periods.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["20261231", "20270101"]);
+}
+
+/// A retired period's buffer leaves memory: ten days of a daily counter
+/// keep at most two counters live.
+#[tokio::test]
+async fn old_periods_leave_memory() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("D{yyyy}{MM}{dd}{seq}", Reset::Day, "UTC", Overflow::Refuse);
+    create(&store, "d", 1, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    for _ in 0..10 {
+        rig.one("d").await;
+        rig.advance(Duration::from_secs(86_400));
+    }
+    let live = rig.allocator.names_in_memory().live;
+    // The parent (answering "serial") and today's counter.
+    assert!(live <= 3, "{live} buffers live after ten days");
+}
+
+/// Settings changed by PATCH reach the instance that answers at once
+/// (`reload`); a sequence made plain again is served by the allocator.
+#[tokio::test]
+async fn changed_settings_take_effect_and_a_plain_sequence_goes_back_to_the_allocator() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("A{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "c", 1, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let name = SeqName::parse("c").unwrap();
+    assert_eq!(
+        rig.allocator.next(&name).await,
+        Err(seqd::allocator::AllocError::Serial)
+    );
+    assert_eq!(rig.one("c").await.1, "A001");
+    let patch = SequencePatch {
+        serial: Some(Some(settings(
+            "B{yyyy}-{seq:05}",
+            Reset::Never,
+            "UTC",
+            Overflow::Refuse,
+        ))),
+        ..Default::default()
+    };
+    let row = store.update(&name, &patch).await.unwrap();
+    rig.serials.reload(&row);
+    let (counter, serial) = rig.one("c").await;
+    assert!(serial.starts_with("B2026-"), "{serial}");
+    assert!(counter > 1, "the counter goes on: {counter}");
+    let plain = SequencePatch {
+        serial: Some(None),
+        ..Default::default()
+    };
+    let row = store.update(&name, &plain).await.unwrap();
+    rig.serials.reload(&row);
+    let id = rig.allocator.next(&name).await.unwrap();
+    assert!(id >= 1);
+    assert_eq!(
+        rig.serials.issue(SeqNameRef::parse("c").unwrap(), 1).await,
+        Err(IssueError::Plain)
+    );
+}
+
+#[tokio::test]
+async fn a_missing_sequence_is_not_found() {
+    let store = Arc::new(MemoryStore::new());
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    assert_eq!(
+        rig.serials
+            .issue(SeqNameRef::parse("nope").unwrap(), 1)
+            .await,
+        Err(IssueError::NotFound)
+    );
+}
