@@ -1,0 +1,276 @@
+//! Serial numbers over HTTP, on every backend: create and PATCH fields with
+//! every refusal named by the contract (400), serials in `/next` (JSON and
+//! text), `/batch` and the Leaf route, exhaustion (409 `serial_exhausted`)
+//! and widening, a sequence made plain again, the period shown by `GET`.
+
+#[macro_use]
+mod common;
+mod server;
+
+use common::TestDb;
+use reqwest::{Method, StatusCode};
+use seqd::config::Settings;
+use serde_json::{json, Value};
+use server::TestServer;
+
+async fn start(db: &TestDb) -> TestServer {
+    TestServer::start(Settings::for_database(db.url.clone())).await
+}
+
+async fn create(s: &TestServer, body: Value) -> reqwest::Response {
+    s.send_json(Method::POST, "/v1/sequences", &body).await
+}
+
+async fn patch(s: &TestServer, name: &str, body: Value) -> reqwest::Response {
+    s.send_json(Method::PATCH, &format!("/v1/sequences/{name}"), &body)
+        .await
+}
+
+/// Asserts a 400 `invalid_request` whose message holds `needle`.
+async fn refused(resp: reqwest::Response, needle: &str) {
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "for {needle}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+}
+
+/// Today's date in UTC as the serials print it.
+fn today() -> String {
+    let d = jiff::tz::TimeZone::UTC
+        .to_datetime(jiff::Timestamp::now())
+        .date();
+    format!("{:04}{:02}{:02}", d.year(), d.month(), d.day())
+}
+
+async fn every_bad_setting_is_refused_with_what_is_wrong(db: TestDb) {
+    let s = start(&db).await;
+    let cases = [
+        (json!({"format": "A{foo}{seq}"}), "unknown token `{foo}`"),
+        (
+            json!({"format": "A{seq}{seq:03}"}),
+            "a second counter token",
+        ),
+        (json!({"format": "A{seq:019}"}), "counter width 19"),
+        (json!({"format": "A{seq:00}"}), "counter width 0"),
+        (
+            json!({"format": "A{yyyy}{MM}{seq}", "reset": "day"}),
+            "missing: {dd}",
+        ),
+        (
+            json!({"format": "A{seq}", "reset": "month"}),
+            "missing: {yyyy} or {yy}, {MM}",
+        ),
+        (
+            json!({"format": "A{dd}{seq}", "reset": "weekly"}),
+            "unknown reset `weekly`",
+        ),
+        (
+            json!({"format": "A{seq}", "time_zone": "Mars/Olympus"}),
+            "unknown time zone `Mars/Olympus`",
+        ),
+        (
+            json!({"format": "A{seq}", "overflow": "wrap"}),
+            "unknown overflow `wrap`",
+        ),
+        (json!({"format": "A B{seq}"}), "character ' ' at position 1"),
+        (json!({"format": "A{yyyy"}), "is not closed"),
+        (json!({"format": "ABC"}), "no counter token"),
+        (
+            json!({"format": format!("{}{{seq}}", "x".repeat(60))}),
+            "at most 64",
+        ),
+        (json!({"reset": "day"}), "give a format too"),
+        (json!({"time_zone": "UTC"}), "give a format too"),
+    ];
+    for (fields, needle) in cases {
+        let mut body = fields.clone();
+        body["name"] = json!("bad");
+        refused(create(&s, body).await, needle).await;
+    }
+    assert_eq!(
+        s.get("/v1/sequences/bad").await.status(),
+        StatusCode::NOT_FOUND
+    );
+    // The same checks on PATCH, of the merged settings.
+    assert_eq!(
+        create(
+            &s,
+            json!({"name": "p", "format": "P{yyyy}{MM}{dd}{seq}", "reset": "day"})
+        )
+        .await
+        .status(),
+        201
+    );
+    refused(
+        patch(&s, "p", json!({"format": "P{yyyy}{MM}{seq}"})).await,
+        "missing: {dd}",
+    )
+    .await;
+    refused(
+        patch(&s, "p", json!({"time_zone": "Nowhere/Land"})).await,
+        "unknown time zone",
+    )
+    .await;
+    refused(
+        patch(&s, "p", json!({"format": null, "reset": "day"})).await,
+        "go with it",
+    )
+    .await;
+    assert_eq!(create(&s, json!({"name": "plain"})).await.status(), 201);
+    refused(
+        patch(&s, "plain", json!({"reset": "day"})).await,
+        "give a format too",
+    )
+    .await;
+    s.stop().await;
+}
+
+async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
+    let s = start(&db).await;
+    let resp = create(
+        &s,
+        json!({"name": "ord", "start": 100, "step": 10, "format": "ORD{yyyy}{MM}{dd}{seq:06}",
+               "reset": "day", "time_zone": "utc"}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let row: Value = resp.json().await.unwrap();
+    assert_eq!(
+        row["serial"],
+        json!({"format": "ORD{yyyy}{MM}{dd}{seq:06}", "reset": "day", "time_zone": "UTC", "overflow": "refuse"})
+    );
+    let day = today();
+    let next = s.get_json("/v1/sequences/ord/next").await;
+    assert_eq!(
+        next,
+        json!({"name": "ord", "id": 100, "serial": format!("ORD{day}000100")})
+    );
+    let text = s
+        .http
+        .get(s.url("/v1/sequences/ord/next"))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text, format!("ORD{day}000101"));
+    let batch = s.get_json("/v1/sequences/ord/batch?count=3").await;
+    assert_eq!(batch["ids"], json!([102, 103, 104]));
+    assert_eq!(
+        batch["serials"],
+        json!([
+            format!("ORD{day}000102"),
+            format!("ORD{day}000103"),
+            format!("ORD{day}000104")
+        ])
+    );
+    let leaf = s.get("/api/segment/get/ord").await.text().await.unwrap();
+    assert_eq!(leaf, format!("ORD{day}000105"));
+    // GET shows the period this instance is in.
+    let got = s.get_json("/v1/sequences/ord").await;
+    assert_eq!(got["period"]["key"], json!(day));
+    assert_eq!(got["period"]["capacity"], json!(999_999));
+    assert!(
+        got["period"]["reserved_up_to"].as_i64().unwrap() >= 105,
+        "{got}"
+    );
+    // A plain sequence's answers are unchanged.
+    assert_eq!(create(&s, json!({"name": "plain"})).await.status(), 201);
+    assert_eq!(
+        s.get_json("/v1/sequences/plain/next").await,
+        json!({"name": "plain", "id": 1})
+    );
+    s.stop().await;
+}
+
+async fn a_full_counter_answers_409_until_widened_and_plain_again_serves_ids(db: TestDb) {
+    let s = start(&db).await;
+    let resp = create(&s, json!({"name": "t", "step": 100, "format": "T{seq:01}"})).await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    for i in 1..=9 {
+        assert_eq!(
+            s.get_json("/v1/sequences/t/next").await["serial"],
+            format!("T{i}")
+        );
+    }
+    let full = s.get("/v1/sequences/t/next").await;
+    assert_eq!(full.status(), StatusCode::CONFLICT);
+    let body: Value = full.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "serial_exhausted", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("{seq:01}"),
+        "{body}"
+    );
+    let batch = s.get("/v1/sequences/t/batch?count=2").await;
+    assert_eq!(batch.status(), StatusCode::CONFLICT);
+    // The step of 100 was cut at the capacity: the counter row stopped at 9.
+    let periods = s.store.list_periods(&common::name("t")).await.unwrap();
+    assert_eq!(periods.len(), 1);
+    assert_eq!((periods[0].key.as_str(), periods[0].max_id), ("", 9));
+    // Widened: the counter goes on past its width.
+    let widened = patch(&s, "t", json!({"overflow": "widen"})).await;
+    assert_eq!(widened.status(), StatusCode::OK);
+    assert_eq!(s.get_json("/v1/sequences/t/next").await["serial"], "T10");
+    // Made plain: IDs without serials, from the sequence's own row.
+    let plain = patch(&s, "t", json!({"format": null})).await;
+    assert_eq!(plain.status(), StatusCode::OK);
+    let row: Value = plain.json().await.unwrap();
+    assert_eq!(row["serial"], Value::Null);
+    let next = s.get_json("/v1/sequences/t/next").await;
+    assert!(next.get("serial").is_none(), "{next}");
+    assert!(next["id"].as_i64().unwrap() >= 1);
+    s.stop().await;
+}
+
+/// A second instance learns a sequence turned serial at its next
+/// reservation, and a serial sequence turned plain within the refresh.
+async fn another_instance_learns_a_change_of_settings(db: TestDb) {
+    let a = start(&db).await;
+    let b = start(&db).await;
+    assert_eq!(
+        create(&a, json!({"name": "m", "step": 1, "format": "M{seq:03}"}))
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(b.get_json("/v1/sequences/m/next").await["serial"], "M001");
+    assert_eq!(a.get_json("/v1/sequences/m/next").await["serial"], "M002");
+    assert_eq!(
+        patch(&a, "m", json!({"format": "N{seq:04}"}))
+            .await
+            .status(),
+        200
+    );
+    // `b` reads the settings again within the refresh interval (5 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let serial = b.get_json("/v1/sequences/m/next").await["serial"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if serial.starts_with('N') {
+            break;
+        }
+        assert!(serial.starts_with('M'), "{serial}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b never saw the new format"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+per_backend!(
+    every_bad_setting_is_refused_with_what_is_wrong,
+    serials_come_from_next_batch_text_and_the_leaf_route,
+    a_full_counter_answers_409_until_widened_and_plain_again_serves_ids,
+    another_instance_learns_a_change_of_settings,
+);

@@ -1,0 +1,158 @@
+//! `seqd sequences create --format ...` and `seqd sequences purge-periods`
+//! through the binary, on every backend: the dry run deletes nothing; a
+//! purge deletes the periods that ended longer ago than `--older-than` and
+//! only those, never the current period's (not even with `--older-than 0s`),
+//! and never another sequence's rows.
+
+#[macro_use]
+mod common;
+
+use std::process::Output;
+
+use common::TestDb;
+
+async fn seqd_on(db: &TestDb, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend(["--database-url", db.url.as_str()]);
+    common::seqd_binary(&all).await
+}
+
+#[track_caller]
+fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+async fn keys(db: &TestDb, name: &str) -> Vec<String> {
+    let store = common::connect(db).await;
+    let periods = store.list_periods(&common::name(name)).await.unwrap();
+    periods.into_iter().map(|p| p.key).collect()
+}
+
+fn key_of(t: jiff::Timestamp) -> String {
+    let d = jiff::tz::TimeZone::UTC.to_datetime(t).date();
+    format!("{:04}{:02}{:02}", d.year(), d.month(), d.day())
+}
+
+async fn purge_removes_old_periods_only(db: TestDb) {
+    ok(&seqd_on(&db, &["migrate"]).await);
+    ok(&seqd_on(
+        &db,
+        &[
+            "sequences",
+            "create",
+            "inv",
+            "--format",
+            "INV{yyyy}{MM}{dd}{seq:05}",
+            "--reset",
+            "day",
+        ],
+    )
+    .await);
+    ok(&seqd_on(
+        &db,
+        &[
+            "sequences",
+            "create",
+            "inv.x",
+            "--format",
+            "X{yyyy}{MM}{dd}{seq}",
+            "--reset",
+            "day",
+        ],
+    )
+    .await);
+    let now = jiff::Timestamp::now();
+    let today = key_of(now);
+    let recent = key_of(now - jiff::SignedDuration::from_hours(24 * 30));
+    for row in [
+        "inv@20240101",
+        "inv@20240102",
+        &format!("inv@{recent}"),
+        &format!("inv@{today}"),
+        "inv.x@20200101",
+    ] {
+        common::execute(
+            &db,
+            &format!("INSERT INTO sequences (name, max_id, step) VALUES ('{row}', 5, 10)"),
+        )
+        .await;
+    }
+    let all = vec![
+        "20240101".to_string(),
+        "20240102".into(),
+        recent.clone(),
+        today.clone(),
+    ];
+    let listed = ok(&seqd_on(
+        &db,
+        &[
+            "sequences",
+            "purge-periods",
+            "inv",
+            "--older-than",
+            "400d",
+            "--dry-run",
+        ],
+    )
+    .await);
+    assert!(
+        listed.contains("20240101") && listed.contains("would delete"),
+        "{listed}"
+    );
+    assert!(listed.contains("dry run: 2 of 4"), "{listed}");
+    assert_eq!(keys(&db, "inv").await, all, "a dry run deletes nothing");
+    let done = ok(&seqd_on(
+        &db,
+        &["sequences", "purge-periods", "inv", "--older-than", "400d"],
+    )
+    .await);
+    assert!(done.contains("deleted 2 of 4"), "{done}");
+    assert_eq!(keys(&db, "inv").await, vec![recent.clone(), today.clone()]);
+    // However small the age, the current period stays.
+    let done = ok(&seqd_on(
+        &db,
+        &["sequences", "purge-periods", "inv", "--older-than", "0s"],
+    )
+    .await);
+    assert!(done.contains("deleted 1 of 2"), "{done}");
+    assert_eq!(keys(&db, "inv").await, vec![today]);
+    // Another sequence's rows were never touched.
+    assert_eq!(keys(&db, "inv.x").await, vec!["20200101".to_string()]);
+    // A plain sequence has no periods to purge.
+    ok(&seqd_on(&db, &["sequences", "create", "plain"]).await);
+    let refused = seqd_on(
+        &db,
+        &["sequences", "purge-periods", "plain", "--older-than", "1d"],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("does not issue serial numbers"));
+    // A bad setting is refused before anything is written.
+    let bad = seqd_on(
+        &db,
+        &[
+            "sequences",
+            "create",
+            "bad",
+            "--format",
+            "B{seq}",
+            "--reset",
+            "day",
+        ],
+    )
+    .await;
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("missing"),
+        "{bad:?}"
+    );
+}
+
+per_backend!(purge_removes_old_periods_only);
