@@ -899,6 +899,13 @@ async fn provoke(code: ErrorCode) -> Sent {
             store.insert("top", i64::MAX, 10);
             send(&plain().await, "GET", "/v1/sequences/top/next", next, None).await
         }
+        SerialExhausted => {
+            let s = plain().await;
+            let body = json!({"name": "tiny", "format": "T{seq:01}", "start": 10});
+            let created = send(&s, "POST", "/v1/sequences", create, Some(body)).await;
+            assert_eq!(created.status, 201, "{created:?}");
+            send(&s, "GET", "/v1/sequences/tiny/next", next, None).await
+        }
         PayloadTooLarge => {
             let body = json!({"name": "x", "description": "d".repeat(128 * 1024)});
             send(&plain().await, "POST", "/v1/sequences", create, Some(body)).await

@@ -369,12 +369,13 @@ impl Allocator {
     }
 
     /// Drops a period counter whose period is over: its buffer leaves the
-    /// map (its unused counters are a gap) and fetches no more.
+    /// map (its unused counters are a gap) and goes when the requests that
+    /// hold it are answered. It is not sealed: a request that picked the
+    /// old period just before is still served from it (a counter of that
+    /// period, printed with that period's date).
     pub fn retire(&self, name: &SeqName) {
-        let _pending = self.inner.pending.lock().unwrap();
-        if let Some(buf) = self.inner.live.remove(name.as_str()) {
-            let _ = buf.seal();
-        }
+        let _writers = self.inner.pending.lock().unwrap();
+        self.inner.live.remove(name.as_str());
     }
 
     /// Marks `name` as issuing serial numbers or not in this instance at
