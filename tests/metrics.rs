@@ -679,7 +679,9 @@ async fn a_hundred_thousand_live_sequences_scrape_under_a_megabyte() {
     assert_eq!(alloc.names_in_memory().live, N);
     let text = {
         let alloc = alloc.clone();
-        tokio::task::spawn_blocking(move || render(&alloc, DEFAULT_TOP))
+        let serials =
+            seqd::serial::Serials::new(alloc.clone(), Arc::new(seqd::serial::SystemWallClock));
+        tokio::task::spawn_blocking(move || render(&alloc, &serials, DEFAULT_TOP))
             .await
             .unwrap()
     };

@@ -482,6 +482,9 @@ impl SeqBuffer {
         let Some(bounds) = self.bounds.get() else {
             return Plan::AtLeast(size);
         };
+        // Counters still in memory (current and next segment), read before
+        // the state's lock, as every other path takes the two.
+        let held = i64::try_from(self.segments.counts().1).unwrap_or(i64::MAX);
         let st = self.state.lock().unwrap();
         let mark = st.high_water.map_or(bounds.floor, NonZeroI64::get);
         let row_step = if st.row_step > 0 { st.row_step } else { bounds.step };
@@ -494,10 +497,12 @@ impl SeqBuffer {
         }
         if let (Some(end), true) = (bounds.ends_at, st.rate_measured) {
             // What the rest of the period will use at the measured rate,
-            // with a quarter more for a rise, and at least one.
+            // with a quarter more for a rise, less what memory still holds,
+            // and at least one: the counters stranded at the period's end
+            // stay within that quarter.
             let left = end.saturating_sub(self.shared.clock.now()).as_secs_f64();
             let wanted = (st.rate_per_sec * left * 1.25).ceil() as i64;
-            size = size.min(wanted.max(1));
+            size = size.min(wanted.saturating_sub(held).max(1));
         }
         Plan::Exactly(size.max(1))
     }

@@ -14,10 +14,12 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tokio::sync::watch;
 
+use super::PeriodRow;
 use super::StripeRecord;
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
 use super::{Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError};
-use crate::domain::{NamePrefix, NewSequence, SeqName};
+use crate::domain::{is_period_counter, period_rows_range, NamePrefix, NewSequence, SeqName};
+use std::ops::Bound::{Excluded, Included};
 
 /// Per-name fault settings and counters.
 #[derive(Debug, Default, Clone)]
@@ -34,7 +36,7 @@ struct Faults {
 #[derive(Debug)]
 pub struct MemoryStore {
     rows: Mutex<BTreeMap<SeqName, SequenceRow>>,
-    faults: Mutex<HashMap<SeqName, Faults>>,
+    faults: Mutex<HashMap<String, Faults>>,
     gate: watch::Sender<bool>,
     total_reserves: AtomicU64,
     stripe: Mutex<Option<StripeRecord>>,
@@ -77,7 +79,7 @@ impl MemoryStore {
             created_at: now,
             updated_at: now,
             ordering: crate::domain::Ordering::Instance,
-            counter_start: max_id + 1,
+            counter_start: 1,
             serial: None,
         };
         self.rows.lock().unwrap().insert(name, row);
@@ -134,19 +136,19 @@ impl MemoryStore {
         self.rows.lock().unwrap().get(name).map(|r| r.max_id)
     }
 
+    // Keyed by the row's name as stored: a sequence's or a period counter's.
     fn faults_of(&self, name: &str) -> Faults {
-        let key = SeqName::parse(name).expect("valid name");
         self.faults
             .lock()
             .unwrap()
-            .get(&key)
+            .get(name)
             .cloned()
             .unwrap_or_default()
     }
 
     fn with_faults<R>(&self, name: &str, f: impl FnOnce(&mut Faults) -> R) -> R {
-        let key = SeqName::parse(name).expect("valid name");
-        f(self.faults.lock().unwrap().entry(key).or_default())
+        let mut faults = self.faults.lock().unwrap();
+        f(faults.entry(name.to_owned()).or_default())
     }
 
     /// Runs the injected faults of a reservation of `name`: counts it, waits
@@ -181,7 +183,7 @@ impl MemoryStore {
 
     fn reserve_now(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
         let mut rows = self.rows.lock().unwrap();
-        let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
+        let row = plain_row(&mut rows, name)?;
         let wanted = row.step.max(min_size);
         let size = if row.max_id <= i64::MAX - wanted {
             wanted
@@ -198,6 +200,20 @@ impl MemoryStore {
             row_step: row.step,
             ordering: row.ordering,
         })
+    }
+}
+
+/// The row a reservation of `name` changes: [`StoreError::NotFound`]
+/// without one, [`StoreError::Serial`] when it issues serial numbers (as
+/// the databases' `AND format IS NULL`).
+fn plain_row<'a>(
+    rows: &'a mut BTreeMap<SeqName, SequenceRow>,
+    name: &SeqName,
+) -> Result<&'a mut SequenceRow, StoreError> {
+    match rows.get_mut(name) {
+        None => Err(StoreError::NotFound),
+        Some(row) if row.serial.is_some() => Err(StoreError::Serial),
+        Some(row) => Ok(row),
     }
 }
 
@@ -220,7 +236,7 @@ impl Store for MemoryStore {
     async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
         let _in_flight = self.faulted(name.as_str()).await?;
         let mut rows = self.rows.lock().unwrap();
-        let row = rows.get_mut(name).ok_or(StoreError::NotFound)?;
+        let row = plain_row(&mut rows, name)?;
         if n < 1 || row.max_id > i64::MAX - n {
             return Err(StoreError::Exhausted);
         }
@@ -279,7 +295,12 @@ impl Store for MemoryStore {
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
-        Ok(self.rows.lock().unwrap().values().cloned().collect())
+        let rows = self.rows.lock().unwrap();
+        Ok(rows
+            .values()
+            .filter(|r| !is_period_counter(r.name.as_str()))
+            .cloned()
+            .collect())
     }
 
     async fn list_page(
@@ -288,7 +309,6 @@ impl Store for MemoryStore {
         after: Option<&SeqName>,
         limit: u32,
     ) -> Result<SequencePage, StoreError> {
-        use std::ops::Bound::{Excluded, Included};
         // The same range as the databases read (a map's range panics on an
         // empty one, hence the check).
         let range = super::page_range(prefix, after, limit);
@@ -303,6 +323,7 @@ impl Store for MemoryStore {
         let rows = self.rows.lock().unwrap();
         let read: Vec<SequenceRow> = rows
             .range::<str, _>((lower, Excluded(&*range.upper)))
+            .filter(|(name, _)| !is_period_counter(name.as_str()))
             .map(|(_, row)| row.clone())
             .take(range.read as usize)
             .collect();
@@ -325,8 +346,72 @@ impl Store for MemoryStore {
         if let Some(o) = patch.ordering {
             row.ordering = o;
         }
+        if let Some(serial) = &patch.serial {
+            row.serial = serial.clone();
+        }
         row.updated_at = Utc::now();
-        Ok(row.clone())
+        let row = row.clone();
+        // Step and ordering reach the period counters, as the databases'
+        // transaction does.
+        if patch.step.is_some() || patch.ordering.is_some() {
+            let (low, high) = period_rows_range(name);
+            for (_, counter) in
+                rows.range_mut::<str, _>((Included(low.as_str()), Excluded(high.as_str())))
+            {
+                counter.step = row.step;
+                counter.ordering = row.ordering;
+                counter.updated_at = row.updated_at;
+            }
+        }
+        Ok(row)
+    }
+
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        let mut rows = self.rows.lock().unwrap();
+        let row = rows.get(parent).ok_or(StoreError::NotFound)?;
+        let name = parent.period_counter(key);
+        if rows.contains_key(&name) {
+            return Ok(false);
+        }
+        let now = Utc::now();
+        let counter = SequenceRow {
+            name: name.clone(),
+            max_id: row.counter_start - 1,
+            step: row.step,
+            description: String::new(),
+            created_at: now,
+            updated_at: now,
+            ordering: row.ordering,
+            counter_start: row.counter_start,
+            serial: None,
+        };
+        rows.insert(name, counter);
+        Ok(true)
+    }
+
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        let rows = self.rows.lock().unwrap();
+        let (low, high) = period_rows_range(parent);
+        Ok(rows
+            .range::<str, _>((Included(low.as_str()), Excluded(high.as_str())))
+            .map(|(name, row)| PeriodRow {
+                key: name.as_str()[low.len()..].to_owned(),
+                max_id: row.max_id,
+                created_at: row.created_at,
+                updated_at: row.updated_at,
+            })
+            .collect())
+    }
+
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        let mut rows = self.rows.lock().unwrap();
+        let mut deleted = 0;
+        for key in keys {
+            if rows.remove(parent.period_counter(key).as_str()).is_some() {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
     }
 
     async fn bump(

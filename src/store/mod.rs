@@ -201,10 +201,20 @@ fn page_range<'a>(
 /// the order.
 pub fn binary_page_sql(lower_op: &str) -> String {
     format!(
-        "SELECT name, max_id, step, description, created_at, updated_at, ordering FROM sequences \
-         WHERE name {lower_op} ? AND name < ? ORDER BY name LIMIT ?"
+        "SELECT {COLUMNS} FROM sequences \
+         WHERE name {lower_op} ? AND name < ? AND {NOT_COUNTER} ORDER BY name LIMIT ?"
     )
 }
+
+/// The columns of a [`SequenceRow`], in the order [`NaiveRow`] (and
+/// MySQL's row) expects.
+pub const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering, \
+     counter_start, format, reset, time_zone, overflow";
+
+/// Leaves out the period counters of serial sequences (`name@key`, see
+/// [`crate::domain::is_period_counter`]) from lists: they are rows of the
+/// table, not sequences.
+pub const NOT_COUNTER: &str = "name NOT LIKE '%@%'";
 
 /// `"{"`: above every valid name in byte order (see
 /// [`crate::domain::ABOVE_NAME_CHARS`]).
@@ -737,12 +747,47 @@ type NaiveRow = (
     chrono::NaiveDateTime,
     chrono::NaiveDateTime,
     String,
+    i64,
+    Option<String>,
+    String,
+    String,
+    String,
 );
+
+/// The columns `counter_start, format, reset, time_zone, overflow` of a row.
+#[derive(Debug)]
+struct SerialColumns {
+    counter_start: i64,
+    format: Option<String>,
+    reset: String,
+    time_zone: String,
+    overflow: String,
+}
 
 /// Converts a fetched [`NaiveRow`] (`None` for an invalid stored name).
 fn naive_row(
-    (name, max_id, step, description, created_at, updated_at, ordering): NaiveRow,
+    (
+        name,
+        max_id,
+        step,
+        description,
+        created_at,
+        updated_at,
+        ordering,
+        counter_start,
+        format,
+        reset,
+        time_zone,
+        overflow,
+    ): NaiveRow,
 ) -> Option<SequenceRow> {
+    let serial = SerialColumns {
+        counter_start,
+        format,
+        reset,
+        time_zone,
+        overflow,
+    };
     row_from_columns(
         name,
         max_id,
@@ -751,6 +796,7 @@ fn naive_row(
         created_at.and_utc(),
         updated_at.and_utc(),
         &ordering,
+        serial,
     )
 }
 
@@ -762,7 +808,9 @@ fn naive_found_row(row: NaiveRow) -> Result<SequenceRow, StoreError> {
 
 /// Builds a [`SequenceRow`] from the columns of the table, or `None` when the
 /// stored name is not a valid [`SeqName`] (a row an operator inserted by hand
-/// with a name the API could never ask for).
+/// with a name the API could never ask for) or its serial settings do not
+/// parse (a hand-edited `format`).
+#[allow(clippy::too_many_arguments)] // one per column of the table
 fn row_from_columns(
     name: String,
     max_id: i64,
@@ -771,7 +819,23 @@ fn row_from_columns(
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     ordering: &str,
+    columns: SerialColumns,
 ) -> Option<SequenceRow> {
+    let serial = match &columns.format {
+        None => None,
+        Some(format) => match crate::domain::SerialSettings::from_columns(
+            format,
+            &columns.reset,
+            &columns.time_zone,
+            &columns.overflow,
+        ) {
+            Ok(settings) => Some(settings),
+            Err(e) => {
+                tracing::warn!(name = %crate::domain::escape_controls(&name), error = %e, "ignoring a row of `sequences` whose serial settings are invalid");
+                return None;
+            }
+        },
+    };
     match SeqName::parse(&name) {
         Ok(name) => Some(SequenceRow {
             name,
@@ -781,13 +845,106 @@ fn row_from_columns(
             ordering: Ordering::from_column(ordering),
             created_at,
             updated_at,
-            counter_start: 1,
-            serial: None,
+            counter_start: columns.counter_start,
+            serial,
         }),
         Err(_) => {
             tracing::warn!(name = %crate::domain::escape_controls(&name), "ignoring a row of `sequences` whose name is not a valid sequence name");
             None
         }
+    }
+}
+
+/// Why a reserving statement updated no row, from the row's `format IS NOT
+/// NULL` read afterwards (`None`: no row): [`StoreError::NotFound`],
+/// [`StoreError::Serial`] (the row issues serial numbers) or
+/// [`StoreError::Exhausted`].
+fn refused(serial: Option<bool>) -> StoreError {
+    match serial {
+        None => StoreError::NotFound,
+        Some(true) => StoreError::Serial,
+        Some(false) => StoreError::Exhausted,
+    }
+}
+
+/// Reads whether `name` issues serial numbers (`None`: no row), with
+/// `sql` (bind: the name; one integer column, 1 for a serial row).
+async fn read_serial_flag<DB>(
+    pool: &sqlx::Pool<DB>,
+    sql: &str,
+    name: &SeqName,
+) -> Result<Option<bool>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let mut held = pool::Held::acquire(pool).await?;
+    let row = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, (i64,)>(sql)
+            .bind(name.as_str())
+            .fetch_optional(held.conn())
+            .await
+    );
+    Ok(held.finish(row)?.map(|(flag,)| flag != 0))
+}
+
+/// The values of `format, reset, time_zone, overflow` for settings
+/// (`None`: a plain sequence, the columns' defaults).
+fn serial_values(
+    serial: Option<&crate::domain::SerialSettings>,
+) -> (Option<String>, &'static str, String, &'static str) {
+    match serial {
+        Some(s) => (
+            Some(s.format.to_string()),
+            s.reset.as_str(),
+            s.time_zone.clone(),
+            s.overflow.as_str(),
+        ),
+        None => (None, "never", "UTC".to_owned(), "refuse"),
+    }
+}
+
+/// Checks a period key before it goes into a row name: at most
+/// [`crate::domain::MAX_PERIOD_KEY_LEN`] ASCII digits.
+fn check_period_key(key: &str) -> Result<(), StoreError> {
+    if key.len() <= crate::domain::MAX_PERIOD_KEY_LEN && key.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(StoreError::Config(format!(
+            "invalid period key {key:?}: at most {} digits",
+            crate::domain::MAX_PERIOD_KEY_LEN
+        )))
+    }
+}
+
+/// The row names of the counters of `parent` with these keys (checked).
+fn counter_names(parent: &SeqName, keys: &[String]) -> Result<Vec<String>, StoreError> {
+    keys.iter()
+        .map(|key| {
+            check_period_key(key)?;
+            Ok(parent.period_counter(key).as_str().to_owned())
+        })
+        .collect()
+}
+
+/// A [`PeriodRow`] from a counter row named `name` in the range that starts
+/// at `low` (`parent@`).
+fn period_row(
+    low: &str,
+    name: &str,
+    max_id: i64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+) -> PeriodRow {
+    PeriodRow {
+        key: name.get(low.len()..).unwrap_or_default().to_owned(),
+        max_id,
+        created_at,
+        updated_at,
     }
 }
 

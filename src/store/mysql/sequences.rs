@@ -17,6 +17,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOpti
 use sqlx::Connection;
 
 use super::MySqlWorkerLeases;
+use crate::domain::period_rows_range;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
@@ -24,9 +25,10 @@ use crate::store::pool::Held;
 use crate::store::retry::retrying;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
-    binary_page_sql, compare_and_set, fetch_page, initial_max_id, insert_failed, reservation,
-    row_from_columns, unavailable, Reservation, SequencePage, SequencePatch, SequenceRow, Store,
-    StoreError, StoreOptions,
+    binary_page_sql, check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id,
+    insert_failed, period_row, read_serial_flag, refused, reservation, row_from_columns,
+    serial_values, unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow,
+    SerialColumns, Store, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
 };
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
@@ -34,7 +36,7 @@ use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, B
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
 pub const RESERVE_UPDATE: &str = "UPDATE sequences \
      SET max_id = max_id + GREATEST(step, ?), updated_at = CURRENT_TIMESTAMP \
-     WHERE name = ? AND max_id <= 9223372036854775807 - GREATEST(step, ?)";
+     WHERE name = ? AND format IS NULL AND max_id <= 9223372036854775807 - GREATEST(step, ?)";
 
 /// Second statement of a reservation, on the same transaction: reads back the
 /// new `max_id`, the amount the update added (`step` is unchanged and locked)
@@ -46,7 +48,7 @@ pub const RESERVE_SELECT: &str =
 /// requests). Binds: n, name, n.
 pub const RESERVE_EXACT_UPDATE: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
-     WHERE name = ? AND max_id <= 9223372036854775807 - ?";
+     WHERE name = ? AND format IS NULL AND max_id <= 9223372036854775807 - ?";
 
 /// [`RESERVE_SELECT`] after [`RESERVE_EXACT_UPDATE`]. Binds: n, name.
 pub const RESERVE_EXACT_SELECT: &str =
@@ -73,8 +75,31 @@ pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
 /// Reads `max_id` of one row.
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = ?";
 
-/// The columns of a [`SequenceRow`], in the order [`Row`] expects.
-const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering";
+/// After a reserving statement that updated nothing: 1 when the row issues
+/// serial numbers, 0 when it is plain (and full); no row when it is missing.
+pub const READ_SERIAL_FLAG: &str =
+    "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END FROM sequences WHERE name = ?";
+
+/// Creates the counter row (first bind) of a period of the sequence (second
+/// bind) from its row (`max_id = counter_start - 1`, its step and ordering),
+/// unless it exists: any number of instances may run it at once, one
+/// inserts. `IGNORE` skips only the duplicate here: every value comes from
+/// a row that passed the table's checks, and the name fits (128 + 1 + 8).
+/// (`ON DUPLICATE KEY UPDATE` would count a found row as inserted, as sqlx
+/// connects with `CLIENT_FOUND_ROWS`.)
+pub const CREATE_PERIOD: &str = "INSERT IGNORE INTO sequences \
+     (name, max_id, step, description, ordering, counter_start) \
+     SELECT ?, counter_start - 1, step, '', ordering, counter_start FROM sequences WHERE name = ?";
+
+/// The counter rows in the name range `[?, ?)`, in name order.
+pub const LIST_PERIODS: &str = "SELECT name, max_id, created_at, updated_at FROM sequences \
+     WHERE name >= ? AND name < ? ORDER BY name";
+
+/// Gives the counter rows in the name range `[?3, ?4)` the step (first
+/// bind) and the ordering (second) of their sequence (each `NULL`: unchanged).
+pub const UPDATE_PERIODS: &str = "UPDATE sequences \
+     SET step = COALESCE(?, step), ordering = COALESCE(?, ordering), updated_at = CURRENT_TIMESTAMP \
+     WHERE name >= ? AND name < ?";
 
 /// One row as MySQL returns it. `name` comes as bytes: sqlx reports a column
 /// with a binary collation (`utf8mb4_bin`) as `VARBINARY` and refuses to
@@ -87,24 +112,52 @@ type Row = (
     DateTime<Utc>,
     DateTime<Utc>,
     String,
+    i64,
+    Option<String>,
+    String,
+    String,
+    String,
 );
 
 /// Converts a fetched row (`None` for an invalid stored name).
 fn to_row(
-    (name, max_id, step, description, created_at, updated_at, ordering): Row,
-) -> Option<SequenceRow> {
-    // Invalid UTF-8 gets replacement characters, which no valid name contains.
-    let name = String::from_utf8(name)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    row_from_columns(
+    (
         name,
         max_id,
         step,
         description,
         created_at,
         updated_at,
+        ordering,
+        counter_start,
+        format,
+        reset,
+        time_zone,
+        overflow,
+    ): Row,
+) -> Option<SequenceRow> {
+    row_from_columns(
+        utf8_name(name),
+        max_id,
+        step,
+        description,
+        created_at,
+        updated_at,
         &ordering,
+        SerialColumns {
+            counter_start,
+            format,
+            reset,
+            time_zone,
+            overflow,
+        },
     )
+}
+
+/// A stored name as text: invalid UTF-8 gets replacement characters, which
+/// no valid name contains.
+fn utf8_name(name: Vec<u8>) -> String {
+    String::from_utf8(name).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Like [`to_row`] for a row looked up by a valid name, which must convert.
@@ -200,17 +253,11 @@ impl MySqlStore {
         Ok(Some(read))
     }
 
-    /// Whether a row named `name` exists.
-    async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
-        let mut held = Held::acquire(&self.pool).await?;
-        let row = retrying!(
-            "mysql",
-            sqlx::query_as::<_, (i64,)>("SELECT 1 FROM sequences WHERE name = ?")
-                .bind(name.as_str())
-                .fetch_optional(held.conn())
-                .await
-        );
-        Ok(held.finish(row)?.is_some())
+    /// Why a reserving transaction on `name` updated nothing.
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(
+            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
+        ))
     }
 
     /// Reads one row on `conn` (a transaction or a pooled connection).
@@ -261,19 +308,14 @@ impl Store for MySqlStore {
                 return Ok(r);
             }
         }
-        if self.exists(name).await? {
-            Err(StoreError::Exhausted)
-        } else {
-            Err(StoreError::NotFound)
-        }
+        Err(self.refusal(name).await?)
     }
 
     async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
         let exact = (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT);
         match self.run_reserve(exact, name, n).await? {
             Some(r) => Ok(r),
-            None if self.exists(name).await? => Err(StoreError::Exhausted),
-            None => Err(StoreError::NotFound),
+            None => Err(self.refusal(name).await?),
         }
     }
 
@@ -297,7 +339,9 @@ impl Store for MySqlStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let max_id = initial_max_id(seq)?;
-        let insert = "INSERT INTO sequences (name, max_id, step, description, ordering) VALUES (?, ?, ?, ?, ?)";
+        let insert = "INSERT INTO sequences (name, max_id, step, description, ordering, \
+             counter_start, format, reset, time_zone, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
         let row = retrying!(
             "mysql",
             async {
@@ -308,6 +352,11 @@ impl Store for MySqlStore {
                     .bind(seq.step)
                     .bind(&seq.description)
                     .bind(seq.ordering.as_str())
+                    .bind(seq.start)
+                    .bind(format.as_deref())
+                    .bind(reset)
+                    .bind(&time_zone)
+                    .bind(overflow)
                     .execute(&mut *tx)
                     .await?;
                 let row = Self::fetch_row(&mut *tx, &seq.name).await?;
@@ -331,7 +380,7 @@ impl Store for MySqlStore {
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // `name` is utf8mb4_bin: byte order, as on SQLite and PostgreSQL (COLLATE "C").
-        let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name");
+        let sql = format!("SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY name");
         let rows: Vec<Row> = retrying!("mysql", sqlx::query_as(&sql).fetch_all(&self.pool).await)
             .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
@@ -352,7 +401,14 @@ impl Store for MySqlStore {
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
         let update = "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, description), \
-             ordering = COALESCE(?, ordering), updated_at = CURRENT_TIMESTAMP WHERE name = ?";
+             ordering = COALESCE(?, ordering), format = CASE WHEN ? THEN ? ELSE format END, \
+             reset = CASE WHEN ? THEN ? ELSE reset END, time_zone = CASE WHEN ? THEN ? ELSE time_zone END, \
+             overflow = CASE WHEN ? THEN ? ELSE overflow END, \
+             updated_at = CURRENT_TIMESTAMP WHERE name = ?";
+        let (format, reset, time_zone, overflow) =
+            serial_values(patch.serial.as_ref().and_then(Option::as_ref));
+        let set = patch.serial.is_some();
+        let (low, high) = period_rows_range(name);
         let row = retrying!(
             "mysql",
             async {
@@ -361,9 +417,26 @@ impl Store for MySqlStore {
                     .bind(patch.step)
                     .bind(patch.description.as_deref())
                     .bind(patch.ordering.map(|o| o.as_str()))
+                    .bind(set)
+                    .bind(format.as_deref())
+                    .bind(set)
+                    .bind(reset)
+                    .bind(set)
+                    .bind(&time_zone)
+                    .bind(set)
+                    .bind(overflow)
                     .bind(name.as_str())
                     .execute(&mut *tx)
                     .await?;
+                if patch.step.is_some() || patch.ordering.is_some() {
+                    sqlx::query(UPDATE_PERIODS)
+                        .bind(patch.step)
+                        .bind(patch.ordering.map(|o| o.as_str()))
+                        .bind(&low)
+                        .bind(&high)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 // Decide on the row read back rather than on the affected-rows count,
                 // which depends on the server's "found rows" vs "changed rows" flag.
                 let row = Self::fetch_row(&mut *tx, name).await?;
@@ -376,6 +449,68 @@ impl Store for MySqlStore {
         row.map(to_found_row)
             .transpose()?
             .ok_or(StoreError::NotFound)
+    }
+
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        check_period_key(key)?;
+        let counter = parent.period_counter(key);
+        let done = retrying!(
+            "mysql",
+            sqlx::query(CREATE_PERIOD)
+                .bind(counter.as_str())
+                .bind(parent.as_str())
+                .execute(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        match read_serial_flag(&self.pool, READ_SERIAL_FLAG, parent).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        let (low, high) = period_rows_range(parent);
+        let rows: Vec<(Vec<u8>, i64, DateTime<Utc>, DateTime<Utc>)> = retrying!(
+            "mysql",
+            sqlx::query_as(LIST_PERIODS)
+                .bind(&low)
+                .bind(&high)
+                .fetch_all(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, max_id, created_at, updated_at)| {
+                period_row(&low, &utf8_name(name), max_id, created_at, updated_at)
+            })
+            .collect())
+    }
+
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        let names = counter_names(parent, keys)?;
+        retrying!(
+            "mysql",
+            async {
+                let mut tx = self.pool.begin().await?;
+                let mut deleted = 0;
+                for name in &names {
+                    deleted += sqlx::query("DELETE FROM sequences WHERE name = ?")
+                        .bind(name)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(deleted)
+            }
+            .await
+        )
+        .map_err(unavailable)
     }
 
     async fn bump(

@@ -18,6 +18,7 @@ use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::{prepare, PgWorkerLeases};
+use crate::domain::period_rows_range;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode};
@@ -25,8 +26,10 @@ use crate::store::pool::Held;
 use crate::store::retry::retrying;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
-    compare_and_set, fetch_page, initial_max_id, insert_failed, reservation, unavailable,
+    check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id, insert_failed,
+    period_row, read_serial_flag, refused, reservation, serial_values, unavailable, PeriodRow,
     Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
+    COLUMNS, NOT_COUNTER,
 };
 use crate::store::{run_bump, BumpMode, BumpSql, Bumped};
 
@@ -36,14 +39,14 @@ use crate::store::{run_bump, BumpMode, BumpSql, Bumped};
 /// exactly what this statement added.
 pub const RESERVE: &str = "UPDATE sequences \
      SET max_id = max_id + GREATEST(step, $2), updated_at = CURRENT_TIMESTAMP \
-     WHERE name = $1 AND max_id <= 9223372036854775807 - GREATEST(step, $2) \
+     WHERE name = $1 AND format IS NULL AND max_id <= 9223372036854775807 - GREATEST(step, $2) \
      RETURNING max_id, GREATEST(step, $2) AS size, step, ordering";
 
 /// Reserves exactly `$2` IDs of the row named `$1` (a global sequence's
 /// merged requests) unless that would pass `i64::MAX`; returns as [`RESERVE`].
 pub const RESERVE_EXACT: &str = "UPDATE sequences \
      SET max_id = max_id + $2, updated_at = CURRENT_TIMESTAMP \
-     WHERE name = $1 AND max_id <= 9223372036854775807 - $2 \
+     WHERE name = $1 AND format IS NULL AND max_id <= 9223372036854775807 - $2 \
      RETURNING max_id, $2 AS size, step, ordering";
 
 /// Reads `name, max_id` of the rows named in the text array `$1`, for a bump.
@@ -75,8 +78,29 @@ pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
 /// Reads `max_id` of one row.
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = $1";
 
-/// The columns of a [`SequenceRow`], in the order [`Row`] expects.
-const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering";
+/// After a reserving statement that updated nothing: 1 when the row issues
+/// serial numbers, 0 when it is plain (and full); no row when it is missing.
+pub const READ_SERIAL_FLAG: &str =
+    "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT FROM sequences WHERE name = $1";
+
+/// Creates the counter row `$2` of period of the sequence `$1` from its row
+/// (`max_id = counter_start - 1`, its step and ordering), unless it exists:
+/// any number of instances may run it at once, one inserts.
+pub const CREATE_PERIOD: &str = "INSERT INTO sequences \
+     (name, max_id, step, description, ordering, counter_start) \
+     SELECT $2, counter_start - 1, step, '', ordering, counter_start FROM sequences WHERE name = $1 \
+     ON CONFLICT (name) DO NOTHING";
+
+/// The counter rows in the name range `[$1, $2)`, in byte order (the index
+/// `sequences_name_bytes` serves it).
+pub const LIST_PERIODS: &str = "SELECT name, max_id, created_at, updated_at FROM sequences \
+     WHERE name COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 ORDER BY name COLLATE \"C\"";
+
+/// Gives the counter rows in the name range `[$3, $4)` the step `$1` and the
+/// ordering `$2` (each `NULL`: unchanged) of their sequence.
+pub const UPDATE_PERIODS: &str = "UPDATE sequences \
+     SET step = COALESCE($1, step), ordering = COALESCE($2, ordering), updated_at = CURRENT_TIMESTAMP \
+     WHERE name COLLATE \"C\" >= $3 AND name COLLATE \"C\" < $4";
 
 /// One page of rows: names compared with `lower_op` (`>` or `>=`) to `$1`
 /// and below `$2`, at most `$3` rows, in byte order. Every comparison and
@@ -87,7 +111,7 @@ const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, 
 pub fn page_sql(lower_op: &str) -> String {
     format!(
         "SELECT {COLUMNS} FROM sequences \
-         WHERE name COLLATE \"C\" {lower_op} $1 AND name COLLATE \"C\" < $2 \
+         WHERE name COLLATE \"C\" {lower_op} $1 AND name COLLATE \"C\" < $2 AND {NOT_COUNTER} \
          ORDER BY name COLLATE \"C\" LIMIT $3"
     )
 }
@@ -166,17 +190,11 @@ impl PostgresStore {
             .transpose()
     }
 
-    /// Whether a row named `name` exists.
-    async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
-        let mut held = Held::acquire(&self.pool).await?;
-        let row = retrying!(
-            "postgres",
-            sqlx::query_as::<_, (i32,)>("SELECT 1 FROM sequences WHERE name = $1")
-                .bind(name.as_str())
-                .fetch_optional(held.conn())
-                .await
-        );
-        Ok(held.finish(row)?.is_some())
+    /// Why a reserving statement on `name` updated nothing.
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(
+            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
+        ))
     }
 }
 
@@ -215,18 +233,13 @@ impl Store for PostgresStore {
                 return Ok(r);
             }
         }
-        if self.exists(name).await? {
-            Err(StoreError::Exhausted)
-        } else {
-            Err(StoreError::NotFound)
-        }
+        Err(self.refusal(name).await?)
     }
 
     async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
         match self.run_reserve(RESERVE_EXACT, name, n).await? {
             Some(r) => Ok(r),
-            None if self.exists(name).await? => Err(StoreError::Exhausted),
-            None => Err(StoreError::NotFound),
+            None => Err(self.refusal(name).await?),
         }
     }
 
@@ -250,9 +263,12 @@ impl Store for PostgresStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let sql = format!(
-            "INSERT INTO sequences (name, max_id, step, description, ordering) VALUES ($1, $2, $3, $4, $5) RETURNING {COLUMNS}"
+            "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
+             format, reset, time_zone, overflow) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
         );
         let max_id = initial_max_id(seq)?;
+        let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
         let row: Row = retrying!(
             "postgres",
             sqlx::query_as(&sql)
@@ -261,6 +277,11 @@ impl Store for PostgresStore {
                 .bind(seq.step)
                 .bind(&seq.description)
                 .bind(seq.ordering.as_str())
+                .bind(seq.start)
+                .bind(format.as_deref())
+                .bind(reset)
+                .bind(&time_zone)
+                .bind(overflow)
                 .fetch_one(&self.pool)
                 .await
         )
@@ -284,7 +305,9 @@ impl Store for PostgresStore {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // COLLATE "C": byte order, as on SQLite and MySQL (utf8mb4_bin), whatever
         // the database's collation.
-        let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name COLLATE \"C\"");
+        let sql = format!(
+            "SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY name COLLATE \"C\""
+        );
         let rows: Vec<Row> =
             retrying!("postgres", sqlx::query_as(&sql).fetch_all(&self.pool).await)
                 .map_err(unavailable)?;
@@ -307,22 +330,107 @@ impl Store for PostgresStore {
     ) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "UPDATE sequences SET step = COALESCE($2, step), description = COALESCE($3, description), \
-             ordering = COALESCE($4, ordering), updated_at = CURRENT_TIMESTAMP WHERE name = $1 RETURNING {COLUMNS}"
+             ordering = COALESCE($4, ordering), format = CASE WHEN $5 THEN $6 ELSE format END, \
+             reset = CASE WHEN $5 THEN $7 ELSE reset END, time_zone = CASE WHEN $5 THEN $8 ELSE time_zone END, \
+             overflow = CASE WHEN $5 THEN $9 ELSE overflow END, \
+             updated_at = CURRENT_TIMESTAMP WHERE name = $1 RETURNING {COLUMNS}"
         );
+        let (format, reset, time_zone, overflow) =
+            serial_values(patch.serial.as_ref().and_then(Option::as_ref));
+        let (low, high) = period_rows_range(name);
         let row: Option<Row> = retrying!(
             "postgres",
-            sqlx::query_as(&sql)
-                .bind(name.as_str())
-                .bind(patch.step)
-                .bind(patch.description.as_deref())
-                .bind(patch.ordering.map(|o| o.as_str()))
-                .fetch_optional(&self.pool)
-                .await
+            async {
+                let mut tx = self.pool.begin().await?;
+                let row: Option<Row> = sqlx::query_as(&sql)
+                    .bind(name.as_str())
+                    .bind(patch.step)
+                    .bind(patch.description.as_deref())
+                    .bind(patch.ordering.map(|o| o.as_str()))
+                    .bind(patch.serial.is_some())
+                    .bind(format.as_deref())
+                    .bind(reset)
+                    .bind(&time_zone)
+                    .bind(overflow)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if row.is_some() && (patch.step.is_some() || patch.ordering.is_some()) {
+                    sqlx::query(UPDATE_PERIODS)
+                        .bind(patch.step)
+                        .bind(patch.ordering.map(|o| o.as_str()))
+                        .bind(&low)
+                        .bind(&high)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(row)
+            }
+            .await
         )
         .map_err(unavailable)?;
         row.map(to_found_row)
             .transpose()?
             .ok_or(StoreError::NotFound)
+    }
+
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        check_period_key(key)?;
+        let counter = parent.period_counter(key);
+        let done = retrying!(
+            "postgres",
+            sqlx::query(CREATE_PERIOD)
+                .bind(parent.as_str())
+                .bind(counter.as_str())
+                .execute(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        match read_serial_flag(&self.pool, READ_SERIAL_FLAG, parent).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        let (low, high) = period_rows_range(parent);
+        let rows: Vec<(String, i64, chrono::NaiveDateTime, chrono::NaiveDateTime)> = retrying!(
+            "postgres",
+            sqlx::query_as(LIST_PERIODS)
+                .bind(&low)
+                .bind(&high)
+                .fetch_all(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, max_id, created_at, updated_at)| {
+                period_row(
+                    &low,
+                    &name,
+                    max_id,
+                    created_at.and_utc(),
+                    updated_at.and_utc(),
+                )
+            })
+            .collect())
+    }
+
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        let names = counter_names(parent, keys)?;
+        let done = retrying!(
+            "postgres",
+            sqlx::query("DELETE FROM sequences WHERE name = ANY($1)")
+                .bind(&names)
+                .execute(&self.pool)
+                .await
+        )
+        .map_err(unavailable)?;
+        Ok(done.rows_affected())
     }
 
     async fn bump(

@@ -13,15 +13,17 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use super::SqliteWorkerLeases;
+use crate::domain::period_rows_range;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
-    binary_page_sql, compare_and_set, fetch_page, initial_max_id, insert_failed, reservation,
-    unavailable, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
-    StoreOptions,
+    binary_page_sql, check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id,
+    insert_failed, period_row, read_serial_flag, refused, reservation, serial_values, unavailable,
+    PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
+    StoreOptions, COLUMNS, NOT_COUNTER,
 };
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
@@ -32,14 +34,14 @@ use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, B
 /// scalar maximum, its `GREATEST`.)
 pub const RESERVE: &str = "UPDATE sequences \
      SET max_id = max_id + MAX(step, ?2), updated_at = CURRENT_TIMESTAMP \
-     WHERE name = ?1 AND max_id <= 9223372036854775807 - MAX(step, ?2) \
+     WHERE name = ?1 AND format IS NULL AND max_id <= 9223372036854775807 - MAX(step, ?2) \
      RETURNING max_id, MAX(step, ?2) AS size, step, ordering";
 
 /// Reserves exactly `?2` IDs of the row named `?1` (a global sequence's
 /// merged requests) unless that would pass `i64::MAX`; returns as [`RESERVE`].
 pub const RESERVE_EXACT: &str = "UPDATE sequences \
      SET max_id = max_id + ?2, updated_at = CURRENT_TIMESTAMP \
-     WHERE name = ?1 AND max_id <= 9223372036854775807 - ?2 \
+     WHERE name = ?1 AND format IS NULL AND max_id <= 9223372036854775807 - ?2 \
      RETURNING max_id, ?2 AS size, step, ordering";
 
 /// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
@@ -61,8 +63,29 @@ pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
 /// Reads `max_id` of one row.
 pub const READ_MAX_ID: &str = "SELECT max_id FROM sequences WHERE name = ?1";
 
-/// The columns of a [`SequenceRow`], in the order [`Row`] expects.
-const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering";
+/// After a reserving statement that updated nothing: 1 when the row issues
+/// serial numbers, 0 when it is plain (and full); no row when it is missing.
+pub const READ_SERIAL_FLAG: &str =
+    "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END FROM sequences WHERE name = ?1";
+
+/// Creates the counter row `?2` of a period of the sequence `?1` from its
+/// row (`max_id = counter_start - 1`, its step and ordering), unless it
+/// exists: any number of connections may run it at once, one inserts. (The
+/// `WHERE` also keeps SQLite from reading `ON CONFLICT` as a join.)
+pub const CREATE_PERIOD: &str = "INSERT INTO sequences \
+     (name, max_id, step, description, ordering, counter_start) \
+     SELECT ?2, counter_start - 1, step, '', ordering, counter_start FROM sequences WHERE name = ?1 \
+     ON CONFLICT (name) DO NOTHING";
+
+/// The counter rows in the name range `[?1, ?2)`, in name order.
+pub const LIST_PERIODS: &str = "SELECT name, max_id, created_at, updated_at FROM sequences \
+     WHERE name >= ?1 AND name < ?2 ORDER BY name";
+
+/// Gives the counter rows in the name range `[?3, ?4)` the step `?1` and the
+/// ordering `?2` (each `NULL`: unchanged) of their sequence.
+pub const UPDATE_PERIODS: &str = "UPDATE sequences \
+     SET step = COALESCE(?1, step), ordering = COALESCE(?2, ordering), updated_at = CURRENT_TIMESTAMP \
+     WHERE name >= ?3 AND name < ?4";
 
 use crate::store::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
@@ -135,14 +158,11 @@ impl SqliteStore {
             .transpose()
     }
 
-    /// Whether a row named `name` exists.
-    async fn exists(&self, name: &SeqName) -> Result<bool, StoreError> {
-        let mut held = Held::acquire(&self.pool).await?;
-        let row = sqlx::query_as::<_, (i64,)>("SELECT 1 FROM sequences WHERE name = ?1")
-            .bind(name.as_str())
-            .fetch_optional(held.conn())
-            .await;
-        Ok(held.finish(row)?.is_some())
+    /// Why a reserving statement on `name` updated nothing.
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(
+            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
+        ))
     }
 }
 
@@ -184,18 +204,13 @@ impl Store for SqliteStore {
                 return Ok(r);
             }
         }
-        if self.exists(name).await? {
-            Err(StoreError::Exhausted)
-        } else {
-            Err(StoreError::NotFound)
-        }
+        Err(self.refusal(name).await?)
     }
 
     async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
         match self.run_reserve(RESERVE_EXACT, name, n).await? {
             Some(r) => Ok(r),
-            None if self.exists(name).await? => Err(StoreError::Exhausted),
-            None => Err(StoreError::NotFound),
+            None => Err(self.refusal(name).await?),
         }
     }
 
@@ -219,14 +234,22 @@ impl Store for SqliteStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let sql = format!(
-            "INSERT INTO sequences (name, max_id, step, description, ordering) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING {COLUMNS}"
+            "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
+             format, reset, time_zone, overflow) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING {COLUMNS}"
         );
+        let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
         let rows: Vec<Row> = sqlx::query_as(&sql)
             .bind(seq.name.as_str())
             .bind(initial_max_id(seq)?)
             .bind(seq.step)
             .bind(&seq.description)
             .bind(seq.ordering.as_str())
+            .bind(seq.start)
+            .bind(format.as_deref())
+            .bind(reset)
+            .bind(&time_zone)
+            .bind(overflow)
             .fetch_all(&self.pool)
             .await
             .map_err(insert_failed)?;
@@ -246,7 +269,7 @@ impl Store for SqliteStore {
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // SQLite's default BINARY collation: byte order.
-        let sql = format!("SELECT {COLUMNS} FROM sequences ORDER BY name");
+        let sql = format!("SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY name");
         let rows: Vec<Row> = sqlx::query_as(&sql)
             .fetch_all(&self.pool)
             .await
@@ -270,17 +293,105 @@ impl Store for SqliteStore {
     ) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "UPDATE sequences SET step = COALESCE(?2, step), description = COALESCE(?3, description), \
-             ordering = COALESCE(?4, ordering), updated_at = CURRENT_TIMESTAMP WHERE name = ?1 RETURNING {COLUMNS}"
+             ordering = COALESCE(?4, ordering), format = CASE WHEN ?5 THEN ?6 ELSE format END, \
+             reset = CASE WHEN ?5 THEN ?7 ELSE reset END, time_zone = CASE WHEN ?5 THEN ?8 ELSE time_zone END, \
+             overflow = CASE WHEN ?5 THEN ?9 ELSE overflow END, \
+             updated_at = CURRENT_TIMESTAMP WHERE name = ?1 RETURNING {COLUMNS}"
         );
-        let rows: Vec<Row> = sqlx::query_as(&sql)
-            .bind(name.as_str())
-            .bind(patch.step)
-            .bind(patch.description.as_deref())
-            .bind(patch.ordering.map(|o| o.as_str()))
-            .fetch_all(&self.pool)
+        let (format, reset, time_zone, overflow) =
+            serial_values(patch.serial.as_ref().and_then(Option::as_ref));
+        let (low, high) = period_rows_range(name);
+        // The first statement writes, so the transaction takes the write
+        // lock at once (no read lock to upgrade).
+        let rows: Vec<Row> = async {
+            let mut tx = self.pool.begin().await?;
+            let rows: Vec<Row> = sqlx::query_as(&sql)
+                .bind(name.as_str())
+                .bind(patch.step)
+                .bind(patch.description.as_deref())
+                .bind(patch.ordering.map(|o| o.as_str()))
+                .bind(patch.serial.is_some())
+                .bind(format.as_deref())
+                .bind(reset)
+                .bind(&time_zone)
+                .bind(overflow)
+                .fetch_all(&mut *tx)
+                .await?;
+            if patch.step.is_some() || patch.ordering.is_some() {
+                sqlx::query(UPDATE_PERIODS)
+                    .bind(patch.step)
+                    .bind(patch.ordering.map(|o| o.as_str()))
+                    .bind(&low)
+                    .bind(&high)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(rows)
+        }
+        .await
+        .map_err(unavailable)?;
+        first_returned(rows)?.ok_or(StoreError::NotFound)
+    }
+
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        check_period_key(key)?;
+        let counter = parent.period_counter(key);
+        let done = sqlx::query(CREATE_PERIOD)
+            .bind(parent.as_str())
+            .bind(counter.as_str())
+            .execute(&self.pool)
             .await
             .map_err(unavailable)?;
-        first_returned(rows)?.ok_or(StoreError::NotFound)
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        match read_serial_flag(&self.pool, READ_SERIAL_FLAG, parent).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        let (low, high) = period_rows_range(parent);
+        let rows: Vec<(String, i64, chrono::NaiveDateTime, chrono::NaiveDateTime)> =
+            sqlx::query_as(LIST_PERIODS)
+                .bind(&low)
+                .bind(&high)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, max_id, created_at, updated_at)| {
+                period_row(
+                    &low,
+                    &name,
+                    max_id,
+                    created_at.and_utc(),
+                    updated_at.and_utc(),
+                )
+            })
+            .collect())
+    }
+
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        let names = counter_names(parent, keys)?;
+        async {
+            let mut tx = self.pool.begin().await?;
+            let mut deleted = 0;
+            for name in &names {
+                deleted += sqlx::query("DELETE FROM sequences WHERE name = ?1")
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(deleted)
+        }
+        .await
+        .map_err(unavailable)
     }
 
     async fn bump(

@@ -464,6 +464,18 @@ fn refuse_global(ordering: Option<crate::domain::Ordering>) -> Result<(), StoreE
     }
 }
 
+/// Refuses serial-number settings: a failover between stripes jumps a
+/// period's counter by a block of IDs, past any `{seq:0N}`. Making a
+/// sequence plain (`Some(None)`) is allowed.
+fn refuse_serial(serial: Option<&crate::domain::SerialSettings>) -> Result<(), StoreError> {
+    match serial {
+        Some(_) => Err(StoreError::Config(
+            "serial numbers need a single database, not stripes".into(),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// seqd's words for a store error (the variant, not the driver's text).
 fn describe(e: &StoreError) -> &'static str {
     match e {
@@ -618,6 +630,7 @@ impl Store for StripedStore {
 
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         refuse_global(Some(seq.ordering))?;
+        refuse_serial(seq.serial.as_ref())?;
         let results = self
             .on_every_stripe(|store| {
                 let seq = seq.clone();
@@ -689,6 +702,7 @@ impl Store for StripedStore {
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
         refuse_global(patch.ordering)?;
+        refuse_serial(patch.serial.as_ref().and_then(Option::as_ref))?;
         let results = self
             .on_every_stripe(|store| {
                 let (name, patch) = (name.clone(), patch.clone());
