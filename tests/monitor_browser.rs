@@ -887,6 +887,79 @@ async fn monitor_page_shows_100_sequences_and_pages_with_next_and_previous() {
     srv.stop().await;
 }
 
+/// A serial sequence's row shows its format, reset, current period and the
+/// share of its `{seq:0N}` capacity reserved, as the API reports them; a
+/// plain one shows none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
+    let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
+        return;
+    };
+    let body = json!({ "name": "order", "step": 10, "format": "ORD{yyyy}{MM}{dd}{seq:03}",
+        "reset": "day", "time_zone": "Asia/Shanghai" });
+    let resp = srv
+        .http
+        .post(srv.url("/v1/sequences"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    create(&srv, "plain", 1, 10).await;
+    for path in ["order", "order", "order", "plain"] {
+        let r = srv
+            .http
+            .get(srv.url(&format!("/v1/sequences/{path}/next")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let api: Value = srv
+        .http
+        .get(srv.url("/v1/sequences/order"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let period = &api["period"];
+    let key = period["key"].as_str().expect("a period once served");
+    assert_eq!(key.len(), 8, "a day's key: {period}");
+
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&srv.url("/")).await;
+    browser.wait_page(1).await;
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 1).await;
+    let rows = parse_rows(&browser.source().await);
+    let order = rows
+        .iter()
+        .find(|r| r.name == "order")
+        .expect("order shown");
+    assert_eq!(order.get("format").raw, "ORD{yyyy}{MM}{dd}{seq:03}");
+    assert_eq!(order.get("period").raw, key);
+    assert_eq!(order.int("counter"), int_of(&period["reserved_up_to"]));
+    let fill = period["fill"].as_f64().expect("fill of a bounded counter");
+    assert!(fill > 0.0 && fill <= 1.0, "{period}");
+    assert!((order.float("fill") - fill).abs() < 1e-9, "{period}");
+    assert!(
+        order.get("fill").text.contains("of 999"),
+        "{:?}",
+        order.get("fill")
+    );
+    let plain = rows
+        .iter()
+        .find(|r| r.name == "plain")
+        .expect("plain shown");
+    for k in ["format", "period", "fill"] {
+        assert!(!plain.cells.contains_key(k), "plain shows {k}");
+    }
+    browser.close().await;
+    srv.stop().await;
+}
+
 /// How many elements of the document match the CSS `selector` (`*`: all).
 async fn dom_count(browser: &Browser, selector: &str) -> u64 {
     browser

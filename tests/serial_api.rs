@@ -268,7 +268,45 @@ async fn another_instance_learns_a_change_of_settings(db: TestDb) {
     b.stop().await;
 }
 
+/// `/metrics` shows each served serial sequence's current period: the share
+/// of its capacity reserved and its highest counter, as `GET` reports them.
+async fn metrics_show_the_period_fill_and_counter(db: TestDb) {
+    let s = start(&db).await;
+    let body =
+        json!({"name": "inv", "step": 10, "format": "I{yyyy}{MM}{dd}{seq:02}", "reset": "day"});
+    assert_eq!(create(&s, body).await.status(), StatusCode::CREATED);
+    for _ in 0..3 {
+        s.get_json("/v1/sequences/inv/next").await;
+    }
+    let view = s.get_json("/v1/sequences/inv").await;
+    let period = &view["period"];
+    let key = period["key"].as_str().unwrap().to_string();
+    assert_eq!(key, today());
+    let counter = period["reserved_up_to"].as_i64().unwrap();
+    assert!((3..=99).contains(&counter), "{period}");
+    let text = s.get("/metrics").await.text().await.unwrap();
+    let labels = format!("{{sequence=\"inv\",period=\"{key}\"}}");
+    let value = |family: &str| -> f64 {
+        let prefix = format!("{family}{labels} ");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in /metrics"));
+        line[prefix.len()..].parse().unwrap()
+    };
+    assert_eq!(value("seqd_serial_period_counter"), counter as f64);
+    let used = value("seqd_serial_period_capacity_used_ratio");
+    assert!((used - counter as f64 / 99.0).abs() < 1e-9, "{used}");
+    let fill = period["fill"].as_f64().unwrap();
+    assert!(
+        (used - fill).abs() < 1e-9,
+        "{used} on /metrics, {fill} from GET"
+    );
+    s.stop().await;
+}
+
 per_backend!(
+    metrics_show_the_period_fill_and_counter,
     every_bad_setting_is_refused_with_what_is_wrong,
     serials_come_from_next_batch_text_and_the_leaf_route,
     a_full_counter_answers_409_until_widened_and_plain_again_serves_ids,

@@ -304,6 +304,62 @@ async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
     assert!(rig.period_max("b", "20260601").await.unwrap() <= 999);
 }
 
+/// A burst on one instance must not reserve a bounded period's whole
+/// capacity: one reservation takes at most a quarter of what is left (or
+/// the row's step), so another instance still gets counters, and between
+/// them every counter up to the capacity is served exactly once.
+#[tokio::test]
+async fn a_burst_on_one_instance_leaves_counters_for_another() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "F{yyyy}{MM}{dd}{seq:03}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
+    create(&store, "fair", 1, 10, s, Ordering::Instance).await;
+    let a = instance(&store, at("2026-06-01T09:00:00Z"));
+    let b = instance(&store, at("2026-06-01T09:00:00Z"));
+    let mut seen = std::collections::BTreeSet::new();
+    // 300 serials a second on `a` for two seconds: its rate-based step
+    // alone would ask for 300 × 600 s, far past the 999 the day holds.
+    for _ in 0..2 {
+        for _ in 0..300 {
+            assert!(seen.insert(a.one("fair").await.1));
+        }
+        a.advance(Duration::from_secs(1));
+        b.advance(Duration::from_secs(1));
+        tokio::task::yield_now().await;
+    }
+    let after_burst = a.period_max("fair", "20260601").await.unwrap();
+    assert!(
+        after_burst < 999,
+        "the burst reserved the whole day: {after_burst}"
+    );
+    let name = SeqNameRef::parse("fair").unwrap();
+    let (first_b, serial_b) = b.one("fair").await;
+    assert!(seen.insert(serial_b));
+    assert!(first_b > 600, "{first_b}");
+    // Both keep asking until the day is full: every counter once.
+    let mut full = [false, false];
+    while full != [true, true] {
+        for (i, rig) in [&a, &b].into_iter().enumerate() {
+            if full[i] {
+                continue;
+            }
+            match rig.serials.issue(name, 1).await {
+                Ok(issued) => assert!(seen.insert(issued.serials[0].clone())),
+                Err(IssueError::SerialExhausted(_)) => full[i] = true,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+    assert_eq!(seen.len(), 999);
+    let want: std::collections::BTreeSet<String> =
+        (1..=999).map(|i| format!("F20260601{i:03}")).collect();
+    assert_eq!(seen, want);
+}
+
 /// Near the end of a period, a fetch reserves what the rest of the period
 /// will use at the measured rate (a quarter more), less what memory still
 /// holds: the counters stranded at the period's end stay within that

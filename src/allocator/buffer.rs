@@ -493,7 +493,10 @@ impl SeqBuffer {
             if mark >= max {
                 return Plan::Full;
             }
-            size = size.min(max - mark);
+            // One reservation takes at most a quarter of what is left (or
+            // the row's step, if larger): a burst measured on one instance
+            // must not take the whole capacity while others still ask.
+            size = size.min(row_step.max((max - mark) / 4)).min(max - mark);
         }
         if let (Some(end), true) = (bounds.ends_at, st.rate_measured) {
             // What the rest of the period will use at the measured rate,

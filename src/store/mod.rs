@@ -802,8 +802,11 @@ fn naive_row(
 
 /// Like [`naive_row`] for a row looked up by a valid name, which must convert.
 fn naive_found_row(row: NaiveRow) -> Result<SequenceRow, StoreError> {
-    naive_row(row)
-        .ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
+    naive_row(row).ok_or_else(|| {
+        StoreError::Unavailable(
+            "row with an invalid name or invalid serial settings returned".into(),
+        )
+    })
 }
 
 /// Builds a [`SequenceRow`] from the columns of the table, or `None` when the

@@ -79,7 +79,7 @@
       else if (k === 'title') e.title = v;
       else e.setAttribute(k, v);
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
       e.append(c instanceof Node ? c : String(c));
     }

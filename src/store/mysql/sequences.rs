@@ -162,7 +162,11 @@ fn utf8_name(name: Vec<u8>) -> String {
 
 /// Like [`to_row`] for a row looked up by a valid name, which must convert.
 fn to_found_row(row: Row) -> Result<SequenceRow, StoreError> {
-    to_row(row).ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
+    to_row(row).ok_or_else(|| {
+        StoreError::Unavailable(
+            "row with an invalid name or invalid serial settings returned".into(),
+        )
+    })
 }
 
 /// A [`Store`] on a MySQL or MariaDB database.
