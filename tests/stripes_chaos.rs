@@ -11,7 +11,7 @@ mod proxy;
 mod server;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,10 +82,13 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
 
     let phase = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // Each client's latest ID, to see when all are served by stripe 0 again.
+    let latest: Arc<Vec<AtomicI64>> = Arc::new((0..6).map(|_| AtomicI64::new(-1)).collect());
     let mut clients = Vec::new();
     for client in 0..6 {
         let base = instances[client % 3].base.clone();
         let (http, phase, stop) = (http.clone(), phase.clone(), stop.clone());
+        let latest = latest.clone();
         clients.push(tokio::spawn(async move {
             let mut got = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -97,7 +100,9 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
                     .await
                 {
                     Ok(r) if r.status() == 200 => {
-                        Ok(r.text().await.unwrap().trim().parse::<i64>().unwrap())
+                        let id = r.text().await.unwrap().trim().parse::<i64>().unwrap();
+                        latest[client].store(id, Ordering::Relaxed);
+                        Ok(id)
                     }
                     Ok(r) => Err(format!(
                         "{} {}",
@@ -166,7 +171,20 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
     proxies[0].heal();
     proxies[1].heal();
     next_phase(); // phase 9: all back; stripe 0 is preferred again
-    tokio::time::sleep(Duration::from_secs(6)).await;
+                  // Its probe (backing off up to 5 s) marks it up, then each instance's
+                  // segments from other stripes run out: wait, bounded, until every
+                  // client's latest ID comes from stripe 0 (asserted below on what the
+                  // clients collected).
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if latest
+            .iter()
+            .all(|id| owner(id.load(Ordering::Relaxed)) == 0)
+        {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
     stop.store(true, Ordering::Relaxed);
     for inst in &instances {
         // Ready again once every stripe answers its ping (bounded: a loaded

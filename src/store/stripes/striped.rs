@@ -60,6 +60,8 @@ const CAS_ROUNDS: u32 = 64;
 const MISSING_KEPT: usize = 1000;
 /// How often the background audit walks the stripes' rows.
 pub const AUDIT_EVERY: Duration = Duration::from_secs(300);
+/// Names noted missing on a stripe that one ping reads again.
+const RECHECK_PER_PING: usize = 32;
 
 /// One stripe: its store, its layout and its health.
 struct Stripe {
@@ -443,6 +445,24 @@ impl StripedStore {
         }
     }
 
+    /// Reads again (at most [`RECHECK_PER_PING`] of) the names noted missing
+    /// on stripe `i` and forgets those that have a row there now: one
+    /// reservation's "no such row" (a row created since, or an answer lost
+    /// to a failover) must not keep `/readyz` degraded until the next audit.
+    async fn recheck_missing(&self, i: usize) {
+        let names: Vec<SeqName> = match self.inner.missing.lock().unwrap().get(&(i as u32)) {
+            Some(names) => names.iter().take(RECHECK_PER_PING).cloned().collect(),
+            None => return,
+        };
+        let store = &self.inner.stripes[i].store;
+        for name in names {
+            if let Ok(Some(_)) = store.get(&name).await {
+                tracing::info!(sequence = %name, stripe = i, "sequence has a row on this stripe again");
+                self.note_present(&name, i);
+            }
+        }
+    }
+
     /// Forgets `name` as missing on stripe `i` (it has a row there now).
     fn note_present(&self, name: &SeqName, i: usize) {
         let mut missing = self.inner.missing.lock().unwrap();
@@ -783,8 +803,15 @@ impl Store for StripedStore {
     async fn ping(&self) -> Result<(), StoreError> {
         let mut pings = JoinSet::new();
         for (i, s) in self.inner.stripes.iter().enumerate() {
+            let this = self.clone();
             let store = s.store.clone();
-            pings.spawn(async move { (i, tokio::time::timeout(PING_TIMEOUT, store.ping()).await) });
+            pings.spawn(async move {
+                let answered = tokio::time::timeout(PING_TIMEOUT, store.ping()).await;
+                if matches!(answered, Ok(Ok(()))) {
+                    let _ = tokio::time::timeout(PING_TIMEOUT, this.recheck_missing(i)).await;
+                }
+                (i, answered)
+            });
         }
         let mut error = None;
         let mut any = false;
