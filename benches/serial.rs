@@ -7,7 +7,7 @@
 //!
 //! - `plain_next`: `Allocator::next` on a plain sequence.
 //! - `serial_one`: `Serials::issue(name, 1)` on a monthly serial sequence
-//!   (`ORD{yyyy}{MM}{dd}{seq:10}`, Asia/Shanghai): one clock reading, the
+//!   (`ORD{yyyy}{MM}{dd}{seq:010}`, Asia/Shanghai): one clock reading, the
 //!   period check, one counter from the allocator and its serial.
 //! - `serial_batch_100`: `Serials::issue(name, 100)`, per serial.
 //!
@@ -40,7 +40,7 @@ fn setup(rt: &Runtime) -> (Allocator, Serials) {
     )
     .unwrap();
     let settings = SerialSettings::new(
-        "ORD{yyyy}{MM}{dd}{seq:10}",
+        "ORD{yyyy}{MM}{dd}{seq:010}",
         Reset::Month,
         "Asia/Shanghai",
         Overflow::Refuse,

@@ -26,7 +26,7 @@ trap cleanup EXIT
 
 cargo build --release --quiet --bin seqd
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-RUST_LOG=error SEQD_DATABASE_URL="sqlite://$DIR/bench.db" "$ROOT/target/release/seqd" serve --listen "127.0.0.1:$PORT" 2>/dev/null &
+RUST_LOG=error SEQD_DATABASE_URL="sqlite://$DIR/bench.db?mode=rwc" "$ROOT/target/release/seqd" serve --listen "127.0.0.1:$PORT" 2>/dev/null &
 PID=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 post() {
