@@ -30,9 +30,9 @@
 //! - [`snowflake`]: time-ordered snowflake IDs: layout, generator (injected
 //!   wall clock, rollback handling) and the worker-ID lease. No SQL, no HTTP
 //!   but through [`store::workers::WorkerLeases`].
-//! - [`serial`]: serial numbers' pure core (format, reset period in a time
-//!   zone, rendering); not wired into the service yet. No SQL, no HTTP, no
-//!   clock.
+//! - [`serial`]: serial numbers: format, reset period in a time zone,
+//!   rendering, the wall clock, and `Serials` over the allocator (left out
+//!   of the model-checking build with it). No SQL, no HTTP.
 
 /// Declares the modules that exist only in the service build: under
 /// `--cfg seqd_loom` (the model-checking tests, `tests/loom_double.rs`) they
