@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 examples="${1:-50}"
 
-command -v st >/dev/null 2>&1 || python3 -m pip install --quiet schemathesis
+command -v st >/dev/null 2>&1 || python3 -m pip install --quiet "schemathesis==4.32.5"
 ST="$(command -v st || echo "python3 -m schemathesis.cli")"
 
 cargo build --quiet --bin seqd

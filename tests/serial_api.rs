@@ -278,13 +278,24 @@ async fn metrics_show_the_period_fill_and_counter(db: TestDb) {
     for _ in 0..3 {
         s.get_json("/v1/sequences/inv/next").await;
     }
-    let view = s.get_json("/v1/sequences/inv").await;
-    let period = &view["period"];
+    // A prefetch finishing between two reads raises the counter: compare
+    // /metrics with a GET that reads the same before and after it (bounded).
+    let mut stable = None;
+    for _ in 0..50 {
+        let before = s.get_json("/v1/sequences/inv").await["period"].clone();
+        let text = s.get("/metrics").await.text().await.unwrap();
+        let after = s.get_json("/v1/sequences/inv").await["period"].clone();
+        if before == after {
+            stable = Some((after, text));
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (period, text) = stable.expect("the period settled");
     let key = period["key"].as_str().unwrap().to_string();
     assert_eq!(key, today());
     let counter = period["reserved_up_to"].as_i64().unwrap();
     assert!((3..=99).contains(&counter), "{period}");
-    let text = s.get("/metrics").await.text().await.unwrap();
     let labels = format!("{{sequence=\"inv\",period=\"{key}\"}}");
     let value = |family: &str| -> f64 {
         let prefix = format!("{family}{labels} ");

@@ -167,7 +167,7 @@ pub struct CreateBody {
     /// Makes it a serial sequence: literal text (letters, digits, `-_./:#`)
     /// and the tokens `{yyyy}` `{yy}` `{MM}` `{dd}` `{seq}` `{seq:0N}`
     /// (1 <= N <= 18), exactly one `{seq}`; at most 64 characters.
-    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, nullable = false)]
+    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, pattern = r"^(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*\{seq(?::0+(?:[1-9]|1[0-8]))?\}(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*$", nullable = false)]
     #[serde(default, deserialize_with = "text")]
     format: Option<String>,
     /// When the counter starts again at `start`: `never` (default), `day`,
@@ -207,7 +207,7 @@ pub struct PatchBody {
     /// New serial format (see create), or `null` to make the sequence plain
     /// again. Serial settings take effect at once on the instance
     /// answering, within seconds on the others.
-    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, nullable = true)]
+    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, pattern = r"^(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*\{seq(?::0+(?:[1-9]|1[0-8]))?\}(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*$", nullable = true)]
     #[serde(default, deserialize_with = "nullable_text")]
     format: Option<Option<String>>,
     /// New reset: `never`, `day`, `month`, `year`.
