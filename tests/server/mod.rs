@@ -214,6 +214,11 @@ impl Process {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
+            // A group of its own, killed whole when dropped: a wrapper such
+            // as faketime forks seqd and waits, and killing only the wrapper
+            // left seqd running after the test (it still served, held
+            // database connections and took CPU from the tests after it).
+            .process_group(0)
             .spawn()
             .expect("spawn seqd");
         let pid = child.id().expect("pid");
@@ -298,5 +303,16 @@ impl Process {
     pub async fn kill(mut self) {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
+    }
+}
+
+impl Drop for Process {
+    /// Kills the process group (the wrapper's children too); `kill_on_drop`
+    /// then reaps the process itself.
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
