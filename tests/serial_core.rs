@@ -304,6 +304,32 @@ async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
     assert!(rig.period_max("b", "20260601").await.unwrap() <= 999);
 }
 
+/// A serial sequence's plain requests (`Allocator::next`, which `/next`
+/// tries first) are answered from memory once the row was found serial:
+/// they never reach the store again. They each started a refused fetch (a
+/// database round trip per few requests under load) before.
+#[tokio::test]
+async fn plain_requests_of_a_serial_sequence_stay_off_the_store() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("P{yyyy}{seq}", Reset::Year, "UTC", Overflow::Refuse);
+    create(&store, "ps", 1, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T09:00:00Z"));
+    let name = SeqName::parse("ps").unwrap();
+    for _ in 0..200 {
+        assert!(matches!(
+            rig.allocator.next(&name).await,
+            Err(seqd::allocator::AllocError::Serial)
+        ));
+        rig.one("ps").await;
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        store.reserves("ps"),
+        1,
+        "only the first request asked the store"
+    );
+}
+
 /// A burst on one instance must not reserve a bounded period's whole
 /// capacity: one reservation takes at most a quarter of what is left (or
 /// the row's step), so another instance still gets counters, and between

@@ -446,7 +446,9 @@ impl SeqBuffer {
     }
 
     /// Starts the background fetch unless one is in flight, a next segment is
-    /// ready, or a recent fetch found the sequence missing or exhausted.
+    /// ready, a recent fetch found the sequence missing or exhausted, or the
+    /// row issues serial numbers (its sealed segment reads as past the
+    /// prefetch mark on every request: each one started a refused fetch).
     fn start_fetch(self: &Arc<Self>) {
         if self
             .fetching
@@ -458,6 +460,7 @@ impl SeqBuffer {
         if self.segments.has_next()
             || self.live_terminal().is_some()
             || self.global.load(Ordering::Acquire)
+            || self.serial.load(Ordering::Acquire)
         {
             self.fetching.store(false, Ordering::Release);
             return;
@@ -901,8 +904,10 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
             Ok(Err(StoreError::NotFound)) => return buf.fail_terminal(Terminal::NotFound),
             Ok(Err(StoreError::Exhausted)) => return buf.fail_terminal(Terminal::Exhausted),
             Ok(Err(StoreError::Serial)) => {
+                // Serial first: a request between the two starts no fetch.
+                buf.set_serial(true);
                 buf.fetching.store(false, Ordering::Release);
-                return buf.set_serial(true);
+                return;
             }
             Ok(Err(e)) => {
                 tracing::warn!(sequence = %buf.name, error = %e, "segment fetch failed; will retry");
