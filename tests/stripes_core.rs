@@ -153,6 +153,36 @@ async fn a_ping_forgets_a_missing_row_once_the_stripe_has_it() {
     assert_eq!(set.status()[0].missing_rows, vec!["b"]);
 }
 
+/// A serial row on the stripes (made before `seqd stripes init`) hands out
+/// no plain range, as its database's own statements refuse it, and period
+/// counters are refused with the reason.
+#[tokio::test(start_paused = true)]
+async fn a_serial_row_hands_out_no_plain_range_on_stripes() {
+    let (mems, set) = stripes(2);
+    let settings = seqd::domain::SerialSettings::new(
+        "S{yyyy}{seq}",
+        seqd::serial::Reset::Year,
+        "UTC",
+        seqd::serial::Overflow::Refuse,
+    )
+    .unwrap();
+    let seq = NewSequence::new(name("s"), 1, 10, String::new(), 1_000_000)
+        .unwrap()
+        .with_serial(settings);
+    for m in &mems {
+        m.create(&seq).await.unwrap();
+    }
+    assert!(matches!(
+        set.reserve_above(&name("s"), 1, 0).await,
+        Err(StoreError::Serial)
+    ));
+    assert_eq!(mems[0].max_id("s"), Some(0), "nothing reserved");
+    match set.create_period(&name("s"), "2026").await {
+        Err(StoreError::Config(why)) => assert!(why.contains("single database"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
     let (mems, set) = stripes(3);

@@ -339,6 +339,13 @@ impl Serials {
                 Ok(())
             }
             Err(StoreError::NotFound) => Err(IssueError::NotFound),
+            Err(StoreError::Config(why)) => {
+                // Not an outage: this store cannot hold period counters.
+                tracing::error!(sequence = %name, period = key, %why, "serial numbers refused by the store");
+                Err(IssueError::Alloc(AllocError::Unavailable {
+                    storage_failing: false,
+                }))
+            }
             Err(e) => {
                 tracing::warn!(sequence = %name, period = key, error = %e, "creating a period counter failed");
                 Err(IssueError::Alloc(AllocError::Unavailable {

@@ -31,8 +31,8 @@ use super::record::StripeRecord;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::migrator::MigrateMode;
 use crate::store::{
-    reservation, BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store,
-    StoreError,
+    reservation, BumpMode, Bumped, PeriodRow, Reservation, SequencePage, SequencePatch,
+    SequenceRow, Store, StoreError,
 };
 
 /// Counter: operations raced to the next stripe because the one tried had
@@ -489,11 +489,15 @@ fn refuse_global(ordering: Option<crate::domain::Ordering>) -> Result<(), StoreE
 /// sequence plain (`Some(None)`) is allowed.
 fn refuse_serial(serial: Option<&crate::domain::SerialSettings>) -> Result<(), StoreError> {
     match serial {
-        Some(_) => Err(StoreError::Config(
-            "serial numbers need a single database, not stripes".into(),
-        )),
+        Some(_) => Err(serial_refused()),
         None => Ok(()),
     }
+}
+
+/// Serial numbers need one database: a failover between stripes would jump
+/// a period's counter by a block.
+fn serial_refused() -> StoreError {
+    StoreError::Config("serial numbers need a single database, not stripes".into())
 }
 
 /// seqd's words for a store error (the variant, not the driver's text).
@@ -545,6 +549,11 @@ async fn reserve_on(
 ) -> Result<Reservation, StoreError> {
     for round in 0..CAS_ROUNDS {
         let row = store.get(&name).await?.ok_or(StoreError::NotFound)?;
+        // A serial row (made before `seqd stripes init`) hands out no plain
+        // range here either, as its own database's statements refuse it.
+        if row.serial.is_some() {
+            return Err(StoreError::Serial);
+        }
         let want = row.step.max(min_size).max(1);
         let (first, last) = layout
             .next_range(row.max_id, floor, want)
@@ -845,5 +854,17 @@ impl Store for StripedStore {
 
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.status()
+    }
+
+    async fn create_period(&self, _parent: &SeqName, _key: &str) -> Result<bool, StoreError> {
+        Err(serial_refused())
+    }
+
+    async fn list_periods(&self, _parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        Err(serial_refused())
+    }
+
+    async fn delete_periods(&self, _parent: &SeqName, _keys: &[String]) -> Result<u64, StoreError> {
+        Err(serial_refused())
     }
 }
