@@ -36,6 +36,15 @@ async fn refused(resp: reqwest::Response, needle: &str) {
 }
 
 /// Today's date in UTC as the serials print it.
+/// Waits out the last 30 s of a UTC day, so a test that prints today's
+/// date in its expected serials does not straddle midnight (CI may run then).
+async fn clear_of_midnight() {
+    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
+    if left <= 30 {
+        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
+    }
+}
+
 fn today() -> String {
     let d = jiff::tz::TimeZone::UTC
         .to_datetime(jiff::Timestamp::now())
@@ -127,6 +136,7 @@ async fn every_bad_setting_is_refused_with_what_is_wrong(db: TestDb) {
 }
 
 async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
+    clear_of_midnight().await;
     let s = start(&db).await;
     let resp = create(
         &s,
@@ -271,6 +281,7 @@ async fn another_instance_learns_a_change_of_settings(db: TestDb) {
 /// `/metrics` shows each served serial sequence's current period: the share
 /// of its capacity reserved and its highest counter, as `GET` reports them.
 async fn metrics_show_the_period_fill_and_counter(db: TestDb) {
+    clear_of_midnight().await;
     let s = start(&db).await;
     let body =
         json!({"name": "inv", "step": 10, "format": "I{yyyy}{MM}{dd}{seq:02}", "reset": "day"});
