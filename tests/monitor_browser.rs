@@ -502,14 +502,19 @@ fn expected_status(buf: &Value) -> &'static str {
 async fn create(srv: &TestServer, name: &str, start: i64, step: i64) {
     let body =
         json!({ "name": name, "start": start, "step": step, "description": format!("{name} IDs") });
+    create_from(srv, &body).await;
+}
+
+/// Creates the sequence `body` describes (201 asserted).
+async fn create_from(srv: &TestServer, body: &Value) {
     let resp = srv
         .http
         .post(srv.url("/v1/sequences"))
-        .json(&body)
+        .json(body)
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 201, "create {name}");
+    assert_eq!(resp.status(), 201, "create {body}");
 }
 
 /// Issues IDs from `path` until `stop`, pausing between requests; bounded in
@@ -897,14 +902,7 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     };
     let body = json!({ "name": "order", "step": 10, "format": "ORD{yyyy}{MM}{dd}{seq:03}",
         "reset": "day", "time_zone": "Asia/Shanghai" });
-    let resp = srv
-        .http
-        .post(srv.url("/v1/sequences"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
+    create_from(&srv, &body).await;
     create(&srv, "plain", 1, 10).await;
     for path in ["order", "order", "order", "plain"] {
         let r = srv
