@@ -358,6 +358,14 @@ fn write_rows(out: &mut impl std::io::Write, rows: &[SequenceRow]) -> std::io::R
             r.ordering.as_str(),
             escape_controls(&r.description)
         )?;
+        if let Some(problem) = &r.problem {
+            // Named where the operator looks, never hidden from the list.
+            writeln!(
+                out,
+                "{:<32} cannot be used: {problem}; repair it with PATCH or SQL",
+                "",
+            )?;
+        }
     }
     Ok(())
 }

@@ -291,8 +291,19 @@ pub struct DatabaseArgs {
     pub migrate: MigrateMode,
     /// PostgreSQL: the schema of seqd's tables and migration history (set as
     /// search_path on every connection; created by `--migrate auto` if missing).
-    #[arg(long, value_name = "NAME", env = "SEQD_SCHEMA")]
+    #[arg(long, value_name = "NAME", env = "SEQD_SCHEMA", value_parser = parse_schema)]
     pub schema: Option<String>,
+}
+
+/// `--schema`: a name [`crate::store::migrator::check_schema_name`]
+/// accepts; an empty one is refused, not taken as no schema.
+fn parse_schema(name: &str) -> Result<String, String> {
+    crate::store::migrator::check_schema_name(name)
+        .map(|()| name.to_owned())
+        .map_err(|e| match e {
+            crate::store::StoreError::Config(why) => why,
+            other => other.to_string(),
+        })
 }
 
 impl fmt::Debug for DatabaseArgs {
@@ -343,7 +354,7 @@ impl DatabaseArgs {
     pub fn schema_setup(&self) -> SchemaSetup {
         SchemaSetup {
             mode: self.migrate,
-            schema: self.schema.clone().filter(|s| !s.is_empty()),
+            schema: self.schema.clone(),
         }
     }
 }

@@ -906,6 +906,24 @@ async fn provoke(code: ErrorCode) -> Sent {
             assert_eq!(created.status, 201, "{created:?}");
             send(&s, "GET", "/v1/sequences/tiny/next", next, None).await
         }
+        SequenceMisconfigured => {
+            store.insert("broken", 0, 10);
+            store.set_problem(
+                "broken",
+                seqd::store::RowProblem {
+                    field: "format",
+                    message: "the format has no counter token".into(),
+                },
+            );
+            send(
+                &plain().await,
+                "GET",
+                "/v1/sequences/broken/next",
+                next,
+                None,
+            )
+            .await
+        }
         PayloadTooLarge => {
             let body = json!({"name": "x", "description": "d".repeat(128 * 1024)});
             send(&plain().await, "POST", "/v1/sequences", create, Some(body)).await

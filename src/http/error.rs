@@ -87,6 +87,10 @@ error_codes! {
     ClockMovedBackwards => SERVICE_UNAVAILABLE,
     /// 503: the clock did not advance to a free snowflake timestamp in time.
     ClockStalled => SERVICE_UNAVAILABLE,
+    /// 500: the sequence's row holds settings seqd cannot use (written by
+    /// SQL); the message names the row and the field. Repair it with PATCH
+    /// or SQL.
+    SequenceMisconfigured => INTERNAL_SERVER_ERROR,
     /// 500: a bug or a misconfiguration (details only in the log).
     Internal => INTERNAL_SERVER_ERROR,
 }
@@ -144,6 +148,12 @@ pub enum ApiError {
          or a wider {{seq:0N}} with PATCH /v1/sequences/{0}"
     )]
     SerialExhausted(SeqName, crate::serial::Exhausted),
+    /// The sequence's row holds settings seqd cannot use.
+    #[error(
+        "sequence '{0}' cannot be used: its row in `sequences` has an invalid {1}; repair it with \
+         PATCH /v1/sequences/{0} or SQL"
+    )]
+    SequenceMisconfigured(SeqName, crate::store::RowProblem),
     /// No IDs in memory and the database unreachable or too slow.
     #[error("storage unavailable")]
     StorageUnavailable,
@@ -206,6 +216,16 @@ impl ApiError {
             IssueError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
             IssueError::SerialExhausted(x) => ApiError::SerialExhausted(name.to_owned(), x),
             IssueError::Alloc(e) => Self::from_alloc(name, e),
+            IssueError::Unusable(problem) => {
+                throttled!(
+                    error,
+                    "a sequence's row holds settings seqd cannot use",
+                    Some(name.as_str()),
+                    sequence = %name,
+                    %problem
+                );
+                ApiError::SequenceMisconfigured(name.to_owned(), problem)
+            }
             IssueError::Plain => {
                 throttled!(
                     error,
@@ -261,6 +281,7 @@ impl ApiError {
             SequenceExists(_) => ErrorCode::SequenceExists,
             SequenceExhausted(_) => ErrorCode::SequenceExhausted,
             SerialExhausted(..) => ErrorCode::SerialExhausted,
+            SequenceMisconfigured(..) => ErrorCode::SequenceMisconfigured,
             StorageUnavailable => ErrorCode::StorageUnavailable,
             RequestTimeout => ErrorCode::RequestTimeout,
             Overloaded => ErrorCode::Overloaded,

@@ -253,7 +253,7 @@ impl FromRequestParts<AppState> for Admin {
                     .headers
                     .get(AUTHORIZATION)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .and_then(bearer_token)
                     .unwrap_or("");
                 if bool::from(given.as_bytes().ct_eq(expected.expose().as_bytes())) {
                     Ok(Admin)
@@ -265,6 +265,14 @@ impl FromRequestParts<AppState> for Admin {
             }
         }
     }
+}
+
+/// The token of an `Authorization` value in the Bearer scheme, whose name
+/// is case-insensitive (RFC 9110, 11.1): `Bearer t`, `bearer t`, `BEARER  t`.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Whether the request names a loopback host: exactly one `Host` header
@@ -318,6 +326,21 @@ fn is_port(p: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_the_token_exact() {
+        for (value, want) in [
+            ("Bearer s3cret", Some("s3cret")),
+            ("bearer s3cret", Some("s3cret")),
+            ("BEARER  s3cret", Some("s3cret")),
+            ("Basic s3cret", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearers3cret", None),
+        ] {
+            assert_eq!(bearer_token(value), want, "{value:?}");
+        }
+    }
 
     #[test]
     fn exact_integer_takes_digits_as_written_and_whole_doubles_only_when_exact() {

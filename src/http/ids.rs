@@ -37,6 +37,7 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
         (status = 400, description = "`invalid_name`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`; the message says how to create it", body = ErrorBody),
         (status = 409, description = "`sequence_exhausted`: the next segment would pass i64::MAX; `serial_exhausted`: the period's counter outgrew `{seq:0N}`", body = ErrorBody),
+        (status = 500, description = "`sequence_misconfigured`: the row holds serial settings seqd cannot use (written by SQL); the message names the field", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -86,6 +87,7 @@ pub async fn next(
         (status = 400, description = "`invalid_name` or `invalid_count`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 409, description = "`sequence_exhausted`, or `serial_exhausted` (the period's counter outgrew `{seq:0N}`)", body = ErrorBody),
+        (status = 500, description = "`sequence_misconfigured`: the row holds serial settings seqd cannot use (written by SQL); the message names the field", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -136,6 +138,7 @@ pub async fn batch(
         (status = 400, description = "`invalid_name`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 409, description = "`sequence_exhausted`, or `serial_exhausted` (the period's counter outgrew `{seq:0N}`)", body = ErrorBody),
+        (status = 500, description = "`sequence_misconfigured`: the row holds serial settings seqd cannot use (written by SQL); the message names the field", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: both segments empty and the database unreachable or too slow within the wait timeout", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
@@ -291,4 +294,22 @@ mod tests {
             .collect();
         assert_eq!(ids, vec![1, 2, 3, i64::MAX - 1, i64::MAX]);
     }
+}
+
+/// `HEAD` on a route that draws IDs (`Allow: GET, POST`): 405, nothing
+/// drawn. HEAD is a safe method that monitors and proxies send freely;
+/// axum would answer it by running the GET handler.
+pub async fn head_get_post() -> Response {
+    head_refused(HeaderValue::from_static("GET, POST"))
+}
+
+/// `HEAD` on a GET-only route that draws IDs (Leaf's): 405, nothing drawn.
+pub async fn head_get() -> Response {
+    head_refused(HeaderValue::from_static("GET"))
+}
+
+fn head_refused(allow: HeaderValue) -> Response {
+    let mut resp = ApiError::MethodNotAllowed.into_response();
+    resp.headers_mut().insert(axum::http::header::ALLOW, allow);
+    resp
 }

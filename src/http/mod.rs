@@ -151,35 +151,56 @@ pub fn route_templates() -> Vec<&'static str> {
 fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)> {
     // Only these routes read a body; the others never buffer one.
     let body_limit = DefaultBodyLimit::max(limits.body_bytes);
+    let announced = axum::middleware::from_fn_with_state(
+        limits.body_bytes,
+        limits::refuse_announced_overflow,
+    );
     vec![
-        ("/v1/sequences/{name}/next", get(ids::next).post(ids::next)),
+        // The routes that draw IDs answer HEAD 405 (`ids::head_*`) instead
+        // of running their GET handler, which would draw.
+        (
+            "/v1/sequences/{name}/next",
+            get(ids::next).post(ids::next).head(ids::head_get_post),
+        ),
         (
             "/v1/sequences/{name}/batch",
-            get(ids::batch).post(ids::batch),
+            get(ids::batch).post(ids::batch).head(ids::head_get_post),
         ),
         (
             "/v1/sequences",
             get(sequences::list)
                 .post(sequences::create)
-                .layer(body_limit),
+                .layer(body_limit)
+                .layer(announced.clone()),
         ),
         (
             "/v1/sequences/{name}",
             get(sequences::get)
                 .patch(sequences::patch)
-                .layer(body_limit),
+                .layer(body_limit)
+                .layer(announced),
         ),
-        ("/api/segment/get/{name}", get(ids::leaf_get)),
+        (
+            "/api/segment/get/{name}",
+            get(ids::leaf_get).head(ids::head_get),
+        ),
         (
             "/v1/snowflake/next",
-            get(snowflake::next).post(snowflake::next),
+            get(snowflake::next)
+                .post(snowflake::next)
+                .head(ids::head_get_post),
         ),
         (
             "/v1/snowflake/batch",
-            get(snowflake::batch).post(snowflake::batch),
+            get(snowflake::batch)
+                .post(snowflake::batch)
+                .head(ids::head_get_post),
         ),
         ("/v1/snowflake/decode/{id}", get(snowflake::decode)),
-        ("/api/snowflake/get/{key}", get(snowflake::leaf_get)),
+        (
+            "/api/snowflake/get/{key}",
+            get(snowflake::leaf_get).head(ids::head_get),
+        ),
         ("/healthz", get(health::healthz)),
         ("/readyz", get(health::readyz)),
         ("/metrics", get(metrics::metrics)),

@@ -77,6 +77,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         sequences::SequenceListDoc,
         sequences::BufferDoc,
         sequences::SerialDoc,
+        sequences::ProblemDoc,
         sequences::PeriodDoc,
         sequences::FetchFailureDoc,
         sequences::FetchFailureKindDoc,

@@ -569,13 +569,30 @@ pub struct SequenceDoc {
     pub ordering: String,
     /// Where each period's counter starts (the `start` given at create).
     pub counter_start: i64,
-    /// The serial-number settings; `null` for a plain sequence.
+    /// The serial-number settings; `null` for a plain sequence (and for a
+    /// row whose settings seqd cannot use: see `problem`).
     pub serial: Option<SerialDoc>,
+    /// Present only when seqd cannot use the row (serial settings written by
+    /// SQL that do not parse): the field and why. Its ID requests answer 500
+    /// `sequence_misconfigured` until a PATCH or SQL repairs it.
+    #[schema(nullable = false)]
+    pub problem: Option<ProblemDoc>,
     /// This instance's buffer; `null` until this instance served the sequence.
     pub buffer: Option<BufferDoc>,
     /// A serial sequence's current period in this instance; `null` until
     /// this instance served it.
     pub period: Option<PeriodDoc>,
+}
+
+/// What is wrong with a row seqd cannot use.
+#[derive(ToSchema)]
+#[schema(as = RowProblem)]
+pub struct ProblemDoc {
+    /// The column at fault: `format`, `reset`, `time_zone` or `overflow`.
+    #[schema(pattern = "^(format|reset|time_zone|overflow)$")]
+    pub field: String,
+    /// Why its value is refused, in seqd's words.
+    pub message: String,
 }
 
 /// A sequence's serial-number settings.

@@ -79,3 +79,15 @@ pub enum SerialError {
     )]
     UnknownTimeZone { name: String },
 }
+
+impl SerialError {
+    /// The setting (a column of `sequences`, a field of the API) at fault.
+    pub fn field(&self) -> &'static str {
+        match self {
+            SerialError::UnknownReset(_) => "reset",
+            SerialError::UnknownOverflow(_) => "overflow",
+            SerialError::UnknownTimeZone { .. } => "time_zone",
+            _ => "format",
+        }
+    }
+}

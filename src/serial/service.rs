@@ -29,7 +29,7 @@ use super::format::{Exhausted, Overflow, Reset};
 use super::period::Period;
 use crate::allocator::{AllocError, Allocator, CounterBounds, IdRange};
 use crate::domain::{Ordering, SeqName, SeqNameRef, SerialSettings};
-use crate::store::{SequenceRow, Store, StoreError};
+use crate::store::{RowProblem, SequenceRow, Store, StoreError};
 
 /// How often a serial sequence's settings are read again from its row.
 pub const REFRESH: Duration = Duration::from_secs(5);
@@ -106,6 +106,10 @@ pub enum IssueError {
     /// The counter's allocator failed (unavailable, or past `i64::MAX`).
     #[error(transparent)]
     Alloc(AllocError),
+    /// The sequence's row holds serial settings seqd cannot use (written by
+    /// SQL): the field and why.
+    #[error("the sequence's row is unusable: {0}")]
+    Unusable(RowProblem),
 }
 
 /// A serial sequence's period as this instance sees it (the monitor page,
@@ -254,6 +258,11 @@ impl Serials {
     /// The settings of a row, or [`IssueError::Plain`] (and the allocator
     /// told) for a row that issues none.
     fn config_of(&self, row: &SequenceRow) -> Result<Arc<Config>, IssueError> {
+        if let Some(problem) = &row.problem {
+            // Its `format` is set, so the allocator keeps refusing plain
+            // IDs: the request is refused naming the field.
+            return Err(IssueError::Unusable(problem.clone()));
+        }
         let Some(settings) = row.serial.clone() else {
             self.inner.allocator.set_serial(&row.name, false);
             return Err(IssueError::Plain);
@@ -401,9 +410,10 @@ impl Serials {
     /// allocator. A change of settings starts a new counter buffer (the
     /// old one's unused counters are a gap).
     pub fn reload(&self, row: &SequenceRow) {
+        // A row with unusable settings still has a `format`: not plain.
         self.inner
             .allocator
-            .set_serial(&row.name, row.serial.is_some());
+            .set_serial(&row.name, row.serial.is_some() || row.problem.is_some());
         let pinned = self.inner.entries.pin();
         let Some(entry) = pinned.get(row.name.as_str()) else {
             return;

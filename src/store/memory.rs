@@ -81,8 +81,19 @@ impl MemoryStore {
             ordering: crate::domain::Ordering::Instance,
             counter_start: 1,
             serial: None,
+            problem: None,
         };
         self.rows.lock().unwrap().insert(name, row);
+    }
+
+    /// Marks a row's serial settings as unusable (like an operator's SQL
+    /// writing a `format` that does not parse): it keeps a format, so it
+    /// hands out no plain range, and reads show `problem`.
+    pub fn set_problem(&self, name: &str, problem: super::RowProblem) {
+        if let Some(row) = self.rows.lock().unwrap().get_mut(name) {
+            row.serial = None;
+            row.problem = Some(problem);
+        }
     }
 
     /// Deletes a row directly (like an operator's SQL `DELETE`).
@@ -212,7 +223,7 @@ fn plain_row<'a>(
 ) -> Result<&'a mut SequenceRow, StoreError> {
     match rows.get_mut(name) {
         None => Err(StoreError::NotFound),
-        Some(row) if row.serial.is_some() => Err(StoreError::Serial),
+        Some(row) if row.serial.is_some() || row.problem.is_some() => Err(StoreError::Serial),
         Some(row) => Ok(row),
     }
 }
@@ -285,6 +296,7 @@ impl Store for MemoryStore {
             ordering: seq.ordering,
             counter_start: seq.start,
             serial: seq.serial.clone(),
+            problem: None,
         };
         rows.insert(seq.name.clone(), row.clone());
         Ok(row)
@@ -348,6 +360,7 @@ impl Store for MemoryStore {
         }
         if let Some(serial) = &patch.serial {
             row.serial = serial.clone();
+            row.problem = None;
         }
         row.updated_at = Utc::now();
         let row = row.clone();
@@ -384,6 +397,7 @@ impl Store for MemoryStore {
             ordering: row.ordering,
             counter_start: row.counter_start,
             serial: None,
+            problem: None,
         };
         rows.insert(name, counter);
         Ok(true)

@@ -127,6 +127,24 @@ impl Dialect {
         }
     }
 
+    /// Readiness' one query: how many of this binary's migrations
+    /// `seqd_migrations` records as applied (all of them, when the schema is
+    /// as current as this seqd needs). Built once per dialect.
+    pub(crate) fn applied_count_sql(self) -> &'static str {
+        static SQL: [std::sync::OnceLock<String>; 3] = [const { std::sync::OnceLock::new() }; 3];
+        SQL[self as usize].get_or_init(|| {
+            let versions: Vec<String> = self
+                .migrations()
+                .iter()
+                .map(|m| m.version.to_string())
+                .collect();
+            format!(
+                "SELECT COUNT(*) FROM {HISTORY_TABLE} WHERE success AND version IN ({})",
+                versions.join(", ")
+            )
+        })
+    }
+
     /// `CREATE TABLE IF NOT EXISTS seqd_migrations`, shaped as sqlx's table.
     pub fn history_ddl(self) -> &'static str {
         match self {
@@ -713,23 +731,30 @@ pub(crate) fn create_schema_sql(schema: Option<&str>) -> Option<String> {
 
 /// Checks a PostgreSQL `--schema` name: lower-case letters, digits and `_`,
 /// not starting with a digit, at most 63 characters (so it needs no quoting
-/// in `search_path` and means the same quoted or not).
+/// in `search_path` and means the same quoted or not), and none of
+/// PostgreSQL's own schemas (`information_schema`, `pg_*`), where seqd's
+/// tables must never go.
 pub fn check_schema_name(name: &str) -> Result<(), StoreError> {
     let mut chars = name.chars();
     let first_ok = chars
         .next()
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
-    if first_ok
+    if !(first_ok
         && name.len() <= 63
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
     {
-        Ok(())
-    } else {
-        Err(StoreError::Config(format!(
+        return Err(StoreError::Config(format!(
             "invalid --schema {name:?}: lower-case letters, digits and _, not starting with a \
              digit, at most 63 characters"
-        )))
+        )));
     }
+    if name == "information_schema" || name.starts_with("pg_") {
+        return Err(StoreError::Config(format!(
+            "invalid --schema {name:?}: a schema of PostgreSQL itself (information_schema, \
+             pg_*) cannot hold seqd's tables"
+        )));
+    }
+    Ok(())
 }
 
 /// A migration `m` of `sql`, for the tests.
@@ -821,6 +846,9 @@ mod tests {
     #[test]
     fn schema_names_need_no_quoting() {
         assert!(check_schema_name("seqd_a1").is_ok());
+        for reserved in ["information_schema", "pg_catalog", "pg_toast", "pg_temp_1"] {
+            assert!(check_schema_name(reserved).is_err(), "{reserved:?}");
+        }
         for bad in ["", "1a", "Seqd", "a-b", "a\"b", &"a".repeat(64)] {
             assert!(check_schema_name(bad).is_err(), "{bad:?}");
         }

@@ -64,6 +64,27 @@ pub struct SequenceRow {
     /// Its serial-number settings (`format` not NULL), if it issues serial
     /// numbers.
     pub serial: Option<crate::domain::SerialSettings>,
+    /// Why seqd cannot use this row, when it cannot (settings written by SQL
+    /// that do not parse): the row is still read, listed and repairable, and
+    /// its requests are refused naming the field (docs/design.md, "Rows seqd
+    /// cannot use"). `serial` is `None` then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<RowProblem>,
+}
+
+/// What is wrong with a row seqd cannot use: the column and seqd's words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowProblem {
+    /// The column at fault (`format`, `reset`, `time_zone`, `overflow`).
+    pub field: &'static str,
+    /// Why its value is refused.
+    pub message: String,
+}
+
+impl std::fmt::Display for RowProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "field `{}`: {}", self.field, self.message)
+    }
 }
 
 /// One counter row of a serial sequence: `name@key`.
@@ -802,17 +823,16 @@ fn naive_row(
 
 /// Like [`naive_row`] for a row looked up by a valid name, which must convert.
 fn naive_found_row(row: NaiveRow) -> Result<SequenceRow, StoreError> {
-    naive_row(row).ok_or_else(|| {
-        StoreError::Unavailable(
-            "row with an invalid name or invalid serial settings returned".into(),
-        )
-    })
+    naive_row(row)
+        .ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
 }
 
 /// Builds a [`SequenceRow`] from the columns of the table, or `None` when the
 /// stored name is not a valid [`SeqName`] (a row an operator inserted by hand
-/// with a name the API could never ask for) or its serial settings do not
-/// parse (a hand-edited `format`).
+/// with a name the API could never ask for). Serial settings that do not
+/// parse (a hand-edited `format`) keep the row, with its
+/// [`SequenceRow::problem`] naming the field: reads, lists and repairs see
+/// it, requests for it are refused.
 #[allow(clippy::too_many_arguments)] // one per column of the table
 fn row_from_columns(
     name: String,
@@ -824,38 +844,41 @@ fn row_from_columns(
     ordering: &str,
     columns: SerialColumns,
 ) -> Option<SequenceRow> {
-    let serial = match &columns.format {
-        None => None,
+    let Ok(name) = SeqName::parse(&name) else {
+        tracing::warn!(name = %crate::domain::escape_controls(&name), "ignoring a row of `sequences` whose name is not a valid sequence name");
+        return None;
+    };
+    let (serial, problem) = match &columns.format {
+        None => (None, None),
         Some(format) => match crate::domain::SerialSettings::from_columns(
             format,
             &columns.reset,
             &columns.time_zone,
             &columns.overflow,
         ) {
-            Ok(settings) => Some(settings),
+            Ok(settings) => (Some(settings), None),
             Err(e) => {
-                tracing::warn!(name = %crate::domain::escape_controls(&name), error = %e, "ignoring a row of `sequences` whose serial settings are invalid");
-                return None;
+                let problem = RowProblem {
+                    field: e.field(),
+                    message: e.to_string(),
+                };
+                tracing::warn!(sequence = %name, %problem, "a row of `sequences` has serial settings seqd cannot use");
+                (None, Some(problem))
             }
         },
     };
-    match SeqName::parse(&name) {
-        Ok(name) => Some(SequenceRow {
-            name,
-            max_id,
-            step,
-            description,
-            ordering: Ordering::from_column(ordering),
-            created_at,
-            updated_at,
-            counter_start: columns.counter_start,
-            serial,
-        }),
-        Err(_) => {
-            tracing::warn!(name = %crate::domain::escape_controls(&name), "ignoring a row of `sequences` whose name is not a valid sequence name");
-            None
-        }
-    }
+    Some(SequenceRow {
+        name,
+        max_id,
+        step,
+        description,
+        ordering: Ordering::from_column(ordering),
+        created_at,
+        updated_at,
+        counter_start: columns.counter_start,
+        serial,
+        problem,
+    })
 }
 
 /// Why a reserving statement updated no row, from the row's `format IS NOT
@@ -868,6 +891,40 @@ fn refused(serial: Option<bool>) -> StoreError {
         Some(true) => StoreError::Serial,
         Some(false) => StoreError::Exhausted,
     }
+}
+
+/// Whether the schema is as current as this seqd needs, for readiness
+/// (docs/design.md, "Readiness"): one query counts the migrations of this
+/// binary that `seqd_migrations` records as applied. When one is missing,
+/// `check` (the store's [`Store::check_schema`], which also accepts a history
+/// still kept in `_sqlx_migrations`) gives the verdict and names what is
+/// missing as [`StoreError::Migration`]. A database that does not answer, or
+/// has no `seqd_migrations`, is [`StoreError::Unavailable`].
+async fn schema_ready<DB, F>(
+    pool: &sqlx::Pool<DB>,
+    dialect: Dialect,
+    check: F,
+) -> Result<(), StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    F: std::future::Future<Output = Result<(), StoreError>>,
+{
+    let mut held = pool::Held::acquire(pool).await?;
+    let sql = dialect.applied_count_sql();
+    let row = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, (i64,)>(sql)
+            .fetch_one(held.conn())
+            .await
+    );
+    let (applied,) = held.finish(row)?;
+    if applied == dialect.migrations().len() as i64 {
+        return Ok(());
+    }
+    check.await
 }
 
 /// Reads whether `name` issues serial numbers (`None`: no row), with

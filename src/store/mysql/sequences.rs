@@ -30,7 +30,9 @@ use crate::store::{
     serial_values, unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow,
     SerialColumns, Store, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
 };
-use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{
+    execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
+};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
@@ -162,11 +164,7 @@ fn utf8_name(name: Vec<u8>) -> String {
 
 /// Like [`to_row`] for a row looked up by a valid name, which must convert.
 fn to_found_row(row: Row) -> Result<SequenceRow, StoreError> {
-    to_row(row).ok_or_else(|| {
-        StoreError::Unavailable(
-            "row with an invalid name or invalid serial settings returned".into(),
-        )
-    })
+    to_row(row).ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
 }
 
 /// A [`Store`] on a MySQL or MariaDB database.
@@ -535,14 +533,7 @@ impl Store for MySqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        retrying!(
-            "mysql",
-            sqlx::query("SELECT 1 FROM sequences LIMIT 1")
-                .fetch_optional(&self.pool)
-                .await
-        )
-        .map(|_| ())
-        .map_err(unavailable)
+        schema_ready(&self.pool, Dialect::Mysql, self.check_schema()).await
     }
 
     fn backend(&self) -> &'static str {

@@ -31,7 +31,7 @@ use crate::store::{
     Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
     COLUMNS, NOT_COUNTER,
 };
-use crate::store::{run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{run_bump, schema_ready, BumpMode, BumpSql, Bumped};
 
 /// Reserves `GREATEST(step, $2)` IDs of the row named `$1` unless that would
 /// pass `i64::MAX`, and returns the new `max_id`, the amount added and the
@@ -451,14 +451,7 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        retrying!(
-            "postgres",
-            sqlx::query("SELECT 1 FROM sequences LIMIT 1")
-                .fetch_optional(&self.pool)
-                .await
-        )
-        .map(|_| ())
-        .map_err(unavailable)
+        schema_ready(&self.pool, Dialect::Postgres, self.check_schema()).await
     }
 
     fn backend(&self) -> &'static str {

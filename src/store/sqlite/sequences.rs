@@ -25,7 +25,9 @@ use crate::store::{
     PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StoreOptions, COLUMNS, NOT_COUNTER,
 };
-use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{
+    execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
+};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
@@ -412,11 +414,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1 FROM sequences LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(unavailable)
+        schema_ready(&self.pool, Dialect::Sqlite, self.check_schema()).await
     }
 
     fn backend(&self) -> &'static str {

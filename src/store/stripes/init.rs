@@ -292,6 +292,13 @@ async fn level_rows(
 /// Creates `model`'s sequence (its step and description) on `store` with
 /// `max_id` at least `top`; a row that appeared meanwhile is raised instead.
 async fn create_at(store: &dyn Store, model: &SequenceRow, top: i64) -> Result<(), StoreError> {
+    if let Some(problem) = &model.problem {
+        // Copied without its settings it would become a plain sequence.
+        return Err(StoreError::Config(format!(
+            "sequence '{}' has settings seqd cannot use ({problem}): repair its row first",
+            model.name
+        )));
+    }
     let new = NewSequence {
         name: model.name.clone(),
         // `start - 1` is the row's max_id; a top at i64::MAX or below 0 is

@@ -551,7 +551,7 @@ async fn reserve_on(
         let row = store.get(&name).await?.ok_or(StoreError::NotFound)?;
         // A serial row (made before `seqd stripes init`) hands out no plain
         // range here either, as its own database's statements refuse it.
-        if row.serial.is_some() {
+        if row.serial.is_some() || row.problem.is_some() {
             return Err(StoreError::Serial);
         }
         let want = row.step.max(min_size).max(1);
