@@ -67,6 +67,15 @@ pub async fn open_database(
         .prepare_schema(mode)
         .await
         .with_context(|| format!("{doing} {redacted}"))?;
+    if mode == MigrateMode::Off {
+        // No DDL, but say loudly what this binary needs and lacks: until
+        // it is applied its requests fail and /readyz answers 503.
+        if let Err(e) = db.sequences().check_schema().await {
+            tracing::error!(database = %redacted, error = %e,
+                "--migrate off: the schema is older than this seqd needs; requests will fail and \
+                 /readyz answers 503 until `seqd migrate` (or the DDL of `seqd schema`) is applied");
+        }
+    }
     Ok(db)
 }
 

@@ -401,6 +401,53 @@ async fn admin_token_is_required_when_set(db: TestDb) {
     // Reads of IDs need no token.
     let resp = s.get("/v1/sequences/guarded/next").await;
     assert_eq!(resp.status(), StatusCode::OK);
+    // The scheme's name is case-insensitive (RFC 9110); the token is not.
+    for (value, status) in [
+        ("bearer s3cret", StatusCode::OK),
+        ("BEARER s3cret", StatusCode::OK),
+        ("bearer S3CRET", StatusCode::UNAUTHORIZED),
+    ] {
+        let resp = s
+            .http
+            .patch(s.url("/v1/sequences/guarded"))
+            .header("authorization", value)
+            .json(&json!({"step": 3}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), status, "{value}");
+    }
+    s.stop().await;
+}
+
+/// HEAD is safe: monitors and proxies send it freely. On every route that
+/// draws IDs it answers 405 with `Allow` and draws nothing (axum would run
+/// the GET handler and drop the body).
+async fn head_on_drawing_routes_draws_nothing(db: TestDb) {
+    let s = start(&db).await;
+    create(&s, json!({"name": "peek", "start": 1, "step": 10})).await;
+    for (path, allow) in [
+        ("/v1/sequences/peek/next", "GET, POST"),
+        ("/v1/sequences/peek/batch?count=10000", "GET, POST"),
+        ("/api/segment/get/peek", "GET"),
+        ("/v1/snowflake/next", "GET, POST"),
+        ("/v1/snowflake/batch?count=10", "GET, POST"),
+        ("/api/snowflake/get/peek", "GET"),
+    ] {
+        let resp = s.http.head(s.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "HEAD {path}");
+        assert_eq!(resp.headers()["allow"], allow, "HEAD {path}");
+    }
+    let next = json_of(s.get("/v1/sequences/peek/next").await).await;
+    assert_eq!(next["id"], 1, "HEAD drew IDs: {next}");
+    // Reads keep answering HEAD.
+    let resp = s
+        .http
+        .head(s.url("/v1/sequences/peek"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
     s.stop().await;
 }
 
@@ -654,6 +701,7 @@ per_backend!(
     exhausted_sequences_get_409,
     health_readiness_and_unknown_routes,
     admin_token_is_required_when_set,
+    head_on_drawing_routes_draws_nothing,
     concurrent_clients_over_http_get_unique_increasing_ids,
     walking_every_page_lists_each_sequence_exactly_once_in_byte_order,
     walking_the_pages_of_a_prefix_lists_each_matching_sequence_exactly_once,

@@ -111,6 +111,43 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
     }
 }
 
+/// A body announced larger than the limit is refused at once with 413,
+/// before any of it is awaited (not held until the request timeout, 408).
+#[tokio::test]
+async fn an_announced_oversized_body_gets_413_without_waiting_for_it() {
+    let limits = Limits {
+        request_timeout: Duration::from_secs(3600),
+        ..Limits::default()
+    };
+    let s = start(limits, Arc::new(MemoryStore::new())).await;
+    for target in ["/v1/sequences", "/v1/sequences/order"] {
+        let method = if target == "/v1/sequences" {
+            "POST"
+        } else {
+            "PATCH"
+        };
+        let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let head = format!(
+            "{method} {target} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+             content-length: 99999999999\r\n\r\n"
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        // No body follows; the answer comes anyway (the bound only keeps a
+        // broken server from hanging the suite: the request timeout is 1 h).
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(60), conn.read(&mut answer))
+            .await
+            .expect("an answer before the body")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(
+            answer.starts_with("HTTP/1.1 413"),
+            "{method} {target}: {answer}"
+        );
+        assert!(answer.contains("payload_too_large"), "{answer}");
+    }
+}
+
 #[tokio::test]
 async fn the_body_limit_is_configurable() {
     let s = start(

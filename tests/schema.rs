@@ -277,6 +277,68 @@ async fn check_refuses_a_database_one_migration_behind(db: TestDb) {
 
 per_backend!(check_refuses_a_database_one_migration_behind);
 
+/// Readiness means "can serve": with `--migrate off` on a schema one
+/// migration behind, the start says so loudly and `/readyz` answers 503
+/// `schema_behind` until the migration is applied; then 200, no restart.
+async fn readiness_fails_while_the_schema_is_behind(db: TestDb) {
+    seqd_migrate(&db).await;
+    common::execute(&db, "DROP TABLE workers").await;
+    common::execute(&db, "DELETE FROM seqd_migrations WHERE version = 2").await;
+
+    let process = Process::spawn(&db.url, &["--migrate", "off"]).await;
+    let warned = process
+        .log_lines("--migrate off: the schema is older than this seqd needs; requests will fail and /readyz answers 503 until `seqd migrate` (or the DDL of `seqd schema`) is applied");
+    assert_eq!(warned.len(), 1, "the start names what is missing");
+    assert!(
+        warned[0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 (create workers)"),
+        "{}",
+        warned[0]
+    );
+    let http = reqwest::Client::new();
+    let ready = http
+        .get(format!("{}/readyz", process.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["checks"]["database"], "schema_behind", "{body}");
+    assert_eq!(body["error"]["code"], "storage_unavailable", "{body}");
+
+    ok(&seqd(&["migrate", "--database-url", &db.url]).await);
+    let ready = http
+        .get(format!("{}/readyz", process.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200, "{:?}", ready.text().await);
+    process.kill().await;
+}
+
+per_backend!(readiness_fails_while_the_schema_is_behind);
+
+/// `--schema` names a schema seqd may own: empty and PostgreSQL's own
+/// schemas are refused as usage errors (exit 2), before any connection.
+#[tokio::test]
+async fn schema_flag_refuses_empty_and_postgres_own_schemas() {
+    for bad in ["", "information_schema", "pg_catalog"] {
+        let out = seqd(&[
+            "migrate",
+            "--database-url",
+            "postgres://postgres@127.0.0.1:5432/test",
+            "--schema",
+            bad,
+        ])
+        .await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--schema {bad:?}: {err}");
+        assert!(err.contains("invalid --schema"), "--schema {bad:?}: {err}");
+    }
+}
+
 /// A unique role/user name.
 fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()

@@ -22,8 +22,9 @@ pub async fn healthz() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-/// `GET /readyz`: 200 when the database answers a query on `sequences`,
-/// else 503 naming the failed check. The query takes a permit of the read
+/// `GET /readyz`: 200 when the database answers and records every migration
+/// this binary needs (one query, `Store::ping`), else 503 naming the failed
+/// check (`schema_behind` when a migration is missing). The query takes a permit of the read
 /// gate ([`super::reads`]) like every unauthenticated read.
 #[utoipa::path(
     get,
@@ -56,6 +57,15 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
                 }))
                 .into_response()
             }
+        }
+        Ok(Err(crate::store::StoreError::Migration(why))) => {
+            super::log_throttle::throttled!(error, "readiness: the schema is behind", None, error = %why);
+            not_ready(
+                "schema_behind",
+                ErrorCode::StorageUnavailable,
+                "the database schema is older than this seqd needs: apply `seqd migrate` \
+                 (or the DDL of `seqd schema`)",
+            )
         }
         Ok(Err(e)) => {
             super::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
@@ -121,8 +131,9 @@ pub struct ReadyDoc {
 #[derive(ToSchema)]
 #[schema(as = ReadyChecks)]
 pub struct ReadyChecksDoc {
-    /// `ok` or `failed`: the database answers and the schema is in place;
-    /// `busy`: not checked, too many database reads in flight.
+    /// `ok`; `failed`: the database does not answer (or has no schema);
+    /// `schema_behind`: a migration this seqd needs is not applied; `busy`:
+    /// not checked, too many database reads in flight.
     #[schema(example = "ok")]
     pub database: String,
     /// With several databases (stripes): the state of each, in order.

@@ -165,7 +165,7 @@ pub struct Process {
     pub base: String,
     /// The child's process id.
     pub pid: u32,
-    /// Its log lines (JSON) read so far, after the start-up line.
+    /// Its log lines (JSON) read so far, but the start-up line.
     logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -223,6 +223,8 @@ impl Process {
             .expect("spawn seqd");
         let pid = child.id().expect("pid");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        // The lines before the start-up line are kept too (start-up warnings).
+        let mut before = Vec::new();
         let addr = tokio::time::timeout(std::time::Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
@@ -231,6 +233,7 @@ impl Process {
                 if let Some(listen) = v["listen"].as_str() {
                     return listen.to_string();
                 }
+                before.push(line);
             }
             panic!("seqd exited before listening");
         })
@@ -239,7 +242,7 @@ impl Process {
         // Keep draining stderr so the child never blocks on a full pipe
         // (echoed when SEQD_TEST_ECHO_LOGS=1, to debug a test).
         let echo = std::env::var("SEQD_TEST_ECHO_LOGS").is_ok_and(|v| v == "1");
-        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(before));
         let kept = logs.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
