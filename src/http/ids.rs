@@ -262,6 +262,24 @@ pub struct BatchDoc {
     pub serials: Option<Vec<String>>,
 }
 
+/// `HEAD` on a route that draws IDs (`Allow: GET, POST`): 405, nothing
+/// drawn. HEAD is a safe method that monitors and proxies send freely;
+/// axum would answer it by running the GET handler.
+pub async fn head_get_post() -> Response {
+    head_refused(HeaderValue::from_static("GET, POST"))
+}
+
+/// `HEAD` on a GET-only route that draws IDs (Leaf's): 405, nothing drawn.
+pub async fn head_get() -> Response {
+    head_refused(HeaderValue::from_static("GET"))
+}
+
+fn head_refused(allow: HeaderValue) -> Response {
+    let mut resp = ApiError::MethodNotAllowed.into_response();
+    resp.headers_mut().insert(axum::http::header::ALLOW, allow);
+    resp
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,22 +312,4 @@ mod tests {
             .collect();
         assert_eq!(ids, vec![1, 2, 3, i64::MAX - 1, i64::MAX]);
     }
-}
-
-/// `HEAD` on a route that draws IDs (`Allow: GET, POST`): 405, nothing
-/// drawn. HEAD is a safe method that monitors and proxies send freely;
-/// axum would answer it by running the GET handler.
-pub async fn head_get_post() -> Response {
-    head_refused(HeaderValue::from_static("GET, POST"))
-}
-
-/// `HEAD` on a GET-only route that draws IDs (Leaf's): 405, nothing drawn.
-pub async fn head_get() -> Response {
-    head_refused(HeaderValue::from_static("GET"))
-}
-
-fn head_refused(allow: HeaderValue) -> Response {
-    let mut resp = ApiError::MethodNotAllowed.into_response();
-    resp.headers_mut().insert(axum::http::header::ALLOW, allow);
-    resp
 }
