@@ -30,6 +30,7 @@ use crate::store::{
     serial_values, unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow,
     SerialColumns, Store, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
 };
+use crate::store::{fetch_named, named_rows_sql};
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
@@ -380,6 +381,10 @@ impl Store for MySqlStore {
             .map_err(unavailable)?
             .map(to_found_row)
             .transpose()
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(&self.pool, named_rows_sql, names, to_row).await
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {

@@ -25,6 +25,7 @@ use crate::store::{
     PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StoreOptions, COLUMNS, NOT_COUNTER,
 };
+use crate::store::{fetch_named, named_rows_sql};
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
@@ -265,6 +266,10 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         row.map(to_found_row).transpose()
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(&self.pool, named_rows_sql, names, to_row).await
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
