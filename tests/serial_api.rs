@@ -278,9 +278,7 @@ async fn next(s: &TestServer, name: &str) -> reqwest::Response {
 /// first request after one refresh round, with no request to it in between
 /// (no traffic, no reservation): plain -> serial, serial -> plain, a new
 /// format, overflow refuse -> widen, ordering instance -> global.
-async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_traffic(
-    db: TestDb,
-) {
+async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_traffic(db: TestDb) {
     let a = start(&db).await;
     let b = start_refreshing(&db).await;
     let made = [
@@ -297,15 +295,23 @@ async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_tr
     let first_plain = b.get_json("/v1/sequences/plain/next").await["id"]
         .as_i64()
         .unwrap();
-    assert_eq!(b.get_json("/v1/sequences/serial/next").await["serial"], "S001");
+    assert_eq!(
+        b.get_json("/v1/sequences/serial/next").await["serial"],
+        "S001"
+    );
     assert_eq!(b.get_json("/v1/sequences/fmt/next").await["serial"], "M001");
     for i in 1..=9 {
-        assert_eq!(b.get_json("/v1/sequences/full/next").await["serial"], format!("W{i}"));
+        assert_eq!(
+            b.get_json("/v1/sequences/full/next").await["serial"],
+            format!("W{i}")
+        );
     }
     assert_eq!(next(&b, "full").await.status(), StatusCode::CONFLICT);
     assert_eq!(b.get_json("/v1/sequences/order/next").await["id"], 1);
     // `a` reserves above `b`'s segment of `order`.
-    let a_order = a.get_json("/v1/sequences/order/next").await["id"].as_i64().unwrap();
+    let a_order = a.get_json("/v1/sequences/order/next").await["id"]
+        .as_i64()
+        .unwrap();
     assert!(a_order > 1000, "{a_order}");
 
     let patches = [
@@ -316,7 +322,11 @@ async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_tr
         ("order", json!({"ordering": "global"})),
     ];
     for (name, body) in patches {
-        assert_eq!(patch(&a, name, body).await.status(), StatusCode::OK, "{name}");
+        assert_eq!(
+            patch(&a, name, body).await.status(),
+            StatusCode::OK,
+            "{name}"
+        );
     }
     two_refresh_rounds(&b).await;
 
@@ -324,7 +334,9 @@ async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_tr
     let mut stale = Vec::new();
     let plain = b.get_json("/v1/sequences/plain/next").await;
     if plain["serial"] != "P001" {
-        stale.push(format!("plain -> serial: {plain} (b served {first_plain} before)"));
+        stale.push(format!(
+            "plain -> serial: {plain} (b served {first_plain} before)"
+        ));
     }
     let serial = b.get_json("/v1/sequences/serial/next").await;
     if serial.get("serial").is_some() || serial["id"].as_i64().is_none() {
@@ -360,12 +372,27 @@ async fn a_row_changed_by_sql_is_in_force_on_every_instance_without_traffic(db: 
     assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
     assert_eq!(a.get_json("/v1/sequences/q/next").await["serial"], "Q001");
     let q = b.get_json("/v1/sequences/q/next").await;
-    assert!(q["serial"].as_str().is_some_and(|q| q.starts_with('Q')), "{q}");
+    assert!(
+        q["serial"].as_str().is_some_and(|q| q.starts_with('Q')),
+        "{q}"
+    );
     for s in [&a, &b] {
-        assert!(s.get_json("/v1/sequences/r/next").await.get("serial").is_none());
+        assert!(s
+            .get_json("/v1/sequences/r/next")
+            .await
+            .get("serial")
+            .is_none());
     }
-    common::execute(&db, "UPDATE sequences SET format = 'X-{seq:05}' WHERE name = 'q'").await;
-    common::execute(&db, "UPDATE sequences SET format = 'R{seq}' WHERE name = 'r'").await;
+    common::execute(
+        &db,
+        "UPDATE sequences SET format = 'X-{seq:05}' WHERE name = 'q'",
+    )
+    .await;
+    common::execute(
+        &db,
+        "UPDATE sequences SET format = 'R{seq}' WHERE name = 'r'",
+    )
+    .await;
     two_refresh_rounds(&a).await;
     two_refresh_rounds(&b).await;
     for s in [&a, &b] {
@@ -375,7 +402,10 @@ async fn a_row_changed_by_sql_is_in_force_on_every_instance_without_traffic(db: 
             .to_owned();
         assert!(q.starts_with("X-"), "{q}");
         let r = s.get_json("/v1/sequences/r/next").await;
-        assert!(r["serial"].as_str().is_some_and(|r| r.starts_with('R')), "{r}");
+        assert!(
+            r["serial"].as_str().is_some_and(|r| r.starts_with('R')),
+            "{r}"
+        );
     }
     a.stop().await;
     b.stop().await;

@@ -567,7 +567,12 @@ async fn a_missing_sequence_is_not_found() {
 #[tokio::test]
 async fn a_settings_change_after_the_clock_stepped_back_keeps_the_later_period() {
     let store = Arc::new(MemoryStore::new());
-    let s = settings("D{yyyy}{MM}{dd}-{seq:04}", Reset::Day, "UTC", Overflow::Refuse);
+    let s = settings(
+        "D{yyyy}{MM}{dd}-{seq:04}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
     create(&store, "d", 1, 10, s, Ordering::Instance).await;
     let rig = instance(&store, at("2026-12-01T00:00:05Z"));
     assert_eq!(rig.one("d").await.1, "D20261201-0001");

@@ -145,7 +145,10 @@ async fn settings_of_reads_the_rows_of_the_names_asked_for_in_chunks(db: TestDb)
     };
     store.update(&name("s00003"), &serial).await.unwrap();
     // Backwards, with names that have no row among them.
-    let mut asked: Vec<_> = (0..count).rev().map(|i| name(&format!("s{i:05}"))).collect();
+    let mut asked: Vec<_> = (0..count)
+        .rev()
+        .map(|i| name(&format!("s{i:05}")))
+        .collect();
     asked.insert(10, name("missing-1"));
     asked.push(name("missing-2"));
     let mut rows = store.settings_of(&asked).await.unwrap();

@@ -26,9 +26,9 @@ pub mod period;
 pub mod purge;
 // Over the allocator, which the model-checking build leaves out.
 #[cfg(not(seqd_loom))]
-pub mod service;
-#[cfg(not(seqd_loom))]
 pub mod refresh;
+#[cfg(not(seqd_loom))]
+pub mod service;
 
 pub use clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use error::SerialError;

@@ -81,7 +81,11 @@ pub async fn one_round(serials: &Serials, round: u64, budget: usize) -> bool {
                 ok = false;
             }
             Err(_) => {
-                tracing::warn!(?timeout, names = chunk.len(), "reading the settings of live sequences timed out");
+                tracing::warn!(
+                    ?timeout,
+                    names = chunk.len(),
+                    "reading the settings of live sequences timed out"
+                );
                 ok = false;
             }
         }

@@ -30,8 +30,8 @@ use crate::store::{
     serial_values, unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow,
     SerialColumns, Store, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
 };
-use crate::store::{fetch_named, named_rows_sql};
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{fetch_named, named_rows_sql};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.

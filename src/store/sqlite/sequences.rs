@@ -25,8 +25,8 @@ use crate::store::{
     PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StoreOptions, COLUMNS, NOT_COUNTER,
 };
-use crate::store::{fetch_named, named_rows_sql};
 use crate::store::{execute_bump, fetch_bump_rows, run_bump, BumpMode, BumpSql, Bumped};
+use crate::store::{fetch_named, named_rows_sql};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
