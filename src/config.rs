@@ -420,6 +420,12 @@ pub struct ServeArgs {
     /// is marked down until a probe finds it answering).
     #[arg(long, env = "SEQD_FAILOVER_AFTER", default_value = "200ms", value_parser = humantime::parse_duration)]
     pub failover_after: Duration,
+    /// How often each instance reads the settings of the sequences it holds
+    /// in memory again, so a change made elsewhere (PATCH on another
+    /// instance, SQL) is in force here within this interval. The default
+    /// keeps the 5 s promise; shorter is for tests.
+    #[arg(long, env = "SEQD_SETTINGS_REFRESH", default_value = "2s", value_parser = humantime::parse_duration, hide = true)]
+    pub settings_refresh: Duration,
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -32,7 +32,9 @@
 //!   but through [`store::workers::WorkerLeases`].
 //! - [`serial`]: serial numbers: format, reset period in a time zone,
 //!   rendering, the wall clock, and `Serials` over the allocator (left out
-//!   of the model-checking build with it). No SQL, no HTTP.
+//!   of the model-checking build with it), with the settings refresh that
+//!   applies settings changed elsewhere (`serial/refresh.rs`). No SQL, no
+//!   HTTP.
 
 /// Declares the modules that exist only in the service build: under
 /// `--cfg seqd_loom` (the model-checking tests, `tests/loom_double.rs`) they

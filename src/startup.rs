@@ -118,6 +118,9 @@ pub async fn run(
         metrics_top: settings.metrics_top,
         ..AppState::new(allocator.clone(), admin)
     };
+    // Settings changed elsewhere reach this instance; the task ends with
+    // the router (which holds the serials).
+    crate::serial::refresh::spawn(&state.serials, settings.settings_refresh);
     let app = router_with_limits(state, &settings.limits);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);

@@ -238,41 +238,174 @@ async fn a_full_counter_answers_409_until_widened_and_plain_again_serves_ids(db:
     s.stop().await;
 }
 
-/// A second instance learns a sequence turned serial at its next
-/// reservation, and a serial sequence turned plain within the refresh.
-async fn another_instance_learns_a_change_of_settings(db: TestDb) {
+/// An instance whose settings refresh runs every 100 ms.
+async fn start_refreshing(db: &TestDb) -> TestServer {
+    let mut settings = Settings::for_database(db.url.clone());
+    settings.settings_refresh = std::time::Duration::from_millis(100);
+    TestServer::start(settings).await
+}
+
+/// The settings refresh rounds `s` completed, from its `/metrics`.
+async fn refresh_rounds(s: &TestServer) -> u64 {
+    let text = s.get("/metrics").await.text().await.unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("seqd_settings_refresh_rounds_total "))
+        .expect("the refresh rounds on /metrics");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Waits (bounded) until `s` completed two settings refresh rounds from
+/// now: the second one began after every change made before this call.
+/// Draws nothing: `/metrics` is the only request `s` gets meanwhile.
+async fn two_refresh_rounds(s: &TestServer) {
+    let from = refresh_rounds(s).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while refresh_rounds(s).await < from + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no settings refresh round in 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn next(s: &TestServer, name: &str) -> reqwest::Response {
+    s.get(&format!("/v1/sequences/{name}/next")).await
+}
+
+/// Every setting PATCHed on one instance is in force on another at its
+/// first request after one refresh round, with no request to it in between
+/// (no traffic, no reservation): plain -> serial, serial -> plain, a new
+/// format, overflow refuse -> widen, ordering instance -> global.
+async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_traffic(db: TestDb) {
     let a = start(&db).await;
-    let b = start(&db).await;
+    let b = start_refreshing(&db).await;
+    let made = [
+        json!({"name": "plain", "step": 100000}),
+        json!({"name": "serial", "step": 10, "format": "S{seq:03}"}),
+        json!({"name": "fmt", "step": 10, "format": "M{seq:03}"}),
+        json!({"name": "full", "step": 1, "format": "W{seq:01}"}),
+        json!({"name": "order", "step": 1000}),
+    ];
+    for body in made {
+        assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+    }
+    // `b` serves each from memory: a segment, a period counter.
+    let first_plain = b.get_json("/v1/sequences/plain/next").await["id"]
+        .as_i64()
+        .unwrap();
     assert_eq!(
-        create(&a, json!({"name": "m", "step": 1, "format": "M{seq:03}"}))
-            .await
-            .status(),
-        201
+        b.get_json("/v1/sequences/serial/next").await["serial"],
+        "S001"
     );
-    assert_eq!(b.get_json("/v1/sequences/m/next").await["serial"], "M001");
-    assert_eq!(a.get_json("/v1/sequences/m/next").await["serial"], "M002");
-    assert_eq!(
-        patch(&a, "m", json!({"format": "N{seq:04}"}))
-            .await
-            .status(),
-        200
+    assert_eq!(b.get_json("/v1/sequences/fmt/next").await["serial"], "M001");
+    for i in 1..=9 {
+        assert_eq!(
+            b.get_json("/v1/sequences/full/next").await["serial"],
+            format!("W{i}")
+        );
+    }
+    assert_eq!(next(&b, "full").await.status(), StatusCode::CONFLICT);
+    assert_eq!(b.get_json("/v1/sequences/order/next").await["id"], 1);
+    // `a` reserves above `b`'s segment of `order`.
+    let a_order = a.get_json("/v1/sequences/order/next").await["id"]
+        .as_i64()
+        .unwrap();
+    assert!(a_order > 1000, "{a_order}");
+
+    let patches = [
+        ("plain", json!({"format": "P{seq:03}"})),
+        ("serial", json!({"format": null})),
+        ("fmt", json!({"format": "N{seq:04}"})),
+        ("full", json!({"overflow": "widen"})),
+        ("order", json!({"ordering": "global"})),
+    ];
+    for (name, body) in patches {
+        assert_eq!(
+            patch(&a, name, body).await.status(),
+            StatusCode::OK,
+            "{name}"
+        );
+    }
+    two_refresh_rounds(&b).await;
+
+    // Every setting is checked, and every one not in force is named.
+    let mut stale = Vec::new();
+    let plain = b.get_json("/v1/sequences/plain/next").await;
+    if plain["serial"] != "P001" {
+        stale.push(format!(
+            "plain -> serial: {plain} (b served {first_plain} before)"
+        ));
+    }
+    let serial = b.get_json("/v1/sequences/serial/next").await;
+    if serial.get("serial").is_some() || serial["id"].as_i64().is_none() {
+        stale.push(format!("serial -> plain: {serial}"));
+    }
+    let fmt = b.get_json("/v1/sequences/fmt/next").await;
+    if !fmt["serial"].as_str().is_some_and(|f| f.starts_with('N')) {
+        stale.push(format!("format: {fmt}"));
+    }
+    let full = next(&b, "full").await;
+    let full = (full.status(), full.text().await.unwrap());
+    if full.0 != StatusCode::OK || !full.1.contains("\"W10\"") {
+        stale.push(format!("overflow -> widen: {full:?}"));
+    }
+    // Global: from the row, above `a`'s segment, not 2 from `b`'s.
+    let order = b.get_json("/v1/sequences/order/next").await;
+    if order["id"].as_i64().is_none_or(|id| id <= a_order) {
+        stale.push(format!("ordering -> global: {order} after {a_order}"));
+    }
+    assert!(stale.is_empty(), "not in force on b: {stale:#?}");
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A row changed by SQL (no PATCH anywhere) is in force on every instance
+/// after one refresh round, with no request in between.
+async fn a_row_changed_by_sql_is_in_force_on_every_instance_without_traffic(db: TestDb) {
+    let a = start_refreshing(&db).await;
+    let b = start_refreshing(&db).await;
+    let body = json!({"name": "q", "step": 10, "format": "Q{seq:03}"});
+    assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+    let body = json!({"name": "r", "step": 100000});
+    assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+    assert_eq!(a.get_json("/v1/sequences/q/next").await["serial"], "Q001");
+    let q = b.get_json("/v1/sequences/q/next").await;
+    assert!(
+        q["serial"].as_str().is_some_and(|q| q.starts_with('Q')),
+        "{q}"
     );
-    // `b` reads the settings again within the refresh interval (5 s).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let serial = b.get_json("/v1/sequences/m/next").await["serial"]
+    for s in [&a, &b] {
+        assert!(s
+            .get_json("/v1/sequences/r/next")
+            .await
+            .get("serial")
+            .is_none());
+    }
+    common::execute(
+        &db,
+        "UPDATE sequences SET format = 'X-{seq:05}' WHERE name = 'q'",
+    )
+    .await;
+    common::execute(
+        &db,
+        "UPDATE sequences SET format = 'R{seq}' WHERE name = 'r'",
+    )
+    .await;
+    two_refresh_rounds(&a).await;
+    two_refresh_rounds(&b).await;
+    for s in [&a, &b] {
+        let q = s.get_json("/v1/sequences/q/next").await["serial"]
             .as_str()
             .unwrap()
             .to_owned();
-        if serial.starts_with('N') {
-            break;
-        }
-        assert!(serial.starts_with('M'), "{serial}");
+        assert!(q.starts_with("X-"), "{q}");
+        let r = s.get_json("/v1/sequences/r/next").await;
         assert!(
-            std::time::Instant::now() < deadline,
-            "b never saw the new format"
+            r["serial"].as_str().is_some_and(|r| r.starts_with('R')),
+            "{r}"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     a.stop().await;
     b.stop().await;
@@ -332,5 +465,6 @@ per_backend!(
     every_bad_setting_is_refused_with_what_is_wrong,
     serials_come_from_next_batch_text_and_the_leaf_route,
     a_full_counter_answers_409_until_widened_and_plain_again_serves_ids,
-    another_instance_learns_a_change_of_settings,
+    every_setting_patched_on_one_instance_is_in_force_on_another_without_traffic,
+    a_row_changed_by_sql_is_in_force_on_every_instance_without_traffic,
 );

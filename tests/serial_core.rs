@@ -560,3 +560,200 @@ async fn a_missing_sequence_is_not_found() {
         Err(IssueError::NotFound)
     );
 }
+
+/// A change of settings never takes serials back to an earlier period: the
+/// wall clock stepped back into the day before, the sequence is PATCHed,
+/// and its serials stay in the later day they had reached.
+#[tokio::test]
+async fn a_settings_change_after_the_clock_stepped_back_keeps_the_later_period() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings(
+        "D{yyyy}{MM}{dd}-{seq:04}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    );
+    create(&store, "d", 1, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-12-01T00:00:05Z"));
+    assert_eq!(rig.one("d").await.1, "D20261201-0001");
+    rig.set(at("2026-11-30T23:59:58Z"));
+    assert_eq!(rig.one("d").await.1, "D20261201-0002");
+    let name = SeqName::parse("d").unwrap();
+    let widen = SequencePatch {
+        serial: Some(Some(settings(
+            "D{yyyy}{MM}{dd}-{seq:04}",
+            Reset::Day,
+            "UTC",
+            Overflow::Widen,
+        ))),
+        ..Default::default()
+    };
+    let row = store.update(&name, &widen).await.unwrap();
+    rig.serials.reload(&row);
+    let (_, serial) = rig.one("d").await;
+    assert!(serial.starts_with("D20261201-"), "{serial}");
+    assert_eq!(rig.serials.status(&name).unwrap().key, "20261201");
+    // A change of reset too: the period of the later instant, never of now.
+    let monthly = SequencePatch {
+        serial: Some(Some(settings(
+            "M{yyyy}{MM}-{seq:04}",
+            Reset::Month,
+            "UTC",
+            Overflow::Widen,
+        ))),
+        ..Default::default()
+    };
+    let row = store.update(&name, &monthly).await.unwrap();
+    rig.serials.reload(&row);
+    let (_, serial) = rig.one("d").await;
+    assert!(serial.starts_with("M202612-"), "{serial}");
+    assert!(rig.period_max("d", "202611").await.is_none());
+}
+
+/// Settings refresh on a paused tokio clock: an instance over `store`
+/// refreshing every [`EVERY`].
+const EVERY: Duration = Duration::from_secs(2);
+
+fn refreshing(store: &Arc<MemoryStore>, now: Timestamp) -> Rig {
+    let rig = instance(store, now);
+    seqd::serial::refresh::spawn(&rig.serials, EVERY);
+    rig
+}
+
+/// Lets one refresh interval pass on the paused clock, without a request to
+/// the instance, and asserts that a refresh round completed in it (the
+/// clock does not move while the test yields).
+async fn one_interval(rig: &Rig) {
+    let before = rig.serials.refresh_rounds();
+    tokio::time::sleep(EVERY).await;
+    for _ in 0..100 {
+        if rig.serials.refresh_rounds() > before {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        rig.serials.refresh_rounds() > before,
+        "no refresh round within one interval"
+    );
+}
+
+/// Changes the row as another instance's PATCH or an SQL statement would:
+/// this instance is not told.
+async fn change_elsewhere(store: &Arc<MemoryStore>, name: &str, patch: SequencePatch) {
+    store
+        .update(&SeqName::parse(name).unwrap(), &patch)
+        .await
+        .unwrap();
+}
+
+fn serial_patch(format: &str, overflow: Overflow) -> SequencePatch {
+    SequencePatch {
+        serial: Some(Some(settings(format, Reset::Never, "UTC", overflow))),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_sequence_made_serial_elsewhere_stops_serving_plain_ids_within_one_refresh() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("p", 0, 100_000);
+    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    let p = SeqName::parse("p").unwrap();
+    assert_eq!(rig.allocator.next(&p).await, Ok(1));
+    change_elsewhere(&store, "p", serial_patch("P{seq:03}", Overflow::Refuse)).await;
+    one_interval(&rig).await;
+    assert_eq!(
+        rig.allocator.next(&p).await,
+        Err(seqd::allocator::AllocError::Serial)
+    );
+    assert_eq!(rig.one("p").await.1, "P001");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_serial_sequence_made_plain_elsewhere_serves_ids_within_one_refresh() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("S{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "s", 1, 10, s, Ordering::Instance).await;
+    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    let name = SeqName::parse("s").unwrap();
+    assert_eq!(
+        rig.allocator.next(&name).await,
+        Err(seqd::allocator::AllocError::Serial)
+    );
+    assert_eq!(rig.one("s").await.1, "S001");
+    let plain = SequencePatch {
+        serial: Some(None),
+        ..Default::default()
+    };
+    change_elsewhere(&store, "s", plain).await;
+    one_interval(&rig).await;
+    assert!(rig.allocator.next(&name).await.is_ok());
+    assert_eq!(
+        rig.serials.issue(SeqNameRef::parse("s").unwrap(), 1).await,
+        Err(IssueError::Plain)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_format_changed_elsewhere_prints_the_next_serial_within_one_refresh() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("A{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "f", 1, 10, s, Ordering::Instance).await;
+    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    assert_eq!(rig.one("f").await.1, "A001");
+    change_elsewhere(&store, "f", serial_patch("B-{seq:05}", Overflow::Refuse)).await;
+    one_interval(&rig).await;
+    let (_, serial) = rig.one("f").await;
+    assert!(serial.starts_with("B-"), "{serial}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_counter_widened_elsewhere_serves_again_within_one_refresh() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("W{seq:01}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "w", 1, 1, s, Ordering::Instance).await;
+    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    for i in 1..=9 {
+        assert_eq!(rig.one("w").await.1, format!("W{i}"));
+    }
+    let w = SeqNameRef::parse("w").unwrap();
+    assert!(matches!(
+        rig.serials.issue(w, 1).await,
+        Err(IssueError::SerialExhausted(_))
+    ));
+    change_elsewhere(&store, "w", serial_patch("W{seq:01}", Overflow::Widen)).await;
+    one_interval(&rig).await;
+    assert_eq!(rig.one("w").await.1, "W10");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ordering_made_global_elsewhere_takes_the_next_id_from_the_row_within_one_refresh() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("g", 0, 1000);
+    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    let g = SeqName::parse("g").unwrap();
+    assert_eq!(rig.allocator.next(&g).await, Ok(1));
+    let global = SequencePatch {
+        ordering: Some(Ordering::Global),
+        ..Default::default()
+    };
+    change_elsewhere(&store, "g", global).await;
+    one_interval(&rig).await;
+    // Not 2 from the segment in memory: the row's next ID.
+    assert_eq!(rig.allocator.next(&g).await, Ok(1001));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_settings_refresh_ends_when_its_instance_is_dropped() {
+    let store = Arc::new(MemoryStore::new());
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let task = seqd::serial::refresh::spawn(&rig.serials, EVERY);
+    tokio::time::sleep(EVERY * 2).await;
+    assert!(!task.is_finished());
+    drop(rig);
+    tokio::time::timeout(EVERY * 2, task)
+        .await
+        .expect("the task ended")
+        .unwrap();
+}

@@ -116,6 +116,53 @@ async fn get_of_a_missing_name_returns_none(db: TestDb) {
     assert_eq!(store.get(&name("nope")).await.unwrap(), None);
 }
 
+/// `settings_of` reads the rows of the names asked for, past one
+/// statement's worth of names (`SETTINGS_CHUNK`), as `get` reads them, and
+/// leaves out names without a row.
+async fn settings_of_reads_the_rows_of_the_names_asked_for_in_chunks(db: TestDb) {
+    let store = common::store(&db).await;
+    let count = seqd::store::SETTINGS_CHUNK * 2 + 100;
+    let values: Vec<String> = (0..count)
+        .map(|i| format!("('s{i:05}', {i}, {})", i % 7 + 1))
+        .collect();
+    let sql = format!(
+        "INSERT INTO sequences (name, max_id, step) VALUES {}",
+        values.join(", ")
+    );
+    execute(&db, &sql).await;
+    let serial = SequencePatch {
+        ordering: Some(seqd::domain::Ordering::Global),
+        serial: Some(Some(
+            seqd::domain::SerialSettings::new(
+                "A{yyyy}{seq:04}",
+                seqd::serial::Reset::Year,
+                "Europe/Paris",
+                seqd::serial::Overflow::Widen,
+            )
+            .unwrap(),
+        )),
+        ..Default::default()
+    };
+    store.update(&name("s00003"), &serial).await.unwrap();
+    // Backwards, with names that have no row among them.
+    let mut asked: Vec<_> = (0..count)
+        .rev()
+        .map(|i| name(&format!("s{i:05}")))
+        .collect();
+    asked.insert(10, name("missing-1"));
+    asked.push(name("missing-2"));
+    let mut rows = store.settings_of(&asked).await.unwrap();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(rows.len(), count);
+    for row in [&rows[0], &rows[3], &rows[count - 1]] {
+        assert_eq!(Some(row), store.get(&row.name).await.unwrap().as_ref());
+    }
+    assert_eq!(rows[3].ordering, seqd::domain::Ordering::Global);
+    assert!(rows[3].serial.is_some());
+    assert_eq!(rows[6].step, 7);
+    assert!(store.settings_of(&[]).await.unwrap().is_empty());
+}
+
 async fn list_returns_every_row_in_byte_order_of_name(db: TestDb) {
     let store = common::store(&db).await;
     assert!(store.list().await.unwrap().is_empty());
@@ -1082,6 +1129,7 @@ per_backend!(
     description_of_256_multibyte_characters_round_trips,
     create_of_an_existing_name_fails_with_already_exists,
     get_of_a_missing_name_returns_none,
+    settings_of_reads_the_rows_of_the_names_asked_for_in_chunks,
     list_returns_every_row_in_byte_order_of_name,
     list_ignores_rows_whose_name_is_not_a_valid_sequence_name,
     list_pages_tile_the_table_in_the_byte_order_of_list,

@@ -298,8 +298,11 @@ impl SeqBuffer {
                 self.segments.seal();
             }
             tracing::info!(sequence = %self.name, serial, "serial numbers switched");
+            // Waiters look at the flag after registering: only a change
+            // needs waking them (the settings refresh sets the flag of
+            // every live name every round).
+            self.notify.notify_waiters();
         }
-        self.notify.notify_waiters();
     }
 
     /// Switches between the orderings: to `global`, the segments in memory

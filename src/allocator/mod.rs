@@ -379,8 +379,8 @@ impl Allocator {
     }
 
     /// Marks `name` as issuing serial numbers or not in this instance at
-    /// once (after a PATCH answered here, or a serial sequence found plain
-    /// again); other instances learn it at their next reservation.
+    /// once (after a PATCH answered here, a change read by the settings
+    /// refresh, or a serial sequence found plain again).
     pub fn set_serial(&self, name: &SeqName, serial: bool) {
         self.inner
             .live
@@ -552,9 +552,15 @@ impl Allocator {
         self.inner.live.for_each(|buf| f(buf.name(), &buf.stats()));
     }
 
+    /// Calls `f` with the name of every live sequence (period counters
+    /// included), in no particular order, copying no name.
+    pub fn for_each_name(&self, mut f: impl FnMut(&SeqName)) {
+        self.inner.live.for_each(|buf| f(buf.name()));
+    }
+
     /// Switches `name`'s ordering in this instance at once (after a PATCH
-    /// answered here; other instances learn it at their next reservation).
-    /// A name not live here learns it at its first fetch.
+    /// answered here, or a change read by the settings refresh). A name not
+    /// live here learns it at its first fetch.
     pub fn set_ordering(&self, name: &SeqName, ordering: crate::domain::Ordering) {
         self.inner
             .live

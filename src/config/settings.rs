@@ -35,6 +35,10 @@ pub struct Settings {
     /// With several stripes, how long a stripe may take before the next
     /// one is raced (`--failover-after`).
     pub failover_after: Duration,
+    /// How often the settings of live sequences are read again
+    /// (`--settings-refresh`, docs/design.md, "Settings changes reach every
+    /// instance").
+    pub settings_refresh: Duration,
 }
 
 impl std::fmt::Debug for Settings {
@@ -51,6 +55,7 @@ impl std::fmt::Debug for Settings {
             schema,
             metrics_top,
             failover_after,
+            settings_refresh,
         } = self;
         f.debug_struct("Settings")
             .field(
@@ -69,6 +74,7 @@ impl std::fmt::Debug for Settings {
             .field("schema", schema)
             .field("metrics_top", metrics_top)
             .field("failover_after", failover_after)
+            .field("settings_refresh", settings_refresh)
             .finish()
     }
 }
@@ -87,6 +93,7 @@ impl Settings {
             schema: SchemaSetup::default(),
             metrics_top: crate::http::metrics::DEFAULT_TOP,
             failover_after: store::stripes::DEFAULT_FAILOVER_AFTER,
+            settings_refresh: crate::serial::refresh::DEFAULT_EVERY,
         }
     }
 
@@ -116,6 +123,7 @@ impl Settings {
             schema: args.db.schema_setup(),
             metrics_top: args.metrics_top,
             failover_after: args.failover_after,
+            settings_refresh: args.settings_refresh,
         }
     }
 }

@@ -111,6 +111,10 @@ pub const SERIAL_PERIOD_USED: &str = "seqd_serial_period_capacity_used_ratio";
 /// Gauge: the highest counter this instance reserved in the current
 /// period, per serial `sequence` and `period` (same sequences).
 pub const SERIAL_PERIOD_COUNTER: &str = "seqd_serial_period_counter";
+
+/// Counter: rounds of the settings refresh this instance completed
+/// (`crate::serial::refresh`), read from the instance's own serials.
+pub const SETTINGS_REFRESH_ROUNDS: &str = "seqd_settings_refresh_rounds_total";
 /// Counter: ranges reserved from a stripe, per `stripe` and `backend`.
 pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
 /// Counter: operations on a stripe that failed or were overtaken, per
@@ -242,6 +246,13 @@ pub fn render(allocator: &Allocator, serials: &Serials, top: usize) -> String {
     let mut out = render_from(top, |f| allocator.for_each_stats(f));
     write_stripes(&mut out, &allocator.store().stripe_status());
     write_serials(&mut out, serials, top);
+    let _ = std::fmt::Write::write_fmt(
+        &mut out,
+        format_args!(
+            "# HELP {SETTINGS_REFRESH_ROUNDS} Rounds of the settings refresh (settings of live sequences read again and applied) this instance completed.\n# TYPE {SETTINGS_REFRESH_ROUNDS} counter\n{SETTINGS_REFRESH_ROUNDS} {}\n",
+            serials.refresh_rounds()
+        ),
+    );
     out
 }
 

@@ -540,8 +540,7 @@ pub async fn patch(
         .update(&name, &patch)
         .await
         .map_err(|e| ApiError::from_store(&name, e))?;
-    // This instance switches now; the others at their next fetch.
-    st.allocator.set_ordering(&name, row.ordering);
+    // This instance switches now; the others within their settings refresh.
     st.serials.reload(&row);
     tracing::info!(sequence = %name, step = ?patch.step, ordering = ?patch.ordering, "sequence updated");
     Ok(Json(view(&st, row)))

@@ -15,6 +15,8 @@
 //! - [`clock`]: the one wall clock serials read, in UTC ([`WallClock`]).
 //! - [`service`]: [`Serials`], which serves them: settings, the current
 //!   period, its counter row and buffer.
+//! - [`refresh`]: the settings refresh, which applies settings changed
+//!   elsewhere (PATCH on another instance, SQL) within its interval.
 //! - [`purge`]: which old period rows `seqd sequences purge-periods` deletes.
 
 pub mod clock;
@@ -24,6 +26,8 @@ pub mod period;
 pub mod purge;
 // Over the allocator, which the model-checking build leaves out.
 #[cfg(not(seqd_loom))]
+pub mod refresh;
+#[cfg(not(seqd_loom))]
 pub mod service;
 
 pub use clock::{ManualWallClock, SystemWallClock, WallClock};
@@ -31,4 +35,4 @@ pub use error::SerialError;
 pub use format::{Exhausted, Overflow, Part, Reset, SerialFormat, MAX_WIDTH};
 pub use period::{parse_time_zone, OutOfRange, Period};
 #[cfg(not(seqd_loom))]
-pub use service::{IssueError, Issued, PeriodStatus, Serials};
+pub use service::{IssueError, Issued, PeriodStatus, Serials, WeakSerials};

@@ -11,14 +11,16 @@
 //! - A counter's buffer keeps within the period ([`CounterBounds`]): no
 //!   reservation past `{seq:0N}`'s capacity, none larger than the rest of
 //!   the period will use; when the period is over its buffer is retired.
-//! - Settings are read from the sequence's row at first use and again every
-//!   few seconds in the background, and at once after a PATCH answered
-//!   here ([`Serials::reload`]).
+//! - Settings are read from the sequence's row at first use, at once after
+//!   a PATCH answered here ([`Serials::reload`]), and every few seconds by
+//!   the instance's settings refresh (`super::refresh`), whatever the
+//!   sequence's traffic: a change made elsewhere is in force here within
+//!   that interval. A request never reads them.
 //!
 //! No SQL and no HTTP: it talks to the [`Store`] trait and the allocator.
 
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
@@ -31,9 +33,6 @@ use crate::allocator::{AllocError, Allocator, CounterBounds, IdRange};
 use crate::domain::{Ordering, SeqName, SeqNameRef, SerialSettings};
 use crate::store::{RowProblem, SequenceRow, Store, StoreError};
 
-/// How often a serial sequence's settings are read again from its row.
-pub const REFRESH: Duration = Duration::from_secs(5);
-
 /// Serial numbers of every serial sequence of this instance. Cheap to
 /// clone (shared).
 #[derive(Clone)]
@@ -45,14 +44,33 @@ struct Inner {
     allocator: Allocator,
     wall: Arc<dyn WallClock>,
     entries: papaya::HashMap<SeqName, Arc<Entry>, foldhash::fast::RandomState>,
-    refresh: Duration,
+    /// Settings written through this instance (PATCH, create) so far: a
+    /// refresh whose read began before one of them drops what it read
+    /// (it may be older than what was just applied).
+    changes: AtomicU64,
+    /// Held while settings are applied, so a refresh's check of `changes`
+    /// and its applying are one step against a PATCH's.
+    applying: Mutex<()>,
+    /// Rounds of the settings refresh completed.
+    rounds: AtomicU64,
+}
+
+/// A handle on [`Serials`] that does not keep it alive (the settings
+/// refresh holds one, and ends once the instance is dropped).
+#[derive(Clone)]
+pub struct WeakSerials(Weak<Inner>);
+
+impl WeakSerials {
+    /// The serials, unless every handle was dropped.
+    pub fn upgrade(&self) -> Option<Serials> {
+        self.0.upgrade().map(|inner| Serials { inner })
+    }
 }
 
 /// One serial sequence.
 struct Entry {
     name: SeqName,
     current: Mutex<Arc<Current>>,
-    refreshing: AtomicBool,
 }
 
 /// A sequence's settings as last read.
@@ -62,8 +80,6 @@ struct Config {
     counter_start: i64,
     step: i64,
     ordering: Ordering,
-    /// When they were read, on the allocator's clock.
-    read_at: Duration,
 }
 
 /// The period in use and its counter.
@@ -145,20 +161,29 @@ impl PeriodStatus {
 
 impl Serials {
     /// Serial numbers over `allocator`, reading time from `wall`.
+    /// Settings changed elsewhere reach it only once
+    /// [`super::refresh::spawn`] runs for it.
     pub fn new(allocator: Allocator, wall: Arc<dyn WallClock>) -> Self {
-        Self::with_refresh(allocator, wall, REFRESH)
-    }
-
-    /// Like [`Serials::new`], reading settings again every `refresh`.
-    pub fn with_refresh(allocator: Allocator, wall: Arc<dyn WallClock>, refresh: Duration) -> Self {
         Serials {
             inner: Arc::new(Inner {
                 allocator,
                 wall,
                 entries: papaya::HashMap::with_hasher(Default::default()),
-                refresh,
+                changes: AtomicU64::new(0),
+                applying: Mutex::new(()),
+                rounds: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// A handle that does not keep these serials alive.
+    pub fn downgrade(&self) -> WeakSerials {
+        WeakSerials(Arc::downgrade(&self.inner))
+    }
+
+    /// The allocator the counters are served by.
+    pub fn allocator(&self) -> &Allocator {
+        &self.inner.allocator
     }
 
     fn store(&self) -> &Arc<dyn Store> {
@@ -169,7 +194,6 @@ impl Serials {
     /// one reading of the clock.
     pub async fn issue(&self, name: SeqNameRef<'_>, n: u64) -> Result<Issued, IssueError> {
         let entry = self.entry(name).await?;
-        self.maybe_refresh(&entry);
         let now = self.inner.wall.utc();
         let current = self.current(&entry, now)?;
         let config = &current.config;
@@ -232,11 +256,10 @@ impl Serials {
         let name = name.to_owned();
         let row = self.read(&name).await?;
         let config = self.config_of(&row)?;
-        let current = Arc::new(self.current_for(&name, config, None)?);
+        let current = Arc::new(self.current_for(&name, config, None, None)?);
         let entry = Arc::new(Entry {
             name: name.clone(),
             current: Mutex::new(current),
-            refreshing: AtomicBool::new(false),
         });
         let pinned = self.inner.entries.pin();
         Ok(pinned.get_or_insert(name, entry).clone())
@@ -273,18 +296,22 @@ impl Serials {
             counter_start: row.counter_start,
             step: row.step,
             ordering: row.ordering,
-            read_at: self.inner.allocator.clock().now(),
         }))
     }
 
-    /// The period of now under `config`, and its counter.
+    /// The period of now under `config`, and its counter; of `not_before`
+    /// instead when the clock reads earlier (a clock that stepped back
+    /// never takes a change of settings into an earlier period than the
+    /// one in use).
     fn current_for(
         &self,
         name: &SeqName,
         config: Arc<Config>,
         before: Option<SeqName>,
+        not_before: Option<Timestamp>,
     ) -> Result<Current, IssueError> {
         let now = self.inner.wall.utc();
+        let now = not_before.map_or(now, |at| now.max(at));
         let period = Period::of(now, &config.zone, config.settings.reset).map_err(|e| {
             tracing::error!(sequence = %name, error = %e, "no period for the clock's time");
             IssueError::Alloc(AllocError::Unavailable {
@@ -313,6 +340,7 @@ impl Serials {
             &entry.name,
             current.config.clone(),
             Some(current.counter.clone()),
+            None,
         )?;
         if next.counter != current.counter {
             self.retire(&current);
@@ -384,32 +412,72 @@ impl Serials {
         }
     }
 
-    /// Reads the settings again in the background when they are older than
-    /// the refresh interval (one read at a time per sequence).
-    fn maybe_refresh(&self, entry: &Arc<Entry>) {
-        let read_at = entry.current.lock().unwrap().config.read_at;
-        let now = self.inner.allocator.clock().now();
-        if now.saturating_sub(read_at) < self.inner.refresh
-            || entry.refreshing.swap(true, AtomicOrdering::AcqRel)
-        {
-            return;
-        }
-        let this = self.clone();
-        let entry = entry.clone();
-        tokio::spawn(async move {
-            if let Ok(row) = this.read(&entry.name).await {
-                this.reload(&row);
-            }
-            entry.refreshing.store(false, AtomicOrdering::Release);
-        });
+    /// Takes a sequence's row just written by a PATCH or a create answered
+    /// here: its ordering and serial settings take effect at once (see
+    /// [`Serials::apply`]), and a settings refresh that read the row before
+    /// drops what it read.
+    pub fn reload(&self, row: &SequenceRow) {
+        let _applying = self.inner.applying.lock().unwrap();
+        self.inner.changes.fetch_add(1, AtomicOrdering::AcqRel);
+        self.apply(row);
     }
 
-    /// Takes a sequence's row as it is now (read again, or just written by
-    /// a PATCH or a create answered here): a serial sequence's settings
-    /// take effect at once, and one made plain is handed back to the
-    /// allocator. A change of settings starts a new counter buffer (the
-    /// old one's unused counters are a gap).
-    pub fn reload(&self, row: &SequenceRow) {
+    /// How many settings were written through this instance so far; hand it
+    /// to [`Serials::apply_read`] with the rows read after taking it.
+    pub fn changes(&self) -> u64 {
+        self.inner.changes.load(AtomicOrdering::Acquire)
+    }
+
+    /// Applies `rows`, read by the settings refresh after [`Serials::changes`]
+    /// answered `changes`, unless a PATCH or create answered here wrote
+    /// settings since (what was read may be older than what that applied;
+    /// the next round reads again). True when they were applied.
+    pub fn apply_read(&self, changes: u64, rows: &[SequenceRow]) -> bool {
+        let _applying = self.inner.applying.lock().unwrap();
+        if self.changes() != changes {
+            return false;
+        }
+        for row in rows {
+            self.apply(row);
+        }
+        true
+    }
+
+    /// Counts a completed round of the settings refresh.
+    pub(crate) fn count_round(&self) {
+        self.inner.rounds.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+
+    /// Rounds of the settings refresh completed by this instance.
+    pub fn refresh_rounds(&self) -> u64 {
+        self.inner.rounds.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Calls `f` with the name of every serial sequence served here.
+    pub fn for_each_name(&self, mut f: impl FnMut(&SeqName)) {
+        for name in self.inner.entries.pin().keys() {
+            f(name);
+        }
+    }
+
+    /// How many serial sequences are served here.
+    pub fn len(&self) -> usize {
+        self.inner.entries.len()
+    }
+
+    /// True when no serial sequence is served here.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes a sequence's row as it is now: the allocator's buffer of the
+    /// name switches ordering and serial-or-plain at once, a serial
+    /// sequence's settings take effect at once, and one made plain is
+    /// handed back to the allocator. A change of settings starts a new
+    /// counter buffer (the old one's unused counters are a gap) in the
+    /// period in use, or a later one, never an earlier one.
+    fn apply(&self, row: &SequenceRow) {
+        self.inner.allocator.set_ordering(&row.name, row.ordering);
         // A row with unusable settings still has a `format`: not plain.
         self.inner
             .allocator
@@ -433,23 +501,14 @@ impl Serials {
                 && old.ordering == config.ordering
         };
         if same {
-            // Only the time of reading changes.
-            let kept = Current {
-                config,
-                period: slot.period.clone(),
-                counter: slot.counter.clone(),
-                created: tokio::sync::OnceCell::new(),
-                before: slot.before.clone(),
-            };
-            if slot.created.initialized() {
-                let _ = kept.created.set(());
-            }
-            *slot = Arc::new(kept);
             return;
         }
         tracing::info!(sequence = %row.name, "serial settings changed");
         self.retire(&slot);
-        if let Ok(next) = self.current_for(&row.name, config, Some(slot.counter.clone())) {
+        let in_use = slot.period.start;
+        if let Ok(next) =
+            self.current_for(&row.name, config, Some(slot.counter.clone()), Some(in_use))
+        {
             *slot = Arc::new(next);
         }
     }

@@ -306,6 +306,11 @@ impl Store for MemoryStore {
         Ok(self.rows.lock().unwrap().get(name).cloned())
     }
 
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        let rows = self.rows.lock().unwrap();
+        Ok(names.iter().filter_map(|n| rows.get(n).cloned()).collect())
+    }
+
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         let rows = self.rows.lock().unwrap();
         Ok(rows

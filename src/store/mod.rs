@@ -280,6 +280,53 @@ where
     Ok(SequencePage::from_read(rows, limit, convert))
 }
 
+/// Most names one statement of [`Store::settings_of`] asks for: every
+/// backend takes this many binds in one statement (SQLite's historic limit
+/// is 999), and an `IN` list of this size is one index probe per name.
+pub const SETTINGS_CHUNK: usize = 500;
+
+/// `SELECT` of the rows named by `n` placeholders, as MySQL/MariaDB and
+/// SQLite write them (`?`).
+pub fn named_rows_sql(n: usize) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM sequences WHERE name IN ({})",
+        vec!["?"; n].join(", ")
+    )
+}
+
+/// [`Store::settings_of`] on a backend's pool: runs `sql(n)` (the rows of
+/// the table's columns whose name is one of `n` binds) once per
+/// [`SETTINGS_CHUNK`] names and converts the rows read with `convert`
+/// (a row that does not convert is left out).
+async fn fetch_named<DB, R>(
+    pool: &sqlx::Pool<DB>,
+    sql: fn(usize) -> String,
+    names: &[SeqName],
+    convert: fn(R) -> Option<SequenceRow>,
+) -> Result<Vec<SequenceRow>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+{
+    let mut rows = Vec::with_capacity(names.len());
+    for chunk in names.chunks(SETTINGS_CHUNK) {
+        let sql = sql(chunk.len());
+        let read: Vec<R> = retrying!(backend_of::<DB>(), {
+            let mut query = sqlx::query_as::<DB, R>(&sql);
+            for name in chunk {
+                query = query.bind(name.as_str());
+            }
+            query.fetch_all(pool).await
+        })
+        .map_err(unavailable)?;
+        rows.extend(read.into_iter().filter_map(convert));
+    }
+    Ok(rows)
+}
+
 /// [`Store::compare_and_set_max_id`] on a backend's pool: runs `update`
 /// (binds, in this order: new, name, expected; `max_id = new` where the
 /// name and the expected value match), then, if it changed no row, `exists` (bind: name)
@@ -549,6 +596,22 @@ pub trait Store: Send + Sync + 'static {
 
     /// Reads one row.
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError>;
+
+    /// Reads the rows of `names` (those that exist, in no particular
+    /// order; a row whose settings do not parse is left out): what each
+    /// instance reads every few seconds to apply settings changed elsewhere
+    /// (docs/design.md, "Settings changes reach every instance"). The
+    /// backends read [`SETTINGS_CHUNK`] names per statement; this default
+    /// reads them one by one.
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        let mut rows = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(row) = self.get(name).await? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
 
     /// Reads every row, ordered by name.
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError>;

@@ -33,6 +33,7 @@ use crate::store::{
 use crate::store::{
     execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
+use crate::store::{fetch_named, named_rows_sql};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
@@ -378,6 +379,10 @@ impl Store for MySqlStore {
             .map_err(unavailable)?
             .map(to_found_row)
             .transpose()
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(&self.pool, named_rows_sql, names, to_row).await
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {

@@ -31,7 +31,7 @@ use crate::store::{
     Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
     COLUMNS, NOT_COUNTER,
 };
-use crate::store::{run_bump, schema_ready, BumpMode, BumpSql, Bumped};
+use crate::store::{fetch_named, run_bump, schema_ready, BumpMode, BumpSql, Bumped};
 
 /// Reserves `GREATEST(step, $2)` IDs of the row named `$1` unless that would
 /// pass `i64::MAX`, and returns the new `max_id`, the amount added and the
@@ -113,6 +113,15 @@ pub fn page_sql(lower_op: &str) -> String {
         "SELECT {COLUMNS} FROM sequences \
          WHERE name COLLATE \"C\" {lower_op} $1 AND name COLLATE \"C\" < $2 AND {NOT_COUNTER} \
          ORDER BY name COLLATE \"C\" LIMIT $3"
+    )
+}
+
+/// The rows named by `n` binds (`$1` ... `$n`), for [`Store::settings_of`].
+pub fn named_rows_sql(n: usize) -> String {
+    let binds: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+    format!(
+        "SELECT {COLUMNS} FROM sequences WHERE name IN ({})",
+        binds.join(", ")
     )
 }
 
@@ -300,6 +309,10 @@ impl Store for PostgresStore {
         )
         .map_err(unavailable)?;
         row.map(to_found_row).transpose()
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(&self.pool, named_rows_sql, names, to_row).await
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {

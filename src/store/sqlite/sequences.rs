@@ -28,6 +28,7 @@ use crate::store::{
 use crate::store::{
     execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
+use crate::store::{fetch_named, named_rows_sql};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
@@ -267,6 +268,10 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         row.map(to_found_row).transpose()
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(&self.pool, named_rows_sql, names, to_row).await
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {

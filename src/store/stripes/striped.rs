@@ -697,6 +697,17 @@ impl Store for StripedStore {
         .map(|(_, row)| row)
     }
 
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        // Settings are written to every stripe: any one answers.
+        let names: Arc<[SeqName]> = names.into();
+        self.first_answer("read", move |store, _| {
+            let names = names.clone();
+            Box::pin(async move { store.settings_of(&names).await })
+        })
+        .await
+        .map(|(_, rows)| rows)
+    }
+
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         self.first_answer("read", |store, _| {
             Box::pin(async move { store.list().await })
