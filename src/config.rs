@@ -231,15 +231,17 @@ all or nothing.
 Run it after an unplanned failover to an asynchronous replica, before any instance uses the \
 promoted database: the replica may have lost the last reservations, and an instance started \
 on it would hand those IDs out again. N must exceed the most IDs that could have been reserved \
-in the lost window (README, Operations). A missing name, or a sequence that would pass \
-9223372036854775807, refuses the whole bump and changes nothing. --dry-run prints the plan and \
-writes nothing.";
+in the lost window (README, Operations). A serial sequence is fenced by its period counter \
+rows (NAME@KEY): a bump of NAME raises them too, in the same transaction, and lists each one. \
+A missing name, or a row (a counter too) that would pass 9223372036854775807, refuses the whole \
+bump and changes nothing. --dry-run prints the plan and writes nothing.";
 
 /// Flags of `seqd sequences bump`.
 #[derive(Debug, Clone, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["names", "all"]))]
 pub struct BumpArgs {
-    /// The sequences to bump (a name given twice counts once).
+    /// The sequences to bump, each with its period counter rows (a name
+    /// given twice counts once).
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
     /// Bump every sequence.
@@ -248,7 +250,7 @@ pub struct BumpArgs {
     /// How much to add to each max_id: 1 to 9223372036854775807.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub by: i64,
-    /// Print the plan (each sequence's max_id now and after) and write nothing.
+    /// Print the plan (each row's max_id now and after) and write nothing.
     #[arg(long)]
     pub dry_run: bool,
     #[command(flatten)]
