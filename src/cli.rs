@@ -10,7 +10,7 @@ use crate::domain::{
     escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName, SerialSettings,
     PERIOD_SEPARATOR,
 };
-use crate::serial::purge::plan_purge;
+use crate::serial::purge::{plan_purge, PURGE_MARGIN};
 use crate::startup::{open_database, open_store};
 use crate::store::stripes::audit::audit_rows;
 use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
@@ -63,8 +63,9 @@ pub fn schema(args: &SchemaArgs) {
 }
 
 /// `seqd sequences purge-periods NAME --older-than AGE [--dry-run]`: deletes
-/// the period rows of a serial sequence whose period ended at least AGE ago,
-/// never the current period's ([`plan_purge`]).
+/// the period rows of a serial sequence whose period ended at least AGE and
+/// at least [`PURGE_MARGIN`] ago, never the current period's
+/// ([`plan_purge`]); says which rows the margin kept.
 async fn purge_periods(
     name: &str,
     older_than: std::time::Duration,
@@ -95,14 +96,27 @@ async fn purge_periods(
     let mut out = std::io::stdout().lock();
     use std::io::Write as _;
     let _ = writeln!(out, "{:<10} {:>20}  ACTION", "PERIOD", "MAX_ID");
+    let hours = PURGE_MARGIN.as_hours();
+    let margin = format!("keep: ended less than {hours}h ago (safety margin)");
     for p in &periods {
         let action = if plan.purge.contains(&p.key) {
             if dry_run { "would delete" } else { "delete" }
+        } else if plan.margin.contains(&p.key) {
+            &margin
         } else {
             "keep"
         };
         let key = if p.key.is_empty() { "(never)" } else { &p.key };
         let _ = writeln!(out, "{key:<10} {:>20}  {action}", p.max_id);
+    }
+    if !plan.margin.is_empty() {
+        let _ = writeln!(
+            out,
+            "kept {} period rows that ended less than {hours}h ago, whatever --older-than says \
+             (an instance whose clock is behind would create them again and repeat their serials): {}",
+            plan.margin.len(),
+            plan.margin.join(", ")
+        );
     }
     if dry_run {
         let _ = writeln!(out, "dry run: {} of {} period rows would be deleted", plan.purge.len(), keys.len());

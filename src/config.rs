@@ -100,8 +100,10 @@ Stop Leaf's servers before importing: a Leaf fetch after the import would issue 
 
 Rows whose biz_tag is not a valid seqd name (or whose max_id/step are out of range) are reported \
 and skipped; the command then exits non-zero unless --skip-invalid. Names that already exist in \
-seqd are left as they are; one whose max_id is below Leaf's max_id - 1 is reported (non-zero exit) \
-unless --raise lifts it. The same import in plain SQL, when both tables share a database: \
+seqd are left as they are; one whose max_id is below Leaf's max_id - 1 is a conflict unless \
+--raise lifts it, and a name that is a serial sequence in seqd is always one. Every row is checked \
+before anything is written: a conflict refuses the whole import (nothing written, each problem \
+row named, non-zero exit). The same import in plain SQL, when both tables share a database: \
 docs/import-leaf.md."
 )]
 pub struct ImportLeafArgs {
@@ -190,6 +192,7 @@ pub enum SequencesCommand {
     Bump(BumpArgs),
     /// Delete a serial sequence's period rows whose period ended longer ago
     /// than --older-than (never the current period's).
+    #[command(long_about = PURGE_ABOUT)]
     PurgePeriods {
         /// The serial sequence.
         name: String,
@@ -223,6 +226,15 @@ pub struct SerialArgs {
     #[arg(long, value_name = "RULE")]
     pub overflow: Option<String>,
 }
+
+const PURGE_ABOUT: &str =
+    "Delete a serial sequence's period rows whose period ended longer ago than --older-than \
+(never the current period's).
+
+Whatever --older-than says, a period that ended less than 24 hours ago is kept, and the report \
+says so: an instance whose clock is behind still serves that period, and would create its row \
+again and print its serials a second time. --dry-run lists what would be deleted and deletes \
+nothing.";
 
 const BUMP_ABOUT: &str =
     "Raise max_id by N on the named sequences, or on all, in one transaction: \

@@ -226,13 +226,21 @@ async fn bump_of_every_row_covers_a_hundred_thousand_rows_all_or_nothing(db: Tes
 async fn serial_with_counters(store: &Arc<dyn Store>, name_: &str, keys: &[&str]) {
     let mut seq = common::new_seq(name_, 1, 10);
     seq.serial = Some(
-        SerialSettings::new("S{yyyy}{MM}{dd}{seq:06}", Reset::Day, "UTC", Overflow::Refuse)
-            .expect("settings"),
+        SerialSettings::new(
+            "S{yyyy}{MM}{dd}{seq:06}",
+            Reset::Day,
+            "UTC",
+            Overflow::Refuse,
+        )
+        .expect("settings"),
     );
     store.create(&seq).await.expect("create");
     let parent = common::name(name_);
     for key in keys {
-        assert!(store.create_period(&parent, key).await.expect("create period"));
+        assert!(store
+            .create_period(&parent, key)
+            .await
+            .expect("create period"));
         let r = store
             .reserve(&parent.period_counter(key), 1)
             .await
@@ -320,7 +328,10 @@ async fn a_bump_of_a_serial_sequence_raises_its_counters_and_no_lookalikes(db: T
         Err(StoreError::BumpRefused(r)) => assert_eq!(r.overflow, ["ord@20261201"], "{r:?}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
-    assert_eq!(max_ids(&store, &["ord", "ord@20261130"]).await, [1000, 1010]);
+    assert_eq!(
+        max_ids(&store, &["ord", "ord@20261130"]).await,
+        [1000, 1010]
+    );
 }
 
 /// [`a_bump_of_a_serial_sequence_raises_its_counters_and_no_lookalikes`]'s
@@ -390,16 +401,29 @@ async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: Test
 
     let url = db.url.as_str();
     let out = common::seqd_binary(&[
-        "sequences", "bump", "ord", "--by", "1000000", "--database-url", url,
+        "sequences",
+        "bump",
+        "ord",
+        "--by",
+        "1000000",
+        "--database-url",
+        url,
     ])
     .await;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let replica = TestServer::start(Settings::for_database(db.url.clone())).await;
     let after = serials(&replica, 3).await;
     for serial in &after {
-        assert!(!issued.contains(serial), "{serial} issued twice: {issued:?} then {after:?}");
+        assert!(
+            !issued.contains(serial),
+            "{serial} issued twice: {issued:?} then {after:?}"
+        );
     }
     assert!(after[0].ends_with("001000001"), "{after:?}");
 

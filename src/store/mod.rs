@@ -1396,7 +1396,10 @@ mod tests {
             " AND (name IN ($3, $4) OR (name COLLATE \"C\" >= $5 AND name COLLATE \"C\" < $6) \
              OR (name COLLATE \"C\" >= $7 AND name COLLATE \"C\" < $8))"
         );
-        assert_eq!(bump_binds(Some(&asked)), ["a", "b", "a@", "a@:", "b@", "b@:"]);
+        assert_eq!(
+            bump_binds(Some(&asked)),
+            ["a", "b", "a@", "a@:", "b@", "b@:"]
+        );
     }
 
     #[tokio::test]
