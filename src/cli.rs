@@ -8,8 +8,9 @@ use anyhow::{anyhow, bail, Context};
 use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
 use crate::domain::{
     escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName, SerialSettings,
+    PERIOD_SEPARATOR,
 };
-use crate::serial::purge::plan_purge;
+use crate::serial::purge::{plan_purge, PURGE_MARGIN};
 use crate::startup::{open_database, open_store};
 use crate::store::stripes::audit::audit_rows;
 use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
@@ -62,8 +63,9 @@ pub fn schema(args: &SchemaArgs) {
 }
 
 /// `seqd sequences purge-periods NAME --older-than AGE [--dry-run]`: deletes
-/// the period rows of a serial sequence whose period ended at least AGE ago,
-/// never the current period's ([`plan_purge`]).
+/// the period rows of a serial sequence whose period ended at least AGE and
+/// at least [`PURGE_MARGIN`] ago, never the current period's
+/// ([`plan_purge`]); says which rows the margin kept.
 async fn purge_periods(
     name: &str,
     older_than: std::time::Duration,
@@ -94,14 +96,27 @@ async fn purge_periods(
     let mut out = std::io::stdout().lock();
     use std::io::Write as _;
     let _ = writeln!(out, "{:<10} {:>20}  ACTION", "PERIOD", "MAX_ID");
+    let hours = PURGE_MARGIN.as_hours();
+    let margin = format!("keep: ended less than {hours}h ago (safety margin)");
     for p in &periods {
         let action = if plan.purge.contains(&p.key) {
             if dry_run { "would delete" } else { "delete" }
+        } else if plan.margin.contains(&p.key) {
+            &margin
         } else {
             "keep"
         };
         let key = if p.key.is_empty() { "(never)" } else { &p.key };
         let _ = writeln!(out, "{key:<10} {:>20}  {action}", p.max_id);
+    }
+    if !plan.margin.is_empty() {
+        let _ = writeln!(
+            out,
+            "kept {} period rows that ended less than {hours}h ago, whatever --older-than says \
+             (an instance whose clock is behind would create them again and repeat their serials): {}",
+            plan.margin.len(),
+            plan.margin.join(", ")
+        );
     }
     if dry_run {
         let _ = writeln!(out, "dry run: {} of {} period rows would be deleted", plan.purge.len(), keys.len());
@@ -207,7 +222,8 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
 }
 
 /// `seqd sequences bump`: checks the names, then bumps (or plans) in one
-/// transaction and prints each sequence's `max_id` before and after.
+/// transaction and prints each row's `max_id` before and after: the named
+/// sequences' and their period counter rows ([`store::Store::bump`]).
 async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
     let names = if args.all {
         None
@@ -235,26 +251,38 @@ async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints one line per sequence (`NAME MAX_ID -> NEW_MAX_ID`) and a summary.
+/// Prints one line per row (`NAME MAX_ID -> NEW_MAX_ID`; a period counter
+/// row says whose period it is) and a summary that counts the sequences and
+/// the counter rows apart: a serial sequence is fenced by its counters.
 fn print_bumped(plan: &[Bumped], by: i64, mode: BumpMode) -> std::io::Result<()> {
     use std::io::Write;
 
     // Locked and buffered: `--all` may print many thousands of lines.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     writeln!(out, "{:<32} {:>20}    NEW_MAX_ID", "NAME", "MAX_ID")?;
+    let mut counters = 0;
     for b in plan {
-        writeln!(
-            out,
-            "{:<32} {:>20} -> {}",
-            b.name, b.old_max_id, b.new_max_id
-        )?;
+        write!(out, "{:<32} {:>20} -> {}", b.name, b.old_max_id, b.new_max_id)?;
+        match b.name.split_once(PERIOD_SEPARATOR) {
+            Some((parent, key)) => {
+                counters += 1;
+                let key = if key.is_empty() { "(never)" } else { key };
+                writeln!(out, "  (counter of period {key} of {parent})")?;
+            }
+            None => writeln!(out)?,
+        }
     }
+    let sequences = plan.len() - counters;
+    let with = if counters > 0 {
+        format!(", with {counters} period counter rows of serial sequences")
+    } else {
+        String::new()
+    };
     match mode {
-        BumpMode::Apply => writeln!(out, "bumped {} sequences by {by}", plan.len())?,
+        BumpMode::Apply => writeln!(out, "bumped {sequences} sequences by {by}{with}")?,
         BumpMode::DryRun => writeln!(
             out,
-            "dry run: would bump {} sequences by {by}; nothing written",
-            plan.len()
+            "dry run: would bump {sequences} sequences by {by}{with}; nothing written"
         )?,
     }
     out.flush()

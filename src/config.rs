@@ -100,8 +100,10 @@ Stop Leaf's servers before importing: a Leaf fetch after the import would issue 
 
 Rows whose biz_tag is not a valid seqd name (or whose max_id/step are out of range) are reported \
 and skipped; the command then exits non-zero unless --skip-invalid. Names that already exist in \
-seqd are left as they are; one whose max_id is below Leaf's max_id - 1 is reported (non-zero exit) \
-unless --raise lifts it. The same import in plain SQL, when both tables share a database: \
+seqd are left as they are; one whose max_id is below Leaf's max_id - 1 is a conflict unless \
+--raise lifts it, and a name that is a serial sequence in seqd is always one. Every row is checked \
+before anything is written: a conflict refuses the whole import (nothing written, each problem \
+row named, non-zero exit). The same import in plain SQL, when both tables share a database: \
 docs/import-leaf.md."
 )]
 pub struct ImportLeafArgs {
@@ -190,6 +192,7 @@ pub enum SequencesCommand {
     Bump(BumpArgs),
     /// Delete a serial sequence's period rows whose period ended longer ago
     /// than --older-than (never the current period's).
+    #[command(long_about = PURGE_ABOUT)]
     PurgePeriods {
         /// The serial sequence.
         name: String,
@@ -224,6 +227,15 @@ pub struct SerialArgs {
     pub overflow: Option<String>,
 }
 
+const PURGE_ABOUT: &str =
+    "Delete a serial sequence's period rows whose period ended longer ago than --older-than \
+(never the current period's).
+
+Whatever --older-than says, a period that ended less than 24 hours ago is kept, and the report \
+says so: an instance whose clock is behind still serves that period, and would create its row \
+again and print its serials a second time. --dry-run lists what would be deleted and deletes \
+nothing.";
+
 const BUMP_ABOUT: &str =
     "Raise max_id by N on the named sequences, or on all, in one transaction: \
 all or nothing.
@@ -231,15 +243,17 @@ all or nothing.
 Run it after an unplanned failover to an asynchronous replica, before any instance uses the \
 promoted database: the replica may have lost the last reservations, and an instance started \
 on it would hand those IDs out again. N must exceed the most IDs that could have been reserved \
-in the lost window (README, Operations). A missing name, or a sequence that would pass \
-9223372036854775807, refuses the whole bump and changes nothing. --dry-run prints the plan and \
-writes nothing.";
+in the lost window (README, Operations). A serial sequence is fenced by its period counter \
+rows (NAME@KEY): a bump of NAME raises them too, in the same transaction, and lists each one. \
+A missing name, or a row (a counter too) that would pass 9223372036854775807, refuses the whole \
+bump and changes nothing. --dry-run prints the plan and writes nothing.";
 
 /// Flags of `seqd sequences bump`.
 #[derive(Debug, Clone, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["names", "all"]))]
 pub struct BumpArgs {
-    /// The sequences to bump (a name given twice counts once).
+    /// The sequences to bump, each with its period counter rows (a name
+    /// given twice counts once).
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
     /// Bump every sequence.
@@ -248,7 +262,7 @@ pub struct BumpArgs {
     /// How much to add to each max_id: 1 to 9223372036854775807.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub by: i64,
-    /// Print the plan (each sequence's max_id now and after) and write nothing.
+    /// Print the plan (each row's max_id now and after) and write nothing.
     #[arg(long)]
     pub dry_run: bool,
     #[command(flatten)]

@@ -23,10 +23,23 @@
 //!   outside `1..=--max-step`: reported as invalid and skipped; the command
 //!   exits non-zero at the end unless `--skip-invalid`.
 //! - A name that already exists in seqd: left as it is, with a message. If its
-//!   `max_id` is below `leaf.max_id - 1` it could re-issue IDs Leaf issued: the
-//!   command says so and exits non-zero, unless `--raise` is given, which
-//!   raises seqd's `max_id` to at least `leaf.max_id - 1` by reserving (and
-//!   discarding) the IDs in between with one atomic [`Store::reserve`].
+//!   `max_id` is below `leaf.max_id - 1` it could re-issue IDs Leaf issued: a
+//!   conflict, unless `--raise` is given, which raises seqd's `max_id` to at
+//!   least `leaf.max_id - 1` by reserving (and discarding) the IDs in between
+//!   with one atomic [`Store::reserve`].
+//! - A name that is a serial sequence in seqd: a conflict, with or without
+//!   `--raise`. Its own row hands out no IDs (its counters are per period),
+//!   so Leaf's IDs cannot continue in it, and Leaf's callers would get
+//!   serials.
+//!
+//! # Plan, then write
+//!
+//! Every row is judged first, with reads only ([`plan`]). A conflict refuses
+//! the whole import before anything is written: the report names each
+//! problem row and the command exits 1. Otherwise the plan is written row by
+//! row; a write that fails (the row changed meanwhile, the database went
+//! away) is recorded as [`Action::Failed`] and the import goes on, so the
+//! report always covers every row.
 //!
 //! `sqlx::Error` stays in this module: reading Leaf's table fails with a
 //! [`LeafError`].
@@ -216,6 +229,9 @@ pub enum Action {
     },
     /// Not importable: the reason.
     Invalid(String),
+    /// Conflicts with what seqd holds under this name (a serial sequence):
+    /// the reason. Any conflict refuses the whole import.
+    Conflict(String),
     /// Importable, but writing it failed: the reason.
     Failed(String),
 }
@@ -225,6 +241,12 @@ impl Action {
     /// left as it is: it could issue IDs that Leaf already issued.
     pub fn is_behind(&self) -> bool {
         matches!(self, Action::Exists { seqd_max_id, leaf_max_id } if *seqd_max_id < leaf_max_id - 1)
+    }
+
+    /// Whether this row refuses the import: a conflict, or a sequence behind
+    /// Leaf that is not to be raised.
+    pub fn refuses(&self) -> bool {
+        matches!(self, Action::Conflict(_)) || self.is_behind()
     }
 }
 
@@ -240,8 +262,12 @@ pub struct Entry {
 /// The outcome of an import, row by row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    /// Whether nothing was written.
+    /// Whether nothing was written because it was asked for.
     pub dry_run: bool,
+    /// Whether some row refuses the import ([`Action::refuses`]): then
+    /// nothing was (or, in a dry run, would be) written, and the entries
+    /// are the plan.
+    pub refused: bool,
     /// One entry per Leaf row, in Leaf's order.
     pub entries: Vec<Entry>,
 }
@@ -281,25 +307,39 @@ impl Report {
         self.count(|a| matches!(a, Action::Failed(_)))
     }
 
+    /// Rows in conflict with seqd's sequences (serial sequences).
+    pub fn conflicts(&self) -> usize {
+        self.count(|a| matches!(a, Action::Conflict(_)))
+    }
+
+    /// Whether the entries were written (neither a dry run nor refused).
+    pub fn written(&self) -> bool {
+        !self.dry_run && !self.refused
+    }
+
     /// The one-line summary.
     pub fn summary(&self) -> String {
-        let (verb, raised) = if self.dry_run {
-            ("to import", "to raise")
-        } else {
+        let (verb, raised) = if self.written() {
             ("imported", "raised")
+        } else {
+            ("to import", "to raise")
+        };
+        let prefix = match (self.dry_run, self.refused) {
+            (true, false) => "dry run, nothing written: ",
+            (true, true) => "dry run, nothing written (the import would be refused): ",
+            (false, true) => "refused, nothing written: ",
+            (false, false) => "",
         };
         let mut s = format!(
-            "{}{} {verb}, {} skipped (already in seqd, {} of them {raised}), {} invalid",
-            if self.dry_run {
-                "dry run, nothing written: "
-            } else {
-                ""
-            },
+            "{prefix}{} {verb}, {} skipped (already in seqd, {} of them {raised}), {} invalid",
             self.imported(),
             self.skipped(),
             self.raised(),
             self.invalid(),
         );
+        if self.conflicts() > 0 {
+            let _ = write!(s, ", {} in conflict", self.conflicts());
+        }
         if self.failed() > 0 {
             let _ = write!(s, ", {} failed", self.failed());
         }
@@ -311,7 +351,10 @@ impl Report {
 /// happen. `target` is `None` only for a dry run against a database whose
 /// `sequences` table cannot be read yet (not migrated): then no name exists.
 ///
-/// Fails only if reading the target fails; a failed write is recorded as
+/// Every row is planned first ([`plan`], reads only); if a row refuses the
+/// import ([`Action::refuses`]) nothing is written and the report is the
+/// plan, with [`Report::refused`] set. Fails only if reading the target
+/// fails, before anything is written; a failed write is recorded as
 /// [`Action::Failed`] and the import goes on with the next row.
 ///
 /// # Panics
@@ -326,13 +369,37 @@ pub async fn import(
         target.is_some() || opts.dry_run,
         "a real import needs a target store"
     );
+    let mut entries = plan(rows, target, opts).await?;
+    let refused = entries.iter().any(|e| e.action.refuses());
+    if let (false, false, Some(store)) = (opts.dry_run, refused, target) {
+        for entry in &mut entries {
+            let planned = std::mem::replace(&mut entry.action, Action::Failed(String::new()));
+            entry.action = write(store, &entry.biz_tag, planned, opts).await;
+        }
+    }
+    Ok(Report {
+        dry_run: opts.dry_run,
+        refused,
+        entries,
+    })
+}
+
+/// What the import would do with each row, from reads only.
+pub async fn plan(
+    rows: &[LeafRow],
+    target: Option<&dyn Store>,
+    opts: ImportOptions,
+) -> Result<Vec<Entry>, StoreError> {
     let mut entries = Vec::with_capacity(rows.len());
     for row in rows {
         let action = match to_new_sequence(row, opts.max_step) {
             Err(reason) => Action::Invalid(reason),
             Ok(new) => match target {
                 None => Action::Import(new),
-                Some(store) => import_one(store, new, opts).await?,
+                Some(store) => match store.get(&new.name).await? {
+                    None => Action::Import(new),
+                    Some(existing) => judge_existing(&existing, new.start, opts),
+                },
             },
         };
         entries.push(Entry {
@@ -340,75 +407,95 @@ pub async fn import(
             action,
         });
     }
-    Ok(Report {
-        dry_run: opts.dry_run,
-        entries,
-    })
+    Ok(entries)
 }
 
-async fn import_one(
-    store: &dyn Store,
-    new: NewSequence,
-    opts: ImportOptions,
-) -> Result<Action, StoreError> {
-    if let Some(row) = store.get(&new.name).await? {
-        return existing(store, &row, new.start, opts).await;
+/// What to do with an existing seqd row for a Leaf row whose next ID is
+/// `leaf_max_id`.
+fn judge_existing(row: &SequenceRow, leaf_max_id: i64, opts: ImportOptions) -> Action {
+    if let Some(serial) = &row.serial {
+        return Action::Conflict(format!(
+            "already in seqd as a serial sequence (format {}): its own row hands out no IDs, \
+             so Leaf's IDs cannot continue in it. Rename the Leaf tag or the seqd sequence",
+            serial.format
+        ));
     }
-    if opts.dry_run {
-        return Ok(Action::Import(new));
-    }
-    match store.create(&new).await {
-        Ok(_) => Ok(Action::Import(new)),
-        // Created meanwhile by someone else: treat it as existing.
-        Err(StoreError::AlreadyExists) => match store.get(&new.name).await? {
-            Some(row) => existing(store, &row, new.start, opts).await,
-            None => Ok(Action::Failed(
-                "created and deleted by someone else meanwhile".into(),
-            )),
-        },
-        Err(e) => Ok(Action::Failed(e.to_string())),
-    }
-}
-
-/// An existing seqd row for a Leaf row whose next ID is `leaf_max_id`.
-async fn existing(
-    store: &dyn Store,
-    row: &SequenceRow,
-    leaf_max_id: i64,
-    opts: ImportOptions,
-) -> Result<Action, StoreError> {
     let wanted = leaf_max_id - 1;
     if row.max_id >= wanted || !opts.raise {
-        return Ok(Action::Exists {
+        Action::Exists {
             seqd_max_id: row.max_id,
             leaf_max_id,
-        });
-    }
-    if opts.dry_run {
-        return Ok(Action::Raised {
+        }
+    } else {
+        Action::Raised {
             from: row.max_id,
             to: wanted,
-        });
-    }
-    // One atomic reservation of at least the gap: max_id only grows, and
-    // concurrent reservations by running instances only add to it.
-    match store.reserve(&row.name, wanted - row.max_id).await {
-        Ok(r) if r.max_id >= wanted => Ok(Action::Raised {
-            from: r.max_id - r.size,
-            to: r.max_id,
-        }),
-        Ok(r) => Ok(Action::Failed(format!(
-            "raised max_id only to {}, below {wanted}",
-            r.max_id
-        ))),
-        Err(e @ (StoreError::Exhausted | StoreError::NotFound)) => {
-            Ok(Action::Failed(format!("raising max_id: {e}")))
         }
-        Err(e) => Err(e),
     }
 }
 
-/// One line of the plan for an entry.
+/// Writes the planned action of the row `tag`; what was done, or why it
+/// failed. The row is read again where it matters: it may have changed
+/// since the plan.
+async fn write(store: &dyn Store, tag: &str, planned: Action, opts: ImportOptions) -> Action {
+    match planned {
+        Action::Import(new) => match store.create(&new).await {
+            Ok(_) => Action::Import(new),
+            // Created meanwhile by someone else: judge it as existing.
+            Err(StoreError::AlreadyExists) => {
+                let name = new.name.clone();
+                write_existing(store, &name, new.start, opts).await
+            }
+            Err(e) => Action::Failed(e.to_string()),
+        },
+        Action::Raised { to, .. } => match SeqName::parse(tag) {
+            Ok(name) => write_existing(store, &name, to + 1, opts).await,
+            Err(e) => Action::Failed(e.to_string()),
+        },
+        other => other,
+    }
+}
+
+/// For the existing row `name` and a Leaf row whose next ID is
+/// `leaf_max_id`: reads it, judges it again ([`judge_existing`]) and raises
+/// it if that is the verdict.
+async fn write_existing(
+    store: &dyn Store,
+    name: &SeqName,
+    leaf_max_id: i64,
+    opts: ImportOptions,
+) -> Action {
+    let row = match store.get(name).await {
+        Ok(Some(row)) => row,
+        Ok(None) => return Action::Failed("deleted by someone else meanwhile".into()),
+        Err(e) => return Action::Failed(format!("reading it again: {e}")),
+    };
+    match judge_existing(&row, leaf_max_id, opts) {
+        Action::Raised { to, .. } => raise(store, &row, to).await,
+        Action::Conflict(reason) => Action::Failed(format!("changed meanwhile: {reason}")),
+        other => other,
+    }
+}
+
+/// Raises `row` to at least `wanted` with one atomic reservation of at least
+/// the gap: `max_id` only grows, and concurrent reservations by running
+/// instances only add to it.
+async fn raise(store: &dyn Store, row: &SequenceRow, wanted: i64) -> Action {
+    match store.reserve(&row.name, wanted - row.max_id).await {
+        Ok(r) if r.max_id >= wanted => Action::Raised {
+            from: r.max_id - r.size,
+            to: r.max_id,
+        },
+        Ok(r) => Action::Failed(format!(
+            "raised max_id only to {}, below {wanted}",
+            r.max_id
+        )),
+        Err(e) => Action::Failed(format!("raising max_id: {e}")),
+    }
+}
+
+/// One line of the plan for an entry; `dry_run`: it was not written (a
+/// dry run, or a refused import), so it says what would be done.
 pub fn describe(entry: &Entry, dry_run: bool) -> String {
     let tag = &entry.biz_tag;
     match &entry.action {
@@ -440,14 +527,17 @@ pub fn describe(entry: &Entry, dry_run: bool) -> String {
             if dry_run { "at least " } else { "" }
         ),
         Action::Invalid(reason) => format!("{:<8} {:<32} {reason}", "invalid", format!("{tag:?}")),
+        Action::Conflict(reason) => format!("{:<8} {tag:<32} {reason}", "CONFLICT"),
         Action::Failed(reason) => format!("{:<8} {tag:<32} {reason}", "failed"),
     }
 }
 
-/// `seqd import-leaf`: reads `leaf_alloc` from `--from`, prints the plan,
-/// writes it (unless `--dry-run`) and prints a summary. Exits non-zero when a
-/// row is invalid (unless `--skip-invalid`), a write failed, or an existing
-/// sequence is behind Leaf and `--raise` was not given.
+/// `seqd import-leaf`: reads `leaf_alloc` from `--from`, plans every row,
+/// writes the plan (unless `--dry-run`, or a row refuses the import: a
+/// serial sequence under the tag, or an existing sequence behind Leaf
+/// without `--raise`), prints it and a summary. Exits non-zero when a row
+/// refuses the import, a row is invalid (unless `--skip-invalid`) or a write
+/// failed.
 pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.db.urls().len() == 1,
@@ -494,11 +584,25 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading seqd's sequences in {shown}"))?;
 
     for entry in &report.entries {
-        println!("{}", describe(entry, opts.dry_run));
+        println!("{}", describe(entry, !report.written()));
     }
     println!("{}", report.summary());
 
     let mut problems = Vec::new();
+    if report.refused {
+        problems.push(format!(
+            "nothing {}written: {} row(s) refuse the import (marked CONFLICT or BEHIND above); \
+             resolve them and run the import again",
+            if opts.dry_run { "would be " } else { "" },
+            report.entries.iter().filter(|e| e.action.refuses()).count()
+        ));
+    }
+    if report.conflicts() > 0 {
+        problems.push(format!(
+            "{} Leaf tag(s) name a serial sequence in seqd, which cannot continue Leaf's IDs",
+            report.conflicts()
+        ));
+    }
     if report.invalid() > 0 && !args.skip_invalid {
         problems.push(format!(
             "{} row(s) of leaf_alloc are not valid seqd sequences and were not imported \
@@ -587,6 +691,51 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(row.max_id, 500);
+    }
+
+    #[tokio::test]
+    async fn a_serial_sequence_under_a_leaf_tag_refuses_the_import_before_any_write() {
+        use crate::domain::SerialSettings;
+        use crate::serial::{Overflow, Reset};
+
+        let store = MemoryStore::new();
+        store.insert("behind", 10, 5);
+        let mut serial = NewSequence::new(
+            SeqName::parse("zz-serial").unwrap(),
+            1,
+            10,
+            String::new(),
+            1_000_000,
+        )
+        .unwrap();
+        serial.serial =
+            Some(SerialSettings::new("Z{seq}", Reset::Never, "UTC", Overflow::Refuse).unwrap());
+        store.create(&serial).await.unwrap();
+        let opts = ImportOptions {
+            dry_run: false,
+            raise: true,
+            max_step: 1_000_000,
+        };
+        let rows = [
+            leaf("a-new", 11, 10),
+            leaf("behind", 501, 100),
+            leaf("zz-serial", 900, 10),
+        ];
+        let report = import(&rows, Some(&store), opts).await.unwrap();
+        assert!(report.refused && !report.written(), "{report:?}");
+        assert!(
+            matches!(report.entries[2].action, Action::Conflict(_)),
+            "{report:?}"
+        );
+        assert_eq!(
+            report.entries[1].action,
+            Action::Raised { from: 10, to: 500 }
+        );
+        assert_eq!(store.max_id("a-new"), None, "nothing created");
+        assert_eq!(store.max_id("behind"), Some(10), "nothing raised");
+        assert!(report
+            .summary()
+            .starts_with("refused, nothing written: 1 to import"));
     }
 
     #[tokio::test]

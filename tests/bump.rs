@@ -1,17 +1,25 @@
 //! `Store::bump`, the failover fence, on every backend and the in-memory
 //! store: it loses no update while instances reserve segments of the same
-//! rows, and `--all` over 100,000 rows is one all-or-nothing change.
+//! rows, `--all` over 100,000 rows is one all-or-nothing change, and a bump
+//! of a serial sequence raises its period counter rows (and no lookalike's),
+//! so serials issued before a failover to a lagging replica never come again.
 
 #[macro_use]
 mod common;
+mod server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{Backend, TestDb};
-use seqd::domain::SeqName;
+use reqwest::Method;
+use seqd::config::Settings;
+use seqd::domain::{SeqName, SerialSettings};
+use seqd::serial::{Overflow, Reset};
 use seqd::store::memory::MemoryStore;
 use seqd::store::{BumpMode, Bumped, Store, StoreError};
+use serde_json::json;
+use server::TestServer;
 use tokio::sync::{watch, Barrier};
 
 /// Tasks reserving while the bumps run.
@@ -213,7 +221,230 @@ async fn bump_of_every_row_covers_a_hundred_thousand_rows_all_or_nothing(db: Tes
     }
 }
 
+/// Creates the daily serial sequence `name_` (counters from 1, step 10)
+/// with a counter row for each of `keys`, each reserved once (`max_id` 10).
+async fn serial_with_counters(store: &Arc<dyn Store>, name_: &str, keys: &[&str]) {
+    let mut seq = common::new_seq(name_, 1, 10);
+    seq.serial = Some(
+        SerialSettings::new(
+            "S{yyyy}{MM}{dd}{seq:06}",
+            Reset::Day,
+            "UTC",
+            Overflow::Refuse,
+        )
+        .expect("settings"),
+    );
+    store.create(&seq).await.expect("create");
+    let parent = common::name(name_);
+    for key in keys {
+        assert!(store
+            .create_period(&parent, key)
+            .await
+            .expect("create period"));
+        let r = store
+            .reserve(&parent.period_counter(key), 1)
+            .await
+            .expect("reserve a counter");
+        assert_eq!(r.max_id, 10);
+    }
+}
+
+/// `max_id` of each row of `names` (a sequence, or a counter `name@key`
+/// read from the list of its sequence's periods), in that order.
+async fn max_ids(store: &Arc<dyn Store>, names: &[&str]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for name in names {
+        let max_id = match name.split_once('@') {
+            None => common::row(store, name).await.max_id,
+            Some((parent, key)) => {
+                let periods = store.list_periods(&common::name(parent)).await.unwrap();
+                periods
+                    .into_iter()
+                    .find(|p| p.key == key)
+                    .unwrap_or_else(|| panic!("no counter row {name}"))
+                    .max_id
+            }
+        };
+        out.push(max_id);
+    }
+    out
+}
+
+/// The names a bump planned, in its order.
+fn planned(plan: &[Bumped]) -> Vec<&str> {
+    plan.iter().map(|b| b.name.as_str()).collect()
+}
+
+/// A bump of serial sequence `ord` raises `ord` and its counter rows
+/// `ord@KEY`, in a dry run and for real, and nothing else: not the counters
+/// of `order`, `ord.x` or `o_d` (whose `_` is a `LIKE` wildcard: `o_d@%`
+/// would match `ord@...`). A counter that would pass `i64::MAX` refuses the
+/// whole bump.
+async fn a_bump_of_a_serial_sequence_raises_its_counters_and_no_lookalikes(db: TestDb) {
+    let store = common::store(&db).await;
+    serial_with_counters(&store, "ord", &["20261130", "20261201"]).await;
+    for lookalike in ["order", "ord.x", "o_d"] {
+        serial_with_counters(&store, lookalike, &["20261130"]).await;
+    }
+    let counters = [
+        "ord@20261130",
+        "ord@20261201",
+        "order@20261130",
+        "ord.x@20261130",
+        "o_d@20261130",
+    ];
+
+    let plan = store
+        .bump(Some(&[common::name("o_d")]), 5, BumpMode::Apply)
+        .await
+        .expect("bump o_d");
+    assert_eq!(planned(&plan), ["o_d", "o_d@20261130"]);
+    assert_eq!(max_ids(&store, &counters).await, [10, 10, 10, 10, 15]);
+
+    let ord = [common::name("ord")];
+    let dry = store
+        .bump(Some(&ord), 1000, BumpMode::DryRun)
+        .await
+        .expect("dry run");
+    assert_eq!(planned(&dry), ["ord", "ord@20261130", "ord@20261201"]);
+    assert_eq!(max_ids(&store, &counters).await, [10, 10, 10, 10, 15]);
+
+    let plan = store
+        .bump(Some(&ord), 1000, BumpMode::Apply)
+        .await
+        .expect("bump ord");
+    assert_eq!(plan, dry, "the dry run showed what the bump did");
+    assert_eq!((plan[1].old_max_id, plan[1].new_max_id), (10, 1010));
+    assert_eq!(max_ids(&store, &counters).await, [1010, 1010, 10, 10, 15]);
+    assert_eq!(max_ids(&store, &["ord", "order"]).await, [1000, 0]);
+
+    // A counter near i64::MAX refuses the bump of its sequence, all of it.
+    common::execute(
+        &db,
+        "UPDATE sequences SET max_id = 9223372036854775000 WHERE name = 'ord@20261201'",
+    )
+    .await;
+    match store.bump(Some(&ord), 1000, BumpMode::Apply).await {
+        Err(StoreError::BumpRefused(r)) => assert_eq!(r.overflow, ["ord@20261201"], "{r:?}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        max_ids(&store, &["ord", "ord@20261130"]).await,
+        [1000, 1010]
+    );
+}
+
+/// [`a_bump_of_a_serial_sequence_raises_its_counters_and_no_lookalikes`]'s
+/// first case on the in-memory store.
+#[tokio::test]
+async fn a_bump_of_a_serial_sequence_in_memory_raises_its_counters_only() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    serial_with_counters(&store, "ord", &["20261130"]).await;
+    serial_with_counters(&store, "order", &["20261130"]).await;
+    let plan = store
+        .bump(Some(&[common::name("ord")]), 7, BumpMode::Apply)
+        .await
+        .expect("bump");
+    assert_eq!(planned(&plan), ["ord", "ord@20261130"]);
+    assert_eq!(
+        max_ids(&store, &["ord@20261130", "order@20261130"]).await,
+        [17, 10]
+    );
+}
+
+/// Waits out the last 30 s of a UTC day, so the serials of one test share a
+/// period (CI may run at midnight).
+async fn clear_of_midnight() {
+    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
+    if left <= 30 {
+        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
+    }
+}
+
+/// `n` serials of `ord` from `s`'s `/next`.
+async fn serials(s: &TestServer, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let body = s.get_json("/v1/sequences/ord/next").await;
+        out.push(body["serial"].as_str().expect("a serial").to_string());
+    }
+    out
+}
+
+/// The failover the fence is for: an instance issues serials, the database
+/// fails over to a replica whose counter row lags (simulated by lowering the
+/// row by SQL), the operator runs `seqd sequences bump ord --by N` (which
+/// lists the counter row it raised), and an instance on the promoted
+/// database issues serials none of which the first instance issued.
+async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: TestDb) {
+    clear_of_midnight().await;
+    let primary = TestServer::start(Settings::for_database(db.url.clone())).await;
+    let made = primary
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "ord", "format": "ORD{yyyy}{MM}{dd}{seq:09}", "reset": "day"}),
+        )
+        .await;
+    assert_eq!(made.status(), 201);
+    let issued = serials(&primary, 3).await;
+    assert!(issued[0].ends_with("000000001"), "{issued:?}");
+    primary.stop().await;
+
+    // The replica never saw the reservations: its counter rows start over.
+    let lowered = common::execute(
+        &db,
+        "UPDATE sequences SET max_id = 0 WHERE name >= 'ord@' AND name < 'ord@:'",
+    )
+    .await;
+    assert_eq!(lowered, 1);
+
+    let url = db.url.as_str();
+    let out = common::seqd_binary(&[
+        "sequences",
+        "bump",
+        "ord",
+        "--by",
+        "1000000",
+        "--database-url",
+        url,
+    ])
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let replica = TestServer::start(Settings::for_database(db.url.clone())).await;
+    let after = serials(&replica, 3).await;
+    for serial in &after {
+        assert!(
+            !issued.contains(serial),
+            "{serial} issued twice: {issued:?} then {after:?}"
+        );
+    }
+    assert!(after[0].ends_with("001000001"), "{after:?}");
+
+    // The operator saw the counter row fenced.
+    let counter_line = stdout
+        .lines()
+        .find(|l| l.starts_with("ord@"))
+        .unwrap_or_else(|| panic!("no counter row listed: {stdout}"));
+    let fields: Vec<&str> = counter_line.split_whitespace().collect();
+    assert_eq!(fields[1..4], ["0", "->", "1000000"], "{counter_line}");
+    assert!(counter_line.contains("counter of period"), "{counter_line}");
+    assert!(
+        stdout.contains("bumped 1 sequences by 1000000, with 1 period counter rows"),
+        "{stdout}"
+    );
+    replica.stop().await;
+}
+
 per_backend!(
     bump_racing_reservations_loses_no_update_on,
     bump_of_every_row_covers_a_hundred_thousand_rows_all_or_nothing,
+    a_bump_of_a_serial_sequence_raises_its_counters_and_no_lookalikes,
+    serials_after_a_bump_never_repeat_those_a_lagging_replica_lost,
 );

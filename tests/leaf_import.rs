@@ -3,7 +3,8 @@
 //! (the same database, and an SQLite file too). What is proved: seqd serves
 //! first exactly the ID Leaf would have issued next; invalid tags and existing
 //! names are skipped and reported; `--raise` lifts a sequence behind Leaf; a
-//! dry run writes nothing; the binary's exit codes and output.
+//! Leaf tag naming a serial sequence refuses the whole import before any
+//! write; a dry run writes nothing; the binary's exit codes and output.
 
 #[macro_use]
 mod common;
@@ -432,7 +433,101 @@ async fn binary_reports_an_unreadable_leaf_database(db: TestDb) {
     );
 }
 
+/// Leaf rows in `leaf_db` and seqd rows in `target`: five new tags, one
+/// seqd sequence behind Leaf, and last (Leaf's order is `biz_tag`'s) a tag
+/// that is a serial sequence in seqd. `import-leaf --raise` writes nothing,
+/// names the serial row as a conflict and the others as planned, exits 1;
+/// the same with `--dry-run`.
+async fn raise_with_a_serial_target_writes_nothing_and_reports_every_row(
+    leaf_db: &TestDb,
+    target: &TestDb,
+) {
+    create_leaf_table(leaf_db).await;
+    for tag in ["a1", "a2", "a3", "a4", "a5"] {
+        leaf_sequence(leaf_db, tag, 10, None, 1).await;
+    }
+    let behind_next = leaf_sequence(leaf_db, "behind", 100, None, 3).await;
+    leaf_sequence(leaf_db, "zz-serial", 10, None, 2).await;
+    let store = common::store(target).await;
+    store
+        .create(&common::new_seq("behind", 1, 10))
+        .await
+        .unwrap();
+    let mut serial = common::new_seq("zz-serial", 1, 10);
+    serial.serial = Some(
+        seqd::domain::SerialSettings::new(
+            "Z{yyyy}{MM}{dd}{seq:04}",
+            seqd::serial::Reset::Day,
+            "UTC",
+            seqd::serial::Overflow::Refuse,
+        )
+        .unwrap(),
+    );
+    store.create(&serial).await.unwrap();
+    let before = store.list().await.unwrap();
+
+    for extra in [None, Some("--dry-run")] {
+        let mut args = vec![
+            "import-leaf",
+            "--from",
+            leaf_db.url.as_str(),
+            "--database-url",
+            target.url.as_str(),
+            "--raise",
+        ];
+        args.extend(extra);
+        let out = seqd(&args).await;
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{extra:?}\n{stdout}\n{stderr}");
+        assert!(
+            stdout.lines().any(|l| l.starts_with("CONFLICT")
+                && l.contains("zz-serial")
+                && l.contains("serial sequence")),
+            "{stdout}"
+        );
+        for tag in ["a1", "a2", "a3", "a4", "a5"] {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with("import?") && l.contains(tag)),
+                "{tag}: {stdout}"
+            );
+        }
+        assert!(
+            stdout.contains("raise?   behind")
+                && stdout.contains(&format!("-> at least {}", behind_next - 1)),
+            "{stdout}"
+        );
+        assert!(stdout.contains("nothing written"), "{stdout}");
+        assert!(stdout.contains("5 to import"), "{stdout}");
+        assert!(stdout.contains("1 in conflict"), "{stdout}");
+        assert!(stderr.starts_with("error: nothing "), "{stderr}");
+        assert!(stderr.contains("serial sequence"), "{stderr}");
+        assert_eq!(
+            store.list().await.unwrap(),
+            before,
+            "{extra:?}: nothing written"
+        );
+    }
+}
+
+async fn raise_with_a_serial_target_writes_nothing(db: TestDb) {
+    raise_with_a_serial_target_writes_nothing_and_reports_every_row(&db, &db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn raise_with_a_serial_target_in_sqlite_writes_nothing() {
+    let Some(leaf_db) = common::test_db(Backend::Postgres).await else {
+        return;
+    };
+    let Some(sqlite) = common::test_db(Backend::Sqlite).await else {
+        return;
+    };
+    raise_with_a_serial_target_writes_nothing_and_reports_every_row(&leaf_db, &sqlite).await;
+}
+
 per_leaf_backend!(
+    raise_with_a_serial_target_writes_nothing,
     binary_prints_the_plan_and_exits_nonzero_on_invalid_tags,
     binary_flags_a_sequence_behind_leaf_until_raised,
     binary_reports_an_unreadable_leaf_database,

@@ -2,7 +2,8 @@
 //! through the binary, on every backend: the dry run deletes nothing; a
 //! purge deletes the periods that ended longer ago than `--older-than` and
 //! only those, never the current period's (not even with `--older-than 0s`),
-//! and never another sequence's rows.
+//! nor one that ended less than a day ago (the margin for instances whose
+//! clock is behind), and never another sequence's rows.
 
 #[macro_use]
 mod common;
@@ -155,4 +156,74 @@ async fn purge_removes_old_periods_only(db: TestDb) {
     );
 }
 
-per_backend!(purge_removes_old_periods_only);
+/// Waits out the last 30 s of a UTC day, so the test and the binary agree
+/// on which day is today (CI may run at midnight).
+async fn clear_of_midnight() {
+    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
+    if left <= 30 {
+        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
+    }
+}
+
+/// Yesterday's period ended at most a day ago: an instance whose clock is a
+/// little behind still serves it and would create its row again (counting
+/// from 1) if a purge deleted it. `--older-than 0s` deletes the periods
+/// older than that and keeps yesterday's, saying why, in the dry run and
+/// for real.
+async fn purge_keeps_a_period_that_just_ended_whatever_older_than_says(db: TestDb) {
+    clear_of_midnight().await;
+    ok(&seqd_on(&db, &["migrate"]).await);
+    ok(&seqd_on(
+        &db,
+        &[
+            "sequences",
+            "create",
+            "inv",
+            "--format",
+            "I{yyyy}{MM}{dd}{seq}",
+            "--reset",
+            "day",
+        ],
+    )
+    .await);
+    let now = jiff::Timestamp::now();
+    let day = jiff::SignedDuration::from_hours(24);
+    let (old, yesterday, today) = (key_of(now - day * 3), key_of(now - day), key_of(now));
+    for key in [&old, &yesterday, &today] {
+        common::execute(
+            &db,
+            &format!("INSERT INTO sequences (name, max_id, step) VALUES ('inv@{key}', 5, 10)"),
+        )
+        .await;
+    }
+    for dry_run in [true, false] {
+        let mut args = vec!["sequences", "purge-periods", "inv", "--older-than", "0s"];
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let out = ok(&seqd_on(&db, &args).await);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(yesterday.as_str()))
+            .unwrap_or_else(|| panic!("no line for {yesterday}: {out}"));
+        assert!(line.contains("keep: ended less than 24h ago"), "{out}");
+        assert!(
+            out.contains(
+                "kept 1 period rows that ended less than 24h ago, whatever --older-than says"
+            ),
+            "{out}"
+        );
+        assert!(out.contains(&format!(": {yesterday}")), "{out}");
+    }
+    assert_eq!(keys(&db, "inv").await, vec![yesterday, today]);
+
+    let help = common::seqd_binary(&["sequences", "purge-periods", "--help"]).await;
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("less than 24 hours ago is kept"), "{help}");
+}
+
+per_backend!(
+    purge_removes_old_periods_only,
+    purge_keeps_a_period_that_just_ended_whatever_older_than_says,
+);

@@ -1,7 +1,7 @@
 //! Which period rows `seqd sequences purge-periods` deletes: those whose
-//! period ended longer ago than `--older-than`, never the current period's
-//! (docs/design.md, "Serial numbers"). Pure: the rows, the zone and the
-//! instant are handed in.
+//! period ended longer ago than `--older-than` and longer ago than
+//! [`PURGE_MARGIN`], never the current period's (docs/design.md, "Serial
+//! numbers"). Pure: the rows, the zone and the instant are handed in.
 
 use jiff::civil::{Date, Time};
 use jiff::tz::TimeZone;
@@ -9,6 +9,16 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::format::Reset;
 use super::period::Period;
+
+/// How long after its end a period's row is kept, whatever `--older-than`
+/// says. An instance whose clock is behind still sees that period as the
+/// current one; if its row were gone it would create it again, at `start`,
+/// and print that period's serials a second time. A day is far above the
+/// clock skew seqd tolerates anywhere else (`--snowflake-clock-tolerance` is
+/// at most 1 m) and covers a host clock off by a whole zone offset (up to
+/// 14 h: a hardware clock kept in local time); keeping one more row a day
+/// costs nothing.
+pub const PURGE_MARGIN: SignedDuration = SignedDuration::from_hours(24);
 
 /// What to do with each period row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,14 +28,17 @@ pub struct PurgePlan {
     /// Keys kept: the current period, periods not old enough, and keys that
     /// name no period (a counter that never resets).
     pub keep: Vec<String>,
+    /// Of `keep`, the keys kept only because their period ended less than
+    /// [`PURGE_MARGIN`] ago (`--older-than` alone would delete them).
+    pub margin: Vec<String>,
 }
 
 /// The plan for `keys` of a sequence whose periods follow `reset` in
 /// `zone`, at `now`: a key goes when its period ended at least
-/// `older_than` before `now`. A key is read by its length (`yyyyMMdd`,
-/// `yyyyMM`, `yyyy`), so rows left by an earlier `reset` are judged by
-/// their own period. The current period's key is always kept, whatever
-/// `older_than` says.
+/// `older_than` and at least [`PURGE_MARGIN`] before `now`. A key is read by
+/// its length (`yyyyMMdd`, `yyyyMM`, `yyyy`), so rows left by an earlier
+/// `reset` are judged by their own period. The current period's key is
+/// always kept, whatever `older_than` says.
 pub fn plan_purge(
     keys: &[String],
     reset: Reset,
@@ -36,13 +49,18 @@ pub fn plan_purge(
     let current = Period::of(now, zone, reset).ok().map(|p| p.key);
     let mut plan = PurgePlan::default();
     for key in keys {
-        let old = current.as_deref() != Some(key.as_str())
-            && end_of(key, zone)
-                .is_some_and(|end| now.duration_since(end) >= older_than && end <= now);
-        if old {
-            plan.purge.push(key.clone());
-        } else {
-            plan.keep.push(key.clone());
+        let ended = (current.as_deref() != Some(key.as_str()))
+            .then(|| end_of(key, zone))
+            .flatten()
+            .filter(|end| *end <= now)
+            .map(|end| now.duration_since(end));
+        match ended {
+            Some(ago) if ago >= older_than && ago >= PURGE_MARGIN => plan.purge.push(key.clone()),
+            Some(ago) if ago >= older_than => {
+                plan.margin.push(key.clone());
+                plan.keep.push(key.clone());
+            }
+            _ => plan.keep.push(key.clone()),
         }
     }
     plan
@@ -85,7 +103,9 @@ mod tests {
     fn periods_older_than_the_bound_go_and_the_current_one_stays() {
         let utc = TimeZone::UTC;
         let now: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
-        let all = keys(&["20251026", "20251027", "20261130", "20261201", ""]);
+        let all = keys(&[
+            "20251026", "20251027", "20261129", "20261130", "20261201", "",
+        ]);
         let plan = plan_purge(
             &all,
             Reset::Day,
@@ -95,11 +115,34 @@ mod tests {
         );
         // 2025-10-27 ended 2025-10-28T00:00Z: 399 days and 10 hours ago.
         assert_eq!(plan.purge, keys(&["20251026"]));
-        assert_eq!(plan.keep, keys(&["20251027", "20261130", "20261201", ""]));
-        // With no bound at all, everything over goes, never today's.
+        assert_eq!(
+            plan.keep,
+            keys(&["20251027", "20261129", "20261130", "20261201", ""])
+        );
+        assert!(plan.margin.is_empty(), "{plan:?}");
+        // With no bound at all, everything over goes, never today's nor
+        // yesterday's, which ended 10 h ago: within the margin.
         let plan = plan_purge(&all, Reset::Day, &utc, now, SignedDuration::ZERO);
-        assert_eq!(plan.purge, keys(&["20251026", "20251027", "20261130"]));
-        assert_eq!(plan.keep, keys(&["20261201", ""]));
+        assert_eq!(plan.purge, keys(&["20251026", "20251027", "20261129"]));
+        assert_eq!(plan.keep, keys(&["20261130", "20261201", ""]));
+        assert_eq!(plan.margin, keys(&["20261130"]));
+    }
+
+    #[test]
+    fn a_period_goes_only_once_the_margin_has_passed_since_its_end() {
+        let utc = TimeZone::UTC;
+        let all = keys(&["20261130"]);
+        // 2026-11-30 ended 2026-12-01T00:00Z.
+        for (now, gone) in [
+            ("2026-12-01T00:00:01Z", false),
+            ("2026-12-01T23:59:59Z", false),
+            ("2026-12-02T00:00:00Z", true),
+        ] {
+            let now: Timestamp = now.parse().unwrap();
+            let plan = plan_purge(&all, Reset::Day, &utc, now, SignedDuration::ZERO);
+            assert_eq!(plan.purge.is_empty(), !gone, "{now}: {plan:?}");
+            assert_eq!(plan.margin.is_empty(), gone, "{now}: {plan:?}");
+        }
     }
 
     #[test]
@@ -107,7 +150,7 @@ mod tests {
         let zone = TimeZone::get("Asia/Tokyo").unwrap();
         // 2026-12-01T16:00Z is already the 2nd in Tokyo.
         let now: Timestamp = "2026-12-01T16:00:00Z".parse().unwrap();
-        let all = keys(&["20261201", "20261202", "20261203"]);
+        let all = keys(&["20261130", "20261201", "20261202", "20261203"]);
         let plan = plan_purge(
             &all,
             Reset::Day,
@@ -115,8 +158,10 @@ mod tests {
             now,
             SignedDuration::from_hours(-1000),
         );
-        assert_eq!(plan.purge, keys(&["20261201"]));
-        assert_eq!(plan.keep, keys(&["20261202", "20261203"]));
+        // The 1st ended an hour ago: kept by the margin.
+        assert_eq!(plan.purge, keys(&["20261130"]));
+        assert_eq!(plan.keep, keys(&["20261201", "20261202", "20261203"]));
+        assert_eq!(plan.margin, keys(&["20261201"]));
     }
 
     #[test]

@@ -443,7 +443,18 @@ impl Store for MemoryStore {
         // One lock over the read and the writes: atomic like a transaction.
         let mut rows = self.rows.lock().unwrap();
         let selected: Vec<&SequenceRow> = match names {
-            Some(names) => names.iter().filter_map(|n| rows.get(n)).collect(),
+            // Each named row and its period counters, as the databases read them.
+            Some(names) => names
+                .iter()
+                .flat_map(|n| {
+                    let (low, high) = period_rows_range(n);
+                    let counters = rows
+                        .range::<str, _>((Included(low.as_str()), Excluded(high.as_str())))
+                        .map(|(_, row)| row)
+                        .collect::<Vec<_>>();
+                    rows.get(n).into_iter().chain(counters)
+                })
+                .collect(),
             None => rows.values().collect(),
         };
         let read = selected

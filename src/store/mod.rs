@@ -642,17 +642,23 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<SequenceRow, StoreError>;
 
     /// Raises `max_id` by `by` (1..=`i64::MAX`) on every row named in `names`
-    /// (duplicates count once), or on every row when `names` is `None`, in one
-    /// transaction: all rows or none. Returns each row's `max_id` before and
-    /// after, ordered by name.
+    /// (duplicates count once) and on every period counter row of each
+    /// (`name@key`, the byte range
+    /// [`period_rows_range`](crate::domain::period_rows_range), so `ord` never
+    /// matches `order@...` nor does `o_d` match `ord@...`), or on every row
+    /// when `names` is `None`, in one transaction: all rows or none. A serial
+    /// sequence's own row hands out nothing; its counters are what a lagging
+    /// replica lost, so they are fenced with it. Returns each row's `max_id`
+    /// before and after, ordered by name.
     ///
-    /// A name without a row, or a row that would pass `i64::MAX`, refuses the
-    /// whole bump with [`StoreError::BumpRefused`] naming them all. The rows
-    /// are read under their row locks (SQLite: the database's write lock)
-    /// and changed by one set-based `max_id = max_id + by`, so reservations
-    /// running meanwhile serialise with it: none is lost, and the values
-    /// returned are exact. With [`BumpMode::DryRun`] the same checks run on a
-    /// plain read and nothing is written.
+    /// A name without a row, or a row (a counter included) that would pass
+    /// `i64::MAX`, refuses the whole bump with [`StoreError::BumpRefused`]
+    /// naming them all. The rows are read under their row locks (SQLite: the
+    /// database's write lock) and changed by one set-based
+    /// `max_id = max_id + by`, so reservations running meanwhile serialise
+    /// with it: none is lost, and the values returned are exact. With
+    /// [`BumpMode::DryRun`] the same checks run on a plain read and nothing
+    /// is written.
     async fn bump(
         &self,
         names: Option<&[SeqName]>,
@@ -1229,11 +1235,11 @@ async fn run_bump<B: BumpSql>(
     .map_err(unavailable)?
 }
 
-/// [`BumpSql::read_bump`] on the backends without array binds (MySQL,
-/// SQLite): runs `read` + [`names_in`]`(names, "WHERE")` + `suffix`, the
-/// names bound one by one.
+/// [`BumpSql::read_bump`]: runs `read` + [`names_in`]`(names, "WHERE")` +
+/// `suffix`, binding [`bump_binds`].
 async fn fetch_bump_rows<DB, O>(
     conn: &mut DB::Connection,
+    dialect: Dialect,
     read: &str,
     suffix: &str,
     names: Option<&[SeqName]>,
@@ -1245,19 +1251,20 @@ where
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
     O: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
 {
-    let sql = format!("{read}{}{suffix}", names_in(names, "WHERE"));
+    let sql = format!("{read}{}{suffix}", names_in(names, "WHERE", dialect, 1));
+    let binds = bump_binds(names);
     let mut query = sqlx::query_as::<DB, O>(&sql);
-    for name in names.unwrap_or_default() {
-        query = query.bind(name.as_str());
+    for bind in &binds {
+        query = query.bind(bind.as_str());
     }
     query.fetch_all(conn).await
 }
 
-/// [`BumpSql::add_bump`] on the backends without array binds (MySQL,
-/// SQLite): runs `update` + [`names_in`]`(names, "AND")`, bound as `by`,
-/// `by`, then the names one by one.
+/// [`BumpSql::add_bump`]: runs `update` + [`names_in`]`(names, "AND")`,
+/// bound as `by`, `by`, then [`bump_binds`].
 async fn execute_bump<DB>(
     conn: &mut DB::Connection,
+    dialect: Dialect,
     update: &str,
     names: Option<&[SeqName]>,
     by: i64,
@@ -1269,20 +1276,58 @@ where
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
 {
-    let sql = format!("{update}{}", names_in(names, "AND"));
+    let sql = format!("{update}{}", names_in(names, "AND", dialect, 3));
+    let binds = bump_binds(names);
     let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
-    for name in names.unwrap_or_default() {
-        query = query.bind(name.as_str());
+    for bind in &binds {
+        query = query.bind(bind.as_str());
     }
     query.execute(conn).await
 }
 
-/// For the backends without array binds: `" <keyword> name IN (?, ?, ...)"`
-/// with one positional placeholder per name, or nothing for all rows.
-fn names_in(names: Option<&[SeqName]>, keyword: &str) -> String {
-    names.map_or_else(String::new, |names| {
-        format!(" {keyword} name IN ({})", vec!["?"; names.len()].join(", "))
-    })
+/// The rows a bump of `names` touches, as a condition: `" <keyword> (name IN
+/// (p, ...) OR (n >= p AND n < p) OR ...)"`, the named rows and, per name,
+/// the byte range of its period counters
+/// ([`period_rows_range`](crate::domain::period_rows_range); ranges, not
+/// `LIKE`, whose `_` would match any character). One placeholder per value
+/// of [`bump_binds`], in its order: `?`, or on PostgreSQL `$first`,
+/// `$first+1`, ... with the ranges compared on `name COLLATE "C"` (byte
+/// order, which the index of migration 0003 serves). Nothing for all rows.
+fn names_in(names: Option<&[SeqName]>, keyword: &str, dialect: Dialect, first: usize) -> String {
+    let Some(names) = names else {
+        return String::new();
+    };
+    let mut next = first;
+    let mut placeholder = || match dialect {
+        Dialect::Postgres => {
+            next += 1;
+            format!("${}", next - 1)
+        }
+        Dialect::Mysql | Dialect::Sqlite => "?".to_string(),
+    };
+    let bytes = match dialect {
+        Dialect::Postgres => "name COLLATE \"C\"",
+        Dialect::Mysql | Dialect::Sqlite => "name",
+    };
+    let named: Vec<String> = names.iter().map(|_| placeholder()).collect();
+    let mut terms = vec![format!("name IN ({})", named.join(", "))];
+    for _ in names {
+        let (low, high) = (placeholder(), placeholder());
+        terms.push(format!("({bytes} >= {low} AND {bytes} < {high})"));
+    }
+    format!(" {keyword} ({})", terms.join(" OR "))
+}
+
+/// The values [`names_in`]'s placeholders take: the names, then each name's
+/// counter range (low, high).
+fn bump_binds(names: Option<&[SeqName]>) -> Vec<String> {
+    let names = names.unwrap_or_default();
+    let mut binds: Vec<String> = names.iter().map(|n| n.as_str().to_string()).collect();
+    for name in names {
+        let (low, high) = crate::domain::period_rows_range(name);
+        binds.extend([low, high]);
+    }
+    binds
 }
 
 #[cfg(test)]
@@ -1459,11 +1504,21 @@ mod tests {
     }
 
     #[test]
-    fn names_in_writes_one_placeholder_per_name() {
-        assert_eq!(names_in(None, "WHERE"), "");
+    fn names_in_matches_each_name_and_its_counter_range_one_placeholder_a_value() {
+        assert_eq!(names_in(None, "WHERE", Dialect::Sqlite, 1), "");
+        let asked = names(&["a", "b"]);
         assert_eq!(
-            names_in(Some(&names(&["a", "b", "c"])), "AND"),
-            " AND name IN (?, ?, ?)"
+            names_in(Some(&asked), "AND", Dialect::Mysql, 1),
+            " AND (name IN (?, ?) OR (name >= ? AND name < ?) OR (name >= ? AND name < ?))"
+        );
+        assert_eq!(
+            names_in(Some(&asked), "AND", Dialect::Postgres, 3),
+            " AND (name IN ($3, $4) OR (name COLLATE \"C\" >= $5 AND name COLLATE \"C\" < $6) \
+             OR (name COLLATE \"C\" >= $7 AND name COLLATE \"C\" < $8))"
+        );
+        assert_eq!(
+            bump_binds(Some(&asked)),
+            ["a", "b", "a@", "a@:", "b@", "b@:"]
         );
     }
 

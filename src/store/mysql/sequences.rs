@@ -57,15 +57,17 @@ pub const RESERVE_EXACT_UPDATE: &str = "UPDATE sequences \
 pub const RESERVE_EXACT_SELECT: &str =
     "SELECT max_id, CAST(? AS SIGNED) AS size, step, ordering FROM sequences WHERE name = ?";
 
-/// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
+/// Reads `name, max_id` for a bump; `names_in` appends the names and their
+/// counters' ranges, if any.
 pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
 
 /// Appended to a bump's read inside its transaction: locks the rows (and,
 /// for all rows, the gaps between them) until commit.
 pub const BUMP_LOCK: &str = " FOR UPDATE";
 
-/// Adds `?` to `max_id`, sparing rows that would pass `i64::MAX`; [`names_in`]
-/// appends the names, if any. Binds: by, by, names...
+/// Adds `?` to `max_id`, sparing rows that would pass `i64::MAX`; `names_in`
+/// appends the names and their counters' ranges, if any. Binds: by, by,
+/// then `bump_binds`.
 pub const BUMP: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
      WHERE max_id <= 9223372036854775807 - ?";
@@ -575,7 +577,7 @@ impl BumpSql for MySqlStore {
     ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         let lock = if lock { BUMP_LOCK } else { "" };
         let rows: Vec<(Vec<u8>, i64)> =
-            fetch_bump_rows::<Self::Db, _>(conn, BUMP_READ, lock, names).await?;
+            fetch_bump_rows::<Self::Db, _>(conn, Dialect::Mysql, BUMP_READ, lock, names).await?;
         Ok(rows
             .into_iter()
             .map(|(name, max_id)| (name_text(name), max_id))
@@ -587,7 +589,7 @@ impl BumpSql for MySqlStore {
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
-        let done = execute_bump::<Self::Db>(conn, BUMP, names, by).await?;
+        let done = execute_bump::<Self::Db>(conn, Dialect::Mysql, BUMP, names, by).await?;
         Ok(done.rows_affected())
     }
 }

@@ -31,7 +31,9 @@ use crate::store::{
     Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
     COLUMNS, NOT_COUNTER,
 };
-use crate::store::{fetch_named, run_bump, schema_ready, BumpMode, BumpSql, Bumped};
+use crate::store::{
+    execute_bump, fetch_bump_rows, fetch_named, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
+};
 
 /// Reserves `GREATEST(step, $2)` IDs of the row named `$1` unless that would
 /// pass `i64::MAX`, and returns the new `max_id`, the amount added and the
@@ -49,26 +51,20 @@ pub const RESERVE_EXACT: &str = "UPDATE sequences \
      WHERE name = $1 AND format IS NULL AND max_id <= 9223372036854775807 - $2 \
      RETURNING max_id, $2 AS size, step, ordering";
 
-/// Reads `name, max_id` of the rows named in the text array `$1`, for a bump.
-pub const BUMP_READ_NAMED: &str = "SELECT name, max_id FROM sequences WHERE name = ANY($1)";
-
-/// Reads `name, max_id` of every row, for a bump of all sequences.
-pub const BUMP_READ_ALL: &str = "SELECT name, max_id FROM sequences";
+/// Reads `name, max_id` for a bump; `names_in` appends the names and their
+/// counters' ranges (`$1`, ...), if any.
+pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
 
 /// Appended to a bump's read inside its transaction: locks the rows until
 /// commit, taking the locks in name order.
 pub const BUMP_LOCK: &str = " ORDER BY name COLLATE \"C\" FOR UPDATE";
 
-/// Adds `$2` to `max_id` of the rows named in the text array `$1`, sparing
-/// any that would pass `i64::MAX` (the caller checks the count).
-pub const BUMP_NAMED: &str = "UPDATE sequences \
-     SET max_id = max_id + $2, updated_at = CURRENT_TIMESTAMP \
-     WHERE name = ANY($1) AND max_id <= 9223372036854775807 - $2";
-
-/// Adds `$1` to `max_id` of every row, sparing any that would pass `i64::MAX`.
-pub const BUMP_ALL: &str = "UPDATE sequences \
+/// Adds `$1` to `max_id`, sparing rows that would pass `i64::MAX` (the
+/// caller checks the count); `names_in` appends the names and their
+/// counters' ranges (`$3`, ...), if any. Binds: by, by, then `bump_binds`.
+pub const BUMP: &str = "UPDATE sequences \
      SET max_id = max_id + $1, updated_at = CURRENT_TIMESTAMP \
-     WHERE max_id <= 9223372036854775807 - $1";
+     WHERE max_id <= 9223372036854775807 - $2";
 
 /// Sets `max_id` to the first bind where the name (second) and `max_id`
 /// (third) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
@@ -484,11 +480,6 @@ impl Store for PostgresStore {
     }
 }
 
-/// The names as the text array that `name = ANY($1)` binds.
-fn name_array(names: &[SeqName]) -> Vec<&str> {
-    names.iter().map(SeqName::as_str).collect()
-}
-
 #[async_trait]
 impl BumpSql for PostgresStore {
     type Db = sqlx::Postgres;
@@ -498,21 +489,8 @@ impl BumpSql for PostgresStore {
         names: Option<&[SeqName]>,
         lock: bool,
     ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-        let read = if names.is_some() {
-            BUMP_READ_NAMED
-        } else {
-            BUMP_READ_ALL
-        };
-        let sql = if lock {
-            format!("{read}{BUMP_LOCK}")
-        } else {
-            read.to_string()
-        };
-        let mut query = sqlx::query_as(&sql);
-        if let Some(names) = names {
-            query = query.bind(name_array(names));
-        }
-        query.fetch_all(conn).await
+        let lock = if lock { BUMP_LOCK } else { "" };
+        fetch_bump_rows::<Self::Db, _>(conn, Dialect::Postgres, BUMP_READ, lock, names).await
     }
 
     async fn add_bump(
@@ -520,11 +498,7 @@ impl BumpSql for PostgresStore {
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
-        let query = match names {
-            Some(names) => sqlx::query(BUMP_NAMED).bind(name_array(names)).bind(by),
-            None => sqlx::query(BUMP_ALL).bind(by),
-        };
-        let done = query.execute(conn).await?;
+        let done = execute_bump::<Self::Db>(conn, Dialect::Postgres, BUMP, names, by).await?;
         Ok(done.rows_affected())
     }
 }

@@ -47,13 +47,15 @@ pub const RESERVE_EXACT: &str = "UPDATE sequences \
      WHERE name = ?1 AND format IS NULL AND max_id <= 9223372036854775807 - ?2 \
      RETURNING max_id, ?2 AS size, step, ordering";
 
-/// Reads `name, max_id` for a bump; `names_in` appends the names, if any.
+/// Reads `name, max_id` for a bump; `names_in` appends the names and their
+/// counters' ranges, if any.
 /// The bump's transaction is `BEGIN IMMEDIATE`, which holds the database's
 /// write lock from the start, so the rows read cannot change before the update.
 pub const BUMP_READ: &str = "SELECT name, max_id FROM sequences";
 
-/// Adds `?` to `max_id`, sparing rows that would pass `i64::MAX`; [`names_in`]
-/// appends the names, if any. Binds: by, by, names...
+/// Adds `?` to `max_id`, sparing rows that would pass `i64::MAX`; `names_in`
+/// appends the names and their counters' ranges, if any. Binds: by, by,
+/// then `bump_binds`.
 pub const BUMP: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
      WHERE max_id <= 9223372036854775807 - ?";
@@ -457,7 +459,7 @@ impl BumpSql for SqliteStore {
     ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         // No row locks in SQLite: the bump's `BEGIN IMMEDIATE` already holds
         // the database's write lock, a plan's read needs none.
-        fetch_bump_rows::<Self::Db, _>(conn, BUMP_READ, "", names).await
+        fetch_bump_rows::<Self::Db, _>(conn, Dialect::Sqlite, BUMP_READ, "", names).await
     }
 
     async fn add_bump(
@@ -465,7 +467,7 @@ impl BumpSql for SqliteStore {
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
-        let done = execute_bump::<Self::Db>(conn, BUMP, names, by).await?;
+        let done = execute_bump::<Self::Db>(conn, Dialect::Sqlite, BUMP, names, by).await?;
         Ok(done.rows_affected())
     }
 }
