@@ -1164,14 +1164,30 @@ fn check_bumped(plan: &[Bumped], affected: u64) -> Result<(), StoreError> {
     }
 }
 
+/// The statement bound inside a bump's transaction (see
+/// `BumpSql::widen_bound`).
+const BUMP_STATEMENT_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The statements of [`Store::bump`] on one backend; [`run_bump`] runs them
 /// with the checks and the transaction every backend shares.
 #[async_trait]
-trait BumpSql {
+trait BumpSql: Send + Sync {
     /// The sqlx database.
     type Db: sqlx::Database;
     /// The statement that opens the bump's transaction.
     const BEGIN: &'static str = "BEGIN";
+
+    /// Run first in the bump's transaction: lifts the pool's statement
+    /// bound, made for a segment fetch, to [`BUMP_STATEMENT_BOUND`] for this
+    /// transaction only (an operator's bump of every row reads and updates
+    /// them all). The lock bound stays. Nothing where the bound is per
+    /// session only.
+    async fn widen_bound(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+    ) -> Result<(), sqlx::Error> {
+        let _ = conn;
+        Ok(())
+    }
 
     /// Reads `(name, max_id)` of the rows a bump touches (the named ones, or
     /// all); with `lock`, holds their row locks until the transaction ends.
@@ -1219,6 +1235,7 @@ async fn run_bump<B: BumpSql>(
         backend,
         async {
             let mut tx = pool.begin_with(B::BEGIN).await?;
+            B::widen_bound(&mut tx).await?;
             let rows = B::read_bump(&mut tx, names, true).await?;
             let plan = match plan_bump(names, rows, by) {
                 Ok(plan) => plan,

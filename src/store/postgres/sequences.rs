@@ -484,6 +484,15 @@ impl Store for PostgresStore {
 impl BumpSql for PostgresStore {
     type Db = sqlx::Postgres;
 
+    async fn widen_bound(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+        // `SET LOCAL`: until the transaction ends, then the pool's bound again.
+        let sql = format!(
+            "SET LOCAL statement_timeout = {}",
+            crate::store::BUMP_STATEMENT_BOUND.as_millis()
+        );
+        sqlx::query(&sql).execute(conn).await.map(|_| ())
+    }
+
     async fn read_bump(
         conn: &mut sqlx::PgConnection,
         names: Option<&[SeqName]>,
