@@ -241,12 +241,51 @@ async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
         BumpMode::Apply
     };
     let store = open_store(&args.db).await?;
+    if mode == BumpMode::Apply {
+        make_current_periods(&store, names.as_deref()).await?;
+    }
     match store.bump(names.as_deref(), args.by, mode).await {
         Ok(plan) => print_bumped(&plan, args.by, mode).context("printing the bumped sequences")?,
         Err(StoreError::BumpRefused(refusal)) => {
             bail!("nothing bumped: {refusal}")
         }
         Err(e) => return Err(e).context("bumping the sequences"),
+    }
+    Ok(())
+}
+
+/// Before a bump: makes sure the counter row of the current period (on this
+/// host's clock) exists for every serial sequence the bump covers, so the
+/// bump raises it too. After a failover to
+/// a replica that never received that row, the first request would create
+/// it at `start` and repeat the serials the old primary issued in it.
+async fn make_current_periods(
+    store: &Arc<dyn crate::store::Store>,
+    names: Option<&[crate::domain::SeqName]>,
+) -> anyhow::Result<()> {
+    let rows = match names {
+        Some(names) => {
+            let mut rows = Vec::with_capacity(names.len());
+            for name in names {
+                if let Some(row) = store.get(name).await.context("reading a sequence to bump")? {
+                    rows.push(row);
+                }
+            }
+            rows
+        }
+        None => store.list().await.context("listing the sequences to bump")?,
+    };
+    let now = jiff::Timestamp::now();
+    for row in rows {
+        let Some(settings) = &row.serial else { continue };
+        let Ok(period) = crate::serial::Period::of(now, &settings.zone(), settings.reset) else {
+            continue;
+        };
+        let key = period.key;
+        store
+            .create_period(&row.name, &key)
+            .await
+            .with_context(|| format!("creating the period row {key} of {}", row.name))?;
     }
     Ok(())
 }

@@ -442,7 +442,55 @@ async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: Test
     replica.stop().await;
 }
 
+/// A replica that never received the current period's counter row: the bump
+/// of the sequence makes that row first, so it is fenced too, and the next
+/// serials start above the bump instead of at `start` again.
+async fn a_bump_fences_a_period_row_the_replica_never_received(db: TestDb) {
+    clear_of_midnight().await;
+    let primary = TestServer::start(Settings::for_database(db.url.clone())).await;
+    let made = primary
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "ord", "format": "ORD{yyyy}{MM}{dd}{seq:09}", "reset": "day"}),
+        )
+        .await;
+    assert_eq!(made.status(), 201);
+    let issued = serials(&primary, 3).await;
+    primary.stop().await;
+    let deleted = common::execute(
+        &db,
+        "DELETE FROM sequences WHERE name >= 'ord@' AND name < 'ord@:'",
+    )
+    .await;
+    assert_eq!(deleted, 1);
+
+    let url = db.url.as_str();
+    let out = common::seqd_binary(&[
+        "sequences",
+        "bump",
+        "ord",
+        "--by",
+        "1000000",
+        "--database-url",
+        url,
+    ])
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let replica = TestServer::start(Settings::for_database(db.url.clone())).await;
+    let after = serials(&replica, 3).await;
+    for serial in &after {
+        assert!(
+            !issued.contains(serial),
+            "{serial} issued twice: {issued:?} then {after:?}"
+        );
+    }
+    assert!(after[0].ends_with("001000001"), "{after:?}");
+    replica.stop().await;
+}
+
 per_backend!(
+    a_bump_fences_a_period_row_the_replica_never_received,
     bump_racing_reservations_loses_no_update_on,
     bump_of_every_row_covers_a_hundred_thousand_rows_all_or_nothing,
     a_bump_of_a_serial_sequence_raises_its_counters_and_no_lookalikes,
