@@ -509,6 +509,23 @@ impl SerialSettings {
         SerialSettings::new(&format, reset, time_zone, overflow).map(Some)
     }
 
+    /// Checks that a counter starting at `start` can be printed: under
+    /// `overflow: refuse`, `start` must be within `{seq:0N}`'s capacity,
+    /// or every request would be refused (a create, a PATCH, the CLI;
+    /// rows already stored are served as they are).
+    pub fn check_start(&self, start: i64) -> Result<(), SerialError> {
+        match (self.overflow, self.format.capacity()) {
+            (Overflow::Refuse, Some(capacity)) if u64::try_from(start).unwrap_or(0) > capacity => {
+                Err(SerialError::StartBeyondCapacity {
+                    start,
+                    width: self.format.width().unwrap_or(0),
+                    capacity,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The time zone (its name was validated).
     pub fn zone(&self) -> jiff::tz::TimeZone {
         parse_time_zone(&self.time_zone).unwrap_or(jiff::tz::TimeZone::UTC)
