@@ -431,9 +431,9 @@ impl SeqBuffer {
     /// cannot serve takes nothing from memory and changes nothing in the
     /// row. One request at a time ([`Counter::turn`]): it serves itself
     /// from memory when memory holds `n`; otherwise it reserves what memory
-    /// lacks (and a segment's worth more when that fits) in one statement
-    /// that never passes the capacity, and is refused, having taken
-    /// nothing, when even what it lacks does not fit.
+    /// lacks (a segment's worth when that is more and fits) in one
+    /// statement that never passes the capacity, and is refused, having
+    /// taken nothing, when even what it lacks does not fit.
     async fn take_bounded(
         self: &Arc<Self>,
         counter: &Counter,
@@ -505,10 +505,10 @@ impl SeqBuffer {
 
     /// The end of [`SeqBuffer::take_bounded`] when memory holds `held`
     /// counters, fewer than `n`, and the caller holds the fetch slot
-    /// (released here): reserves the `n - held` missing, plus the next
-    /// segment's worth when that fits, and hands out memory's counters
-    /// then the reserved ones; the rest is the next segment. Refused by the
-    /// row, it takes nothing.
+    /// (released here): reserves the `n - held` missing, or a segment's
+    /// worth when that is more and fits, as a fetch would, and hands out
+    /// memory's counters then the reserved ones; the rest is the next
+    /// segment. Refused by the row, it takes nothing.
     async fn reserve_missing(
         self: &Arc<Self>,
         n: u64,
@@ -525,7 +525,7 @@ impl SeqBuffer {
         let reserve = reserve_capped(
             self.shared.store.as_ref(),
             &self.name,
-            need.saturating_add(more),
+            need.max(more),
             need,
             self.cap(),
         );
