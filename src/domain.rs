@@ -707,6 +707,25 @@ mod tests {
     }
 
     #[test]
+    fn a_start_past_the_capacity_is_refused_only_under_refuse() {
+        let settings = |format: &str, overflow| {
+            SerialSettings::new(format, Reset::Never, "UTC", overflow).unwrap()
+        };
+        let two = settings("X{seq:02}", Overflow::Refuse);
+        assert_eq!(two.check_start(99), Ok(()));
+        assert_eq!(
+            two.check_start(100),
+            Err(SerialError::StartBeyondCapacity {
+                start: 100,
+                width: 2,
+                capacity: 99
+            })
+        );
+        assert_eq!(settings("X{seq:02}", Overflow::Widen).check_start(1000), Ok(()));
+        assert_eq!(settings("X{seq}", Overflow::Refuse).check_start(i64::MAX), Ok(()));
+    }
+
+    #[test]
     fn new_sequence_validates_start_step_description() {
         let n = SeqName::parse("x").unwrap();
         assert!(NewSequence::new(n.clone(), 1, 1, String::new(), 10).is_ok());
