@@ -168,7 +168,10 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 Some(s) if db.urls().len() > 1 => {
                     bail!("serial numbers need a single database, not stripes (format {})", s.format)
                 }
-                Some(s) => new.with_serial(s),
+                Some(s) => {
+                    s.check_start(new.start)?;
+                    new.with_serial(s)
+                }
                 None => new,
             };
             let store = open_store(db).await?;

@@ -509,6 +509,23 @@ impl SerialSettings {
         SerialSettings::new(&format, reset, time_zone, overflow).map(Some)
     }
 
+    /// Checks that a counter starting at `start` can be printed: under
+    /// `overflow: refuse`, `start` must be within `{seq:0N}`'s capacity,
+    /// or every request would be refused (a create, a PATCH, the CLI;
+    /// rows already stored are served as they are).
+    pub fn check_start(&self, start: i64) -> Result<(), SerialError> {
+        match (self.overflow, self.format.capacity()) {
+            (Overflow::Refuse, Some(capacity)) if u64::try_from(start).unwrap_or(0) > capacity => {
+                Err(SerialError::StartBeyondCapacity {
+                    start,
+                    width: self.format.width().unwrap_or(0),
+                    capacity,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The time zone (its name was validated).
     pub fn zone(&self) -> jiff::tz::TimeZone {
         parse_time_zone(&self.time_zone).unwrap_or(jiff::tz::TimeZone::UTC)
@@ -687,6 +704,25 @@ mod tests {
                 assert_eq!(in_range, p.matches(n), "prefix {p:?}, name {n:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_start_past_the_capacity_is_refused_only_under_refuse() {
+        let settings = |format: &str, overflow| {
+            SerialSettings::new(format, Reset::Never, "UTC", overflow).unwrap()
+        };
+        let two = settings("X{seq:02}", Overflow::Refuse);
+        assert_eq!(two.check_start(99), Ok(()));
+        assert_eq!(
+            two.check_start(100),
+            Err(SerialError::StartBeyondCapacity {
+                start: 100,
+                width: 2,
+                capacity: 99
+            })
+        );
+        assert_eq!(settings("X{seq:02}", Overflow::Widen).check_start(1000), Ok(()));
+        assert_eq!(settings("X{seq}", Overflow::Refuse).check_start(i64::MAX), Ok(()));
     }
 
     #[test]

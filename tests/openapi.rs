@@ -901,9 +901,13 @@ async fn provoke(code: ErrorCode) -> Sent {
         }
         SerialExhausted => {
             let s = plain().await;
-            let body = json!({"name": "tiny", "format": "T{seq:01}", "start": 10});
+            // A start past {seq:01} is refused at create: the one counter
+            // the format holds is served, then the period is full.
+            let body = json!({"name": "tiny", "format": "T{seq:01}", "start": 9});
             let created = send(&s, "POST", "/v1/sequences", create, Some(body)).await;
             assert_eq!(created.status, 201, "{created:?}");
+            let last = send(&s, "GET", "/v1/sequences/tiny/next", next, None).await;
+            assert_eq!(last.status, 200, "{last:?}");
             send(&s, "GET", "/v1/sequences/tiny/next", next, None).await
         }
         SequenceMisconfigured => {

@@ -757,3 +757,157 @@ async fn the_settings_refresh_ends_when_its_instance_is_dropped() {
         .expect("the task ended")
         .unwrap();
 }
+
+/// A request the capacity cannot serve whole is refused having taken
+/// nothing (DESIGN.md: a refused request consumes no serial capacity): not
+/// the counters memory holds, not the row's. The next request gets the
+/// very next counter, and the rest of the period is still served.
+#[tokio::test]
+async fn a_refused_request_takes_no_counter_from_memory_or_the_row() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("K{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "k", 1, 10, s, Ordering::Instance).await;
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let name = SeqNameRef::parse("k").unwrap();
+    assert_eq!(rig.one("k").await, (1, "K01".into()));
+    // More than the whole period holds: refused before anything is asked.
+    let before = rig.period_max("k", "").await;
+    assert!(matches!(
+        rig.serials.issue(name, 100).await,
+        Err(IssueError::SerialExhausted(_))
+    ));
+    assert_eq!(rig.period_max("k", "").await, before);
+    assert_eq!(rig.one("k").await, (2, "K02".into()));
+    // 90 fit (3..=92); then 8 do not (7 are left): refused, and the 7 stay.
+    let ninety = rig.serials.issue(name, 90).await.unwrap();
+    assert_eq!(ninety.serials.first().unwrap(), "K03");
+    assert_eq!(ninety.serials.last().unwrap(), "K92");
+    for _ in 0..3 {
+        assert!(matches!(
+            rig.serials.issue(name, 8).await,
+            Err(IssueError::SerialExhausted(_))
+        ));
+    }
+    assert_eq!(rig.one("k").await, (93, "K93".into()));
+    let rest = rig.serials.issue(name, 6).await.unwrap();
+    assert_eq!(rest.serials, ["K94", "K95", "K96", "K97", "K98", "K99"]);
+    assert!(matches!(
+        rig.serials.issue(name, 1).await,
+        Err(IssueError::SerialExhausted(_))
+    ));
+    assert_eq!(rig.period_max("k", "").await, Some(99));
+}
+
+/// Global ordering reserves at request time: a request that does not fit
+/// leaves the row's `max_id` where it was, however often it is repeated.
+#[tokio::test]
+async fn a_refused_global_request_leaves_the_row_unchanged() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("Q{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "q", 1, 10, s, Ordering::Global).await;
+    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let name = SeqNameRef::parse("q").unwrap();
+    assert_eq!(rig.one("q").await, (1, "Q01".into()));
+    rig.serials.issue(name, 90).await.unwrap();
+    assert_eq!(rig.period_max("q", "").await, Some(91));
+    for n in [9, 50, 100, 9] {
+        assert!(matches!(
+            rig.serials.issue(name, n).await,
+            Err(IssueError::SerialExhausted(_))
+        ));
+        assert_eq!(rig.period_max("q", "").await, Some(91), "after {n}");
+    }
+    assert_eq!(rig.one("q").await, (92, "Q92".into()));
+    assert_eq!(rig.period_max("q", "").await, Some(92));
+}
+
+/// Global requests merged into one reservation: when their total does not
+/// fit, each is reserved on its own in arrival order, so a large one that
+/// does not fit does not take a small one down with it.
+#[tokio::test]
+async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("M{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "mg", 1, 10, s, Ordering::Global).await;
+    let rig = Arc::new(instance(&store, at("2026-06-01T12:00:00Z")));
+    let name = SeqNameRef::parse("mg").unwrap();
+    rig.serials.issue(name, 60).await.unwrap();
+    let counter = "mg@";
+    let reserves = store.reserves(counter);
+    // The first request's reservation waits at the gate; two more queue
+    // behind it, to be merged into the next one.
+    store.close_gate();
+    let ask = |n: u64| {
+        let rig = rig.clone();
+        tokio::spawn(async move {
+            rig.serials
+                .issue(SeqNameRef::parse("mg").unwrap(), n)
+                .await
+        })
+    };
+    let first = ask(1);
+    for _ in 0..1000 {
+        if store.reserves(counter) > reserves {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.reserves(counter), reserves + 1, "the first is at the gate");
+    let large = ask(50);
+    let small = ask(1);
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    store.open_gate();
+    assert_eq!(first.await.unwrap().unwrap().serials, ["M61"]);
+    assert!(matches!(
+        large.await.unwrap(),
+        Err(IssueError::SerialExhausted(_))
+    ));
+    assert_eq!(small.await.unwrap().unwrap().serials, ["M62"]);
+    assert_eq!(rig.period_max("mg", "").await, Some(62));
+}
+
+/// Two instances and many tasks on a two-digit counter: the row never
+/// passes 99, whichever instance reserves, and every counter is served
+/// once (the store is the in-memory one; tests/serial_capacity.rs runs
+/// the same on the databases).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_never_reserve_past_the_capacity() {
+    let store = Arc::new(MemoryStore::new());
+    let s = settings("Z{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
+    create(&store, "z", 1, 7, s, Ordering::Instance).await;
+    let rigs: Vec<Arc<Rig>> = (0..2)
+        .map(|_| Arc::new(instance(&store, at("2026-06-01T12:00:00Z"))))
+        .collect();
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let rig = rigs[t % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let name = SeqNameRef::parse("z").unwrap();
+            let mut got = Vec::new();
+            loop {
+                match rig.serials.issue(name, 1 + (t as u64 % 3)).await {
+                    Ok(issued) => got.extend(issued.serials),
+                    Err(IssueError::SerialExhausted(_)) => break,
+                    Err(e) => panic!("{e:?}"),
+                }
+                tokio::task::yield_now().await;
+            }
+            // Draining one by one: what memory still holds is served.
+            while let Ok(issued) = rig.serials.issue(name, 1).await {
+                got.extend(issued.serials);
+            }
+            got
+        }));
+    }
+    let mut all = HashSet::new();
+    for t in tasks {
+        for serial in t.await.unwrap() {
+            assert!(all.insert(serial.clone()), "{serial} twice");
+        }
+    }
+    assert_eq!(store.max_id("z@"), Some(99));
+    let want: HashSet<String> = (1..=99).map(|i| format!("Z{i:02}")).collect();
+    assert_eq!(all, want);
+}

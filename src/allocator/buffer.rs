@@ -131,7 +131,17 @@ pub struct SeqBuffer {
     /// are answered [`AllocError::Serial`] (docs/design.md, "Serial numbers").
     serial: AtomicBool,
     /// A period counter's limits (serial numbers), set when it is made.
-    bounds: OnceLock<Box<CounterBounds>>,
+    counter: OnceLock<Box<Counter>>,
+}
+
+/// What a period counter's buffer holds besides a plain one.
+struct Counter {
+    bounds: CounterBounds,
+    /// Taken by every request of a counter with a capacity (and only
+    /// there: plain sequences never see it), so that a request is served
+    /// whole or not at all: it looks at memory and the row without another
+    /// request taking counters meanwhile ([`SeqBuffer::take_bounded`]).
+    turn: tokio::sync::Mutex<()>,
 }
 
 /// The limits of a serial sequence's period counter, which its fetches
@@ -269,7 +279,7 @@ impl SeqBuffer {
             global: AtomicBool::new(false),
             merger: OnceLock::new(),
             serial: AtomicBool::new(false),
-            bounds: OnceLock::new(),
+            counter: OnceLock::new(),
         }
     }
 
@@ -283,7 +293,10 @@ impl SeqBuffer {
         global: bool,
     ) -> Self {
         let buf = SeqBuffer::new(name, shared);
-        let _ = buf.bounds.set(Box::new(bounds));
+        let _ = buf.counter.set(Box::new(Counter {
+            bounds,
+            turn: tokio::sync::Mutex::new(()),
+        }));
         buf.global.store(global, AtomicOrdering::Relaxed);
         buf
     }
@@ -392,6 +405,231 @@ impl SeqBuffer {
         Ok(())
     }
 
+    /// [`SeqBuffer::take`] for any buffer: a counter with a capacity is
+    /// served whole or not at all ([`SeqBuffer::take_bounded`]).
+    pub(super) async fn take_counter(
+        self: &Arc<Self>,
+        n: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
+        match self.counter.get() {
+            Some(counter) if counter.bounds.max.is_some() => {
+                self.take_bounded(counter, n, out).await
+            }
+            _ => self.take(n, out).await,
+        }
+    }
+
+    /// The largest counter a reservation may reach: the capacity of a
+    /// bounded counter, else `i64::MAX`.
+    fn cap(&self) -> i64 {
+        self.counter
+            .get()
+            .and_then(|c| c.bounds.max)
+            .unwrap_or(i64::MAX)
+    }
+
+    /// Claims `n` counters of a counter with a capacity, all of them or
+    /// none (docs/design.md, "Serial numbers"): a request the capacity
+    /// cannot serve takes nothing from memory and changes nothing in the
+    /// row. One request at a time ([`Counter::turn`]): it serves itself
+    /// from memory when memory holds `n`; otherwise it reserves what memory
+    /// lacks (a segment's worth when that is more and fits) in one
+    /// statement that never passes the capacity, and is refused, having
+    /// taken nothing, when even what it lacks does not fit.
+    async fn take_bounded(
+        self: &Arc<Self>,
+        counter: &Counter,
+        n: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
+        let deadline = tokio::time::Instant::now() + self.shared.config.wait_timeout;
+        let Ok(turn) = tokio::time::timeout_at(deadline, counter.turn.lock()).await else {
+            return Err(AllocError::Unavailable {
+                storage_failing: false,
+            });
+        };
+        let base = out.len();
+        let mut counted_wait = false;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            if self.serial.load(AtomicOrdering::Acquire) {
+                return Err(AllocError::Serial);
+            }
+            if self.global.load(AtomicOrdering::Acquire) {
+                drop(turn);
+                return self.take_global(n, out).await;
+            }
+            let held = self.segments.counts().1;
+            if held >= n {
+                let progress = self.segments.take(n, out);
+                if progress.past_prefetch_mark {
+                    self.maybe_prefetch();
+                }
+                if progress.missing == 0 {
+                    return Ok(());
+                }
+                // Sealed meanwhile (settings switched, shutdown): what was
+                // taken is a gap, as the rest of the sealed segments.
+                out.truncate(base);
+                continue;
+            }
+            if let Some(t) = self.live_terminal() {
+                return Err(match t {
+                    Terminal::NotFound => AllocError::NotFound,
+                    Terminal::Exhausted => AllocError::Exhausted,
+                });
+            }
+            // Holding the fetch slot: no fetch lands while memory and the
+            // row are combined.
+            if self
+                .fetching
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return self.reserve_missing(n, held, out).await;
+            }
+            // A fetch is in flight: it may bring enough.
+            if !counted_wait {
+                counted_wait = true;
+                self.waits.fetch_add(1, Ordering::Relaxed);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let failing = self.state.lock().unwrap().consecutive_failures > 0;
+                return Err(AllocError::Unavailable {
+                    storage_failing: failing,
+                });
+            }
+        }
+    }
+
+    /// The end of [`SeqBuffer::take_bounded`] when memory holds `held`
+    /// counters, fewer than `n`, and the caller holds the fetch slot
+    /// (released here): reserves the `n - held` missing, or a segment's
+    /// worth when that is more and fits, as a fetch would, and hands out
+    /// memory's counters then the reserved ones; the rest is the next
+    /// segment. Refused by the row, it takes nothing.
+    async fn reserve_missing(
+        self: &Arc<Self>,
+        n: u64,
+        held: u64,
+        out: &mut Vec<IdRange>,
+    ) -> Result<(), AllocError> {
+        let need = i64::try_from(n - held).unwrap_or(i64::MAX);
+        let more = match self.plan_fetch() {
+            Plan::Full => return self.refuse_missing(need),
+            Plan::Exactly(size) | Plan::AtLeast(size) => size,
+        };
+        let started = self.shared.clock.now();
+        let timeout = self.shared.config.fetch_timeout;
+        let reserve = reserve_capped(
+            self.shared.store.as_ref(),
+            &self.name,
+            need.max(more),
+            need,
+            self.cap(),
+        );
+        let r = match tokio::time::timeout(timeout, reserve).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(StoreError::Exhausted)) => return self.refuse_missing(need),
+            Ok(Err(StoreError::NotFound)) => {
+                self.fail_terminal(Terminal::NotFound);
+                return Err(AllocError::NotFound);
+            }
+            Ok(Err(StoreError::Serial)) => {
+                self.set_serial(true);
+                self.fetching.store(false, Ordering::Release);
+                return Err(AllocError::Serial);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(sequence = %self.name, error = %e, "counter reservation failed");
+                return Err(self.missing_failed(FetchFailure::of_store(&e)));
+            }
+            Err(_) => {
+                tracing::warn!(sequence = %self.name, ?timeout, "counter reservation timed out");
+                return Err(self.missing_failed(FetchFailure::Timeout));
+            }
+        };
+        let now = self.shared.clock.now();
+        {
+            let mut st = self.state.lock().unwrap();
+            if let Some(hw) = st.high_water.map(NonZeroI64::get).filter(|hw| r.first() <= *hw) {
+                drop(st);
+                // The row went back (lowered or restored by hand): its
+                // counters may have been served; none is handed out.
+                self.regressed(r, hw);
+                return Err(self.missing_failed(FetchFailure::Regression));
+            }
+            st.high_water = NonZeroI64::new(r.max_id);
+            st.dropped = false;
+            st.row_step = r.row_step;
+            st.last_size = r.size;
+            st.last_fetch_at = Some(Stamp::of(started));
+            st.last_fetch_latency = Some(Stamp::of(now.saturating_sub(started)));
+            st.last_error = None;
+            st.consecutive_failures = 0;
+            st.terminal = None;
+        }
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        metrics::histogram!(FETCH_DURATION_METRIC)
+            .record(now.saturating_sub(started).as_secs_f64());
+        // Memory's counters first: every reserved counter lies above them.
+        let progress = self.segments.take(held, out);
+        let first = r.first();
+        out.push(IdRange {
+            first,
+            last: first + (need - 1),
+        });
+        let rest = Segment::new(
+            first + need,
+            (r.size - need) as u64,
+            self.shared.config.prefetch_ratio,
+        );
+        if !rest.is_empty() && self.segments.install_next(rest).is_err() {
+            tracing::error!(sequence = %self.name, "a next segment was already waiting; dropping the new one");
+        }
+        self.fetching.store(false, Ordering::Release);
+        self.notify.notify_waiters();
+        if r.ordering == IdOrdering::Global {
+            // Switched by PATCH or SQL: the next requests go global.
+            self.set_ordering(IdOrdering::Global);
+        }
+        if progress.missing > 0 {
+            // Sealed meanwhile: the request is not served whole.
+            return Err(AllocError::Unavailable {
+                storage_failing: false,
+            });
+        }
+        Ok(())
+    }
+
+    /// The row cannot hold the `need` counters a request lacks: it is
+    /// refused, having taken nothing. When not even one fits, the counter
+    /// is full: remembered for the negative-cache interval.
+    fn refuse_missing(&self, need: i64) -> Result<(), AllocError> {
+        if need <= 1 {
+            self.fail_terminal(Terminal::Exhausted);
+        } else {
+            self.fetching.store(false, Ordering::Release);
+            self.notify.notify_waiters();
+        }
+        Err(AllocError::Exhausted)
+    }
+
+    /// Records a failed reservation of [`SeqBuffer::reserve_missing`] and
+    /// releases the fetch slot.
+    fn missing_failed(&self, failure: FetchFailure) -> AllocError {
+        self.record_failure(failure);
+        self.fetching.store(false, Ordering::Release);
+        self.notify.notify_waiters();
+        AllocError::Unavailable {
+            storage_failing: true,
+        }
+    }
+
     async fn take_slow(
         self: &Arc<Self>,
         mut remaining: u64,
@@ -485,7 +723,7 @@ impl SeqBuffer {
     /// bounded counter within its bounds.
     fn plan_fetch(&self) -> Plan {
         let size = self.policy_size();
-        let Some(bounds) = self.bounds.get() else {
+        let Some(bounds) = self.counter.get().map(|c| &c.bounds) else {
             return Plan::AtLeast(size);
         };
         // Counters still in memory (current and next segment), read before
@@ -763,12 +1001,44 @@ impl SeqBuffer {
     }
 }
 
+/// A reservation in flight, whichever statement makes it.
+type Reserving<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reservation, StoreError>> + Send + 'a>>;
+
+/// Reserves between `need` and `want` IDs of `name` (`need <= want`) that
+/// keep its `max_id` within `cap` ([`crate::store::Store::reserve_within`]):
+/// `want` first, then a quarter as many after each refusal, down to
+/// `need`; [`StoreError::Exhausted`], having changed nothing, when not even
+/// `need` fits.
+async fn reserve_capped(
+    store: &dyn crate::store::Store,
+    name: &SeqName,
+    want: i64,
+    need: i64,
+    cap: i64,
+) -> Result<Reservation, StoreError> {
+    let mut ask = want.max(need);
+    loop {
+        match store.reserve_within(name, ask, cap).await {
+            Err(StoreError::Exhausted) if ask > need && cap < i64::MAX => {
+                ask = (ask / 4).max(need);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Serves a global sequence's queue: takes every request queued, reserves
 /// their total in one statement, hands each its run in arrival order, and
 /// goes again while requests arrived meanwhile. Ends when the queue is
 /// empty (the next request starts a new loop).
+///
+/// A counter with a capacity reserves only within it: when the total does
+/// not fit, each request is reserved on its own, in arrival order, and
+/// those that do not fit are refused having changed nothing.
 async fn global_loop(buf: Arc<SeqBuffer>) {
     let merger = buf.merger.get().expect("made before the loop starts");
+    let cap = buf.cap();
     loop {
         let batch = {
             let mut m = merger.lock().unwrap();
@@ -780,69 +1050,18 @@ async fn global_loop(buf: Arc<SeqBuffer>) {
         };
         let total: u64 = batch.iter().map(|(n, _)| n).sum();
         metrics::histogram!(GLOBAL_MERGE_METRIC).record(batch.len() as f64);
-        let started = buf.shared.clock.now();
-        let timeout = buf.shared.config.fetch_timeout;
-        let reserved = tokio::time::timeout(
-            timeout,
-            buf.shared.store.reserve_exact(&buf.name, total as i64),
-        )
-        .await;
-        let answer: Result<i64, AllocError> = match reserved {
-            Ok(Ok(r)) if r.first() >= 1 => {
-                buf.fetches.fetch_add(1, AtomicOrdering::Relaxed);
-                metrics::histogram!(FETCH_DURATION_METRIC)
-                    .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
-                // Every ID this instance hands out counts for the high-water
-                // mark: a segment reserved before a switch and landing after
-                // the switch back is then below it, and never served.
-                {
-                    let mut st = buf.state.lock().unwrap();
-                    if st.high_water.is_none_or(|h| h.get() < r.max_id) {
-                        st.high_water = NonZeroI64::new(r.max_id);
-                    }
-                }
-                if r.ordering == IdOrdering::Instance {
-                    // Switched back by PATCH or SQL: later requests use segments.
-                    buf.set_ordering(IdOrdering::Instance);
-                }
-                if !buf.global.load(AtomicOrdering::Acquire) {
-                    // Segments are in use again (switched back while this
-                    // queue drained): one reserved before this reservation
-                    // lies below its IDs, so it goes, before they are handed
-                    // out; the next fetch lands above them.
-                    buf.state.lock().unwrap().dropped = true;
-                    buf.segments.seal();
-                }
-                Ok(r.first())
+        let answer = reserve_global(&buf, total, cap).await;
+        if answer == Err(AllocError::Exhausted) && cap < i64::MAX && batch.len() > 1 {
+            for (n, tx) in batch {
+                let reply = reserve_global(&buf, n, cap).await.map(|first| IdRange {
+                    first,
+                    last: first + (n as i64 - 1),
+                });
+                // A caller that went away leaves its run unused: a gap.
+                let _ = tx.send(reply);
             }
-            Ok(Ok(r)) => {
-                tracing::error!(sequence = %buf.name, max_id = r.max_id,
-                    "a global reservation below ID 1 (the row is below zero); refusing it");
-                Err(AllocError::Unavailable {
-                    storage_failing: true,
-                })
-            }
-            Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
-            Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
-            Ok(Err(StoreError::Serial)) => {
-                buf.set_serial(true);
-                Err(AllocError::Serial)
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
-                buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
-                Err(AllocError::Unavailable {
-                    storage_failing: true,
-                })
-            }
-            Err(_) => {
-                tracing::warn!(sequence = %buf.name, ?timeout, "global reservation timed out");
-                buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
-                Err(AllocError::Unavailable {
-                    storage_failing: true,
-                })
-            }
-        };
+            continue;
+        }
         let mut next = answer;
         for (n, tx) in batch {
             let reply = next.map(|first| IdRange {
@@ -854,6 +1073,75 @@ async fn global_loop(buf: Arc<SeqBuffer>) {
             }
             // A caller that went away leaves its run unused: a gap.
             let _ = tx.send(reply);
+        }
+    }
+}
+
+/// One reservation of [`global_loop`]: exactly `total` IDs within `cap`;
+/// the first of them.
+async fn reserve_global(buf: &Arc<SeqBuffer>, total: u64, cap: i64) -> Result<i64, AllocError> {
+    let started = buf.shared.clock.now();
+    let timeout = buf.shared.config.fetch_timeout;
+    let total = i64::try_from(total).unwrap_or(i64::MAX);
+    let reserved = tokio::time::timeout(
+        timeout,
+        buf.shared.store.reserve_within(&buf.name, total, cap),
+    )
+    .await;
+    match reserved {
+        Ok(Ok(r)) if r.first() >= 1 => {
+            buf.fetches.fetch_add(1, AtomicOrdering::Relaxed);
+            metrics::histogram!(FETCH_DURATION_METRIC)
+                .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
+            // Every ID this instance hands out counts for the high-water
+            // mark: a segment reserved before a switch and landing after
+            // the switch back is then below it, and never served.
+            {
+                let mut st = buf.state.lock().unwrap();
+                if st.high_water.is_none_or(|h| h.get() < r.max_id) {
+                    st.high_water = NonZeroI64::new(r.max_id);
+                }
+            }
+            if r.ordering == IdOrdering::Instance {
+                // Switched back by PATCH or SQL: later requests use segments.
+                buf.set_ordering(IdOrdering::Instance);
+            }
+            if !buf.global.load(AtomicOrdering::Acquire) {
+                // Segments are in use again (switched back while this
+                // queue drained): one reserved before this reservation
+                // lies below its IDs, so it goes, before they are handed
+                // out; the next fetch lands above them.
+                buf.state.lock().unwrap().dropped = true;
+                buf.segments.seal();
+            }
+            Ok(r.first())
+        }
+        Ok(Ok(r)) => {
+            tracing::error!(sequence = %buf.name, max_id = r.max_id,
+                "a global reservation below ID 1 (the row is below zero); refusing it");
+            Err(AllocError::Unavailable {
+                storage_failing: true,
+            })
+        }
+        Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
+        Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
+        Ok(Err(StoreError::Serial)) => {
+            buf.set_serial(true);
+            Err(AllocError::Serial)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
+            buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
+            Err(AllocError::Unavailable {
+                storage_failing: true,
+            })
+        }
+        Err(_) => {
+            tracing::warn!(sequence = %buf.name, ?timeout, "global reservation timed out");
+            buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
+            Err(AllocError::Unavailable {
+                storage_failing: true,
+            })
         }
     }
 }
@@ -874,7 +1162,7 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
         let started = buf.shared.clock.now();
         let timeout = buf.shared.config.fetch_timeout;
         let store = &buf.shared.store;
-        let reserve = match plan {
+        let reserve: Reserving<'_> = match plan {
             Plan::Full => return buf.fail_terminal(Terminal::Exhausted),
             Plan::AtLeast(size) => {
                 let ask = size.saturating_add(catch_up.unwrap_or(0));
@@ -884,7 +1172,13 @@ async fn fetch_loop(weak: Weak<SeqBuffer>) {
                 let floor = buf.high_water().unwrap_or(0);
                 store.reserve_above(&buf.name, ask, floor)
             }
-            Plan::Exactly(size) => store.reserve_exact(&buf.name, size),
+            Plan::Exactly(size) => Box::pin(reserve_capped(
+                store.as_ref(),
+                &buf.name,
+                size,
+                1,
+                buf.cap(),
+            )),
         };
         let result = tokio::time::timeout(timeout, reserve).await;
         let backoff = match result {

@@ -362,7 +362,7 @@ impl Allocator {
     ) -> Result<(), AllocError> {
         let live = self.inner.live.get(name.as_str());
         if let Some(buf) = live {
-            return buf.take(n, out).await;
+            return buf.take_counter(n, out).await;
         }
         self.take_cold(name.into(), n, Some((bounds, global)), out)
             .await
@@ -408,7 +408,7 @@ impl Allocator {
             let mut pending = self.inner.pending.lock().unwrap();
             if let Some(buf) = self.inner.live.get(name.as_str()) {
                 drop(pending);
-                return buf.take(n, out).await;
+                return buf.take_counter(n, out).await;
             }
             let buf = if let Some(entry) = pending.get_mut(name.as_str()) {
                 entry.callers += 1;
@@ -454,7 +454,7 @@ impl Allocator {
             }
         };
         let buf = &hold.buf;
-        let result = buf.take(n, out).await;
+        let result = buf.take_counter(n, out).await;
         match result {
             // A serial sequence stays live, answering `Serial` from memory.
             Ok(()) | Err(AllocError::Serial) => self.promote(buf),

@@ -325,7 +325,7 @@ fn view(st: &AppState, row: SequenceRow) -> SequenceView {
     security(("admin_token" = [])),
     responses(
         (status = 201, description = "Created", body = SequenceDoc),
-        (status = 400, description = "`invalid_name` or `invalid_request` (step, start, description, ordering, a bad format, reset, time zone or overflow, unknown field, not JSON)", body = ErrorBody),
+        (status = 400, description = "`invalid_name` or `invalid_request` (step, start, description, ordering, a bad format, reset, time zone or overflow, a `start` past the capacity of `{seq:0N}` under `overflow: refuse`, unknown field, not JSON)", body = ErrorBody),
         (status = 401, description = "`unauthorized`: no or wrong admin token, or admin calls disabled", body = ErrorBody),
         (status = 409, description = "`sequence_exists`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: body over 64 KiB", body = ErrorBody),
@@ -355,7 +355,11 @@ pub async fn create(
     }
     .settings(&st, None)?;
     let new = match serial {
-        Some(s) => new.with_serial(s),
+        Some(s) => {
+            s.check_start(new.start)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            new.with_serial(s)
+        }
         None => new,
     };
     if let Some(reserved) = st.allocator.reserved_up_to(&name) {
@@ -469,7 +473,7 @@ pub async fn get(
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "The changed sequence", body = SequenceDoc),
-        (status = 400, description = "`invalid_name` or `invalid_request` (empty patch, step out of range, description too long, a bad format, reset, time zone or overflow, unknown field, not JSON)", body = ErrorBody),
+        (status = 400, description = "`invalid_name` or `invalid_request` (empty patch, step out of range, description too long, a bad format, reset, time zone or overflow, a format under `overflow: refuse` whose `{seq:0N}` cannot print the sequence's `start`, unknown field, not JSON)", body = ErrorBody),
         (status = 401, description = "`unauthorized`: no or wrong admin token, or admin calls disabled", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: body over 64 KiB", body = ErrorBody),
@@ -514,7 +518,12 @@ pub async fn patch(
                 .await
                 .map_err(|e| ApiError::from_store(&name, e))?
                 .ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
-            Some(fields.settings(&st, row.serial.as_ref())?)
+            let settings = fields.settings(&st, row.serial.as_ref())?;
+            if let Some(s) = &settings {
+                s.check_start(row.counter_start)
+                    .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            }
+            Some(settings)
         }
         _ => None,
     };

@@ -1,5 +1,6 @@
 //! The one error of a serial-number setting that cannot be accepted: a bad
-//! `format`, `reset`, `overflow` or `time_zone`. Every variant is the
+//! `format`, `reset`, `overflow` or `time_zone`, or a `start` the format
+//! cannot print. Every variant is the
 //! client's mistake (a 400 `invalid_request` once the fields reach the API),
 //! and its message names what is wrong and where.
 
@@ -72,6 +73,17 @@ pub enum SerialError {
     /// An `overflow` that is not `refuse` or `widen`.
     #[error("unknown overflow `{0}`: one of refuse, widen")]
     UnknownOverflow(String),
+    /// A counter that starts past what `{seq:0N}` holds, under `overflow:
+    /// refuse`: no serial could ever be printed.
+    #[error(
+        "start {start} is past the capacity of {{seq:0{width}}}, {capacity}: no serial could \
+         be printed; start at most {capacity}, widen the counter, or set overflow to widen"
+    )]
+    StartBeyondCapacity {
+        start: i64,
+        width: u8,
+        capacity: u64,
+    },
     /// A `time_zone` that is not in the IANA database seqd carries.
     #[error(
         "unknown time zone `{name}`: an IANA name such as UTC, Europe/Paris or \

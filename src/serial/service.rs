@@ -159,6 +159,17 @@ impl PeriodStatus {
     }
 }
 
+/// A request refused because the period's counter cannot hold it (the
+/// counter asked for, or a part of it, is past `{seq:0N}`'s capacity).
+fn exhausted(config: &Config, bounds: CounterBounds) -> IssueError {
+    let capacity = bounds.max.unwrap_or(0).max(0) as u64;
+    IssueError::SerialExhausted(Exhausted {
+        counter: capacity + 1,
+        width: config.settings.format.width().unwrap_or(0),
+        capacity,
+    })
+}
+
 impl Serials {
     /// Serial numbers over `allocator`, reading time from `wall`.
     /// Settings changed elsewhere reach it only once
@@ -200,8 +211,14 @@ impl Serials {
         let mut runs = Vec::with_capacity(1);
         let mut made_again = false;
         loop {
-            self.make_counter(&entry.name, &current).await?;
             let bounds = self.bounds(&current, now);
+            // More than the whole period holds: refused before anything is
+            // asked of memory or the row.
+            let room = bounds.max.map(|max| max.saturating_sub(bounds.floor).max(0) as u64);
+            if room.is_some_and(|room| n > room) {
+                return Err(exhausted(config, bounds));
+            }
+            self.make_counter(&entry.name, &current).await?;
             let global = config.ordering == Ordering::Global;
             let taken = self
                 .inner
@@ -217,12 +234,7 @@ impl Serials {
                     self.inner.allocator.clear_missing(&current.counter);
                 }
                 Err(AllocError::Exhausted) if bounds.max.is_some() => {
-                    let capacity = bounds.max.unwrap_or(0) as u64;
-                    return Err(IssueError::SerialExhausted(Exhausted {
-                        counter: capacity + 1,
-                        width: config.settings.format.width().unwrap_or(0),
-                        capacity,
-                    }));
+                    return Err(exhausted(config, bounds));
                 }
                 Err(e) => return Err(IssueError::Alloc(e)),
             }

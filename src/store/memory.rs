@@ -244,11 +244,16 @@ impl Store for MemoryStore {
         self.reserve_now(name, min_size)
     }
 
-    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+    async fn reserve_within(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
         let _in_flight = self.faulted(name.as_str()).await?;
         let mut rows = self.rows.lock().unwrap();
         let row = plain_row(&mut rows, name)?;
-        if n < 1 || row.max_id > i64::MAX - n {
+        if n < 1 || cap.checked_sub(n).is_none_or(|limit| row.max_id > limit) {
             return Err(StoreError::Exhausted);
         }
         row.max_id += n;

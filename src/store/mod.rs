@@ -547,7 +547,23 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::Exhausted`] when that would pass `i64::MAX`,
     /// [`StoreError::NotFound`] when no row has this name.
     async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
-        let _ = (name, n);
+        self.reserve_within(name, n, i64::MAX).await
+    }
+
+    /// [`Store::reserve_exact`] that never moves `max_id` past `cap`: adds
+    /// exactly `n` (1..) in one statement when `max_id + n <= cap`, and
+    /// otherwise changes nothing and answers [`StoreError::Exhausted`]. A
+    /// serial period's counter under `{seq:0N}` (`cap` its capacity), so
+    /// that no number of instances reserving at once can pass it, and a
+    /// request that does not fit consumes nothing (docs/design.md, "Serial
+    /// numbers").
+    async fn reserve_within(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        let _ = (name, n, cap);
         Err(StoreError::Config(
             "this store cannot reserve an exact count (global ordering)".into(),
         ))

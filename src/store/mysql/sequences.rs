@@ -48,10 +48,13 @@ pub const RESERVE_SELECT: &str =
     "SELECT max_id, GREATEST(step, ?) AS size, step, ordering FROM sequences WHERE name = ?";
 
 /// [`RESERVE_UPDATE`] of exactly `?` IDs (a global sequence's merged
-/// requests). Binds: n, name, n.
+/// requests, a serial period's counter) unless that would pass a cap
+/// (`i64::MAX`, or the capacity of `{seq:0N}`). Binds: n, name, cap - n
+/// (computed by the caller: no overflow, the cap is at least 0 and n at
+/// least 1).
 pub const RESERVE_EXACT_UPDATE: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
-     WHERE name = ? AND format IS NULL AND max_id <= 9223372036854775807 - ?";
+     WHERE name = ? AND format IS NULL AND max_id <= ?";
 
 /// [`RESERVE_SELECT`] after [`RESERVE_EXACT_UPDATE`]. Binds: n, name.
 pub const RESERVE_EXACT_SELECT: &str =
@@ -206,23 +209,24 @@ impl MySqlStore {
         name: &SeqName,
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
-        self.run_reserve((RESERVE_UPDATE, RESERVE_SELECT), name, min_size)
+        self.run_reserve((RESERVE_UPDATE, RESERVE_SELECT), name, min_size, min_size)
             .await
     }
 
     /// Runs a reservation transaction ([`RESERVE_UPDATE`] and
-    /// [`RESERVE_SELECT`], or the exact pair) once; `None` if no row was
-    /// updated.
+    /// [`RESERVE_SELECT`], or the exact pair) once, `guard` the update's
+    /// last bind; `None` if no row was updated.
     async fn run_reserve(
         &self,
         sql: (&str, &str),
         name: &SeqName,
         size: i64,
+        guard: i64,
     ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
         let read = retrying!(
             "mysql",
-            Self::reserve_on(held.conn(), sql, name, size).await
+            Self::reserve_on(held.conn(), sql, name, size, guard).await
         );
         held.finish(read)?
             .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
@@ -231,18 +235,19 @@ impl MySqlStore {
 
     /// One reservation transaction on `conn`: [`RESERVE_UPDATE`], then
     /// [`RESERVE_SELECT`], then `COMMIT`; `None` (rolled back) if no row was
-    /// updated.
+    /// updated. `guard` is the update's last bind.
     async fn reserve_on(
         conn: &mut MySqlConnection,
         (update, select): (&str, &str),
         name: &SeqName,
         min_size: i64,
+        guard: i64,
     ) -> Result<Option<(i64, i64, i64, String)>, sqlx::Error> {
         let mut tx = conn.begin().await?;
         let updated = sqlx::query(update)
             .bind(min_size)
             .bind(name.as_str())
-            .bind(min_size)
+            .bind(guard)
             .execute(&mut *tx)
             .await?;
         if updated.rows_affected() == 0 {
@@ -316,9 +321,17 @@ impl Store for MySqlStore {
         Err(self.refusal(name).await?)
     }
 
-    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+    async fn reserve_within(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
         let exact = (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT);
-        match self.run_reserve(exact, name, n).await? {
+        let Some(guard) = cap.checked_sub(n) else {
+            return Err(StoreError::Exhausted);
+        };
+        match self.run_reserve(exact, name, n, guard).await? {
             Some(r) => Ok(r),
             None => Err(self.refusal(name).await?),
         }

@@ -45,10 +45,12 @@ pub const RESERVE: &str = "UPDATE sequences \
      RETURNING max_id, GREATEST(step, $2) AS size, step, ordering";
 
 /// Reserves exactly `$2` IDs of the row named `$1` (a global sequence's
-/// merged requests) unless that would pass `i64::MAX`; returns as [`RESERVE`].
+/// merged requests, a serial period's counter) unless that would pass `$3`
+/// (`i64::MAX`, or the capacity of `{seq:0N}`); returns as [`RESERVE`].
+/// `$3 - $2` cannot overflow: `$3 <= i64::MAX` and `$2 >= 1`.
 pub const RESERVE_EXACT: &str = "UPDATE sequences \
      SET max_id = max_id + $2, updated_at = CURRENT_TIMESTAMP \
-     WHERE name = $1 AND format IS NULL AND max_id <= 9223372036854775807 - $2 \
+     WHERE name = $1 AND format IS NULL AND max_id <= $3 - $2 \
      RETURNING max_id, $2 AS size, step, ordering";
 
 /// Reads `name, max_id` for a bump; `names_in` appends the names and their
@@ -170,26 +172,30 @@ impl PostgresStore {
         name: &SeqName,
         min_size: i64,
     ) -> Result<Option<Reservation>, StoreError> {
-        self.run_reserve(RESERVE, name, min_size).await
+        self.run_reserve(RESERVE, name, min_size, None).await
     }
 
-    /// Runs a reserving statement ([`RESERVE`] or [`RESERVE_EXACT`]) once;
-    /// `None` if no row was updated.
+    /// Runs a reserving statement ([`RESERVE`], or [`RESERVE_EXACT`] with
+    /// its cap) once; `None` if no row was updated.
     async fn run_reserve(
         &self,
         sql: &str,
         name: &SeqName,
         size: i64,
+        cap: Option<i64>,
     ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let row = retrying!(
-            "postgres",
-            sqlx::query_as::<_, (i64, i64, i64, String)>(sql)
+        let row = retrying!("postgres", {
+            let query = sqlx::query_as::<_, (i64, i64, i64, String)>(sql)
                 .bind(name.as_str())
-                .bind(size)
-                .fetch_optional(held.conn())
-                .await
-        );
+                .bind(size);
+            match cap {
+                Some(cap) => query.bind(cap),
+                None => query,
+            }
+            .fetch_optional(held.conn())
+            .await
+        });
         held.finish(row)?
             .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
             .transpose()
@@ -241,8 +247,13 @@ impl Store for PostgresStore {
         Err(self.refusal(name).await?)
     }
 
-    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
-        match self.run_reserve(RESERVE_EXACT, name, n).await? {
+    async fn reserve_within(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        match self.run_reserve(RESERVE_EXACT, name, n, Some(cap)).await? {
             Some(r) => Ok(r),
             None => Err(self.refusal(name).await?),
         }
