@@ -74,7 +74,7 @@ the old stripe set and would reserve with the old layout. Init migrates every da
 for every sequence on any stripe, creates its row where it is missing and raises every row to \
 the highest max_id the sequence has on any stripe (so every stripe starts above every ID ever \
 handed out), and last records each database as stripe i of N. Running it again is harmless. \
---dry-run prints what it would do and writes nothing (README, \"Adding stripes\").";
+--dry-run prints what it would do and writes nothing (docs/operations.md, \"Adding stripes\").";
 
 /// Flags of `seqd stripes init`.
 #[derive(Debug, Clone, Args)]
@@ -243,7 +243,7 @@ all or nothing.
 Run it after an unplanned failover to an asynchronous replica, before any instance uses the \
 promoted database: the replica may have lost the last reservations, and an instance started \
 on it would hand those IDs out again. N must exceed the most IDs that could have been reserved \
-in the lost window (README, Operations). A serial sequence is fenced by its period counter \
+in the lost window (docs/operations.md). A serial sequence is fenced by its period counter \
 rows (NAME@KEY): a bump of NAME raises them too, in the same transaction, and lists each one. \
 A missing name, or a row (a counter too) that would pass 9223372036854775807, refuses the whole \
 bump and changes nothing. --dry-run prints the plan and writes nothing.";

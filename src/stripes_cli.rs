@@ -1,5 +1,5 @@
 //! `seqd stripes init`: the command around [`init_stripes`] (what it does,
-//! and why it is safe: `src/store/stripes/init.rs`; README, "Adding
+//! and why it is safe: `src/store/stripes/init.rs`; docs/operations.md, "Adding
 //! stripes").
 
 use std::io::Write;

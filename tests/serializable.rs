@@ -1,5 +1,5 @@
 //! seqd where the database aborts conflicting work and expects the client to
-//! run it again (README, "Distributed SQL"): every statement and transaction
+//! run it again (docs/operations.md, "Distributed SQL"): every statement and transaction
 //! of the PostgreSQL and MariaDB stores is retried on SQLSTATE 40001
 //! (serialization failure; MariaDB deadlock) and 40P01 (PostgreSQL deadlock),
 //! counted in `seqd_store_retries_total`.

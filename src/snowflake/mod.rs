@@ -1,7 +1,7 @@
 //! Snowflake IDs: time-ordered 64-bit IDs made in memory from the clock, a
 //! worker ID leased from the database, and a per-time-unit sequence. The
 //! alternative to segments when IDs should sort by time and the database
-//! should stay off the path (README, "Snowflake IDs").
+//! should stay off the path (docs/snowflake.md).
 //!
 //! - [`args`]: the `--snowflake-*` flags of `seqd serve`.
 //! - [`layout`]: the bit split, time unit and epoch; encode and decode.

@@ -1,5 +1,5 @@
 //! `seqd stripes init`: turns a single database into stripe 0 of N, or
-//! re-stripes an existing set to N, without ever reissuing an ID. README,
+//! re-stripes an existing set to N, without ever reissuing an ID. docs/operations.md,
 //! "Adding stripes"; docs/design.md, "Stripes: records and checks".
 //!
 //! # Why raising every row to the highest `max_id` makes it safe
