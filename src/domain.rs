@@ -721,8 +721,14 @@ mod tests {
                 capacity: 99
             })
         );
-        assert_eq!(settings("X{seq:02}", Overflow::Widen).check_start(1000), Ok(()));
-        assert_eq!(settings("X{seq}", Overflow::Refuse).check_start(i64::MAX), Ok(()));
+        assert_eq!(
+            settings("X{seq:02}", Overflow::Widen).check_start(1000),
+            Ok(())
+        );
+        assert_eq!(
+            settings("X{seq}", Overflow::Refuse).check_start(i64::MAX),
+            Ok(())
+        );
     }
 
     #[test]

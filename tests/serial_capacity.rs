@@ -48,7 +48,10 @@ fn today() -> String {
 /// The serial `/next` answers.
 async fn next(s: &TestServer, name: &str) -> String {
     let got = s.get_json(&format!("/v1/sequences/{name}/next")).await;
-    got["serial"].as_str().unwrap_or_else(|| panic!("{got}")).to_owned()
+    got["serial"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{got}"))
+        .to_owned()
 }
 
 /// Asserts 409 `serial_exhausted`.
@@ -122,7 +125,10 @@ async fn a_refused_batch_never_kills_a_counter_that_never_resets(db: TestDb) {
     exhausted(batch(&s, "nr", 1000).await).await;
     assert_eq!(next(&s, "nr").await, "N002");
     let row = period_max(&s, "nr", "").await;
-    assert!(row < 999, "the refused batch burnt the counter: row at {row}");
+    assert!(
+        row < 999,
+        "the refused batch burnt the counter: row at {row}"
+    );
     serials_of(batch(&s, "nr", 990).await).await;
     exhausted(batch(&s, "nr", 8).await).await;
     assert_eq!(next(&s, "nr").await, "N993");
@@ -225,8 +231,18 @@ async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
         assert!(message.contains("{seq:02}"), "{message}");
         assert!(message.contains("99"), "{message}");
     };
-    refused(create(&s, json!({"name": "x", "start": 1000, "format": "X{seq:02}"})).await).await;
-    assert_eq!(s.get("/v1/sequences/x").await.status(), StatusCode::NOT_FOUND);
+    refused(
+        create(
+            &s,
+            json!({"name": "x", "start": 1000, "format": "X{seq:02}"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        s.get("/v1/sequences/x").await.status(),
+        StatusCode::NOT_FOUND
+    );
     // At the capacity itself: one counter a period, accepted.
     let edge = json!({"name": "edge", "start": 99, "format": "E{seq:02}"});
     assert_eq!(create(&s, edge).await.status(), StatusCode::CREATED);
@@ -243,13 +259,19 @@ async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
     assert_eq!(create(&s, serial).await.status(), StatusCode::CREATED);
     refused(patch(&s, "q", json!({"format": "Q{seq:02}"})).await).await;
     refused(patch(&s, "w", json!({"overflow": "refuse"})).await).await;
-    let rows = [("p", None), ("q", Some("Q{seq:04}")), ("w", Some("W{seq:02}"))];
+    let rows = [
+        ("p", None),
+        ("q", Some("Q{seq:04}")),
+        ("w", Some("W{seq:02}")),
+    ];
     for (name, format) in rows {
         let row = s.get_json(&format!("/v1/sequences/{name}")).await;
         assert_eq!(row["serial"]["format"].as_str(), format, "{row}");
     }
     assert_eq!(
-        patch(&s, "q", json!({"format": "Q{seq:05}"})).await.status(),
+        patch(&s, "q", json!({"format": "Q{seq:05}"}))
+            .await
+            .status(),
         StatusCode::OK
     );
     s.stop().await;
@@ -273,13 +295,32 @@ async fn the_cli_refuses_a_start_past_the_capacity(db: TestDb) {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.starts_with("error: "), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("start 1000") && err.contains("{seq:02}"), "{err}");
+    assert!(
+        err.contains("start 1000") && err.contains("{seq:02}"),
+        "{err}"
+    );
     assert_eq!(store.get(&common::name("x")).await.unwrap(), None);
     let out = run(&["y", "--start", "99", "--format", "Y{seq:02}"]).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let wide = &["w", "--start", "1000", "--format", "W{seq:02}", "--overflow", "widen"];
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wide = &[
+        "w",
+        "--start",
+        "1000",
+        "--format",
+        "W{seq:02}",
+        "--overflow",
+        "widen",
+    ];
     let out = run(wide).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 per_backend!(

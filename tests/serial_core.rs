@@ -839,11 +839,7 @@ async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
     store.close_gate();
     let ask = |n: u64| {
         let rig = rig.clone();
-        tokio::spawn(async move {
-            rig.serials
-                .issue(SeqNameRef::parse("mg").unwrap(), n)
-                .await
-        })
+        tokio::spawn(async move { rig.serials.issue(SeqNameRef::parse("mg").unwrap(), n).await })
     };
     let first = ask(1);
     for _ in 0..1000 {
@@ -852,7 +848,11 @@ async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(store.reserves(counter), reserves + 1, "the first is at the gate");
+    assert_eq!(
+        store.reserves(counter),
+        reserves + 1,
+        "the first is at the gate"
+    );
     let large = ask(50);
     let small = ask(1);
     for _ in 0..20 {

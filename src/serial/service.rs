@@ -214,7 +214,9 @@ impl Serials {
             let bounds = self.bounds(&current, now);
             // More than the whole period holds: refused before anything is
             // asked of memory or the row.
-            let room = bounds.max.map(|max| max.saturating_sub(bounds.floor).max(0) as u64);
+            let room = bounds
+                .max
+                .map(|max| max.saturating_sub(bounds.floor).max(0) as u64);
             if room.is_some_and(|room| n > room) {
                 return Err(exhausted(config, bounds));
             }
