@@ -361,6 +361,23 @@ async fn clear_of_midnight() {
     }
 }
 
+/// A server on `db` (clear of midnight) that created the daily serial
+/// sequence `ord` and issued its first three serials.
+async fn primary_with_three_serials(db: &TestDb) -> (TestServer, Vec<String>) {
+    clear_of_midnight().await;
+    let primary = TestServer::start(Settings::for_database(db.url.clone())).await;
+    let made = primary
+        .send_json(
+            Method::POST,
+            "/v1/sequences",
+            &json!({"name": "ord", "format": "ORD{yyyy}{MM}{dd}{seq:09}", "reset": "day"}),
+        )
+        .await;
+    assert_eq!(made.status(), 201);
+    let issued = serials(&primary, 3).await;
+    (primary, issued)
+}
+
 /// `n` serials of `ord` from `s`'s `/next`.
 async fn serials(s: &TestServer, n: usize) -> Vec<String> {
     let mut out = Vec::new();
@@ -377,17 +394,7 @@ async fn serials(s: &TestServer, n: usize) -> Vec<String> {
 /// lists the counter row it raised), and an instance on the promoted
 /// database issues serials none of which the first instance issued.
 async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: TestDb) {
-    clear_of_midnight().await;
-    let primary = TestServer::start(Settings::for_database(db.url.clone())).await;
-    let made = primary
-        .send_json(
-            Method::POST,
-            "/v1/sequences",
-            &json!({"name": "ord", "format": "ORD{yyyy}{MM}{dd}{seq:09}", "reset": "day"}),
-        )
-        .await;
-    assert_eq!(made.status(), 201);
-    let issued = serials(&primary, 3).await;
+    let (primary, issued) = primary_with_three_serials(&db).await;
     assert!(issued[0].ends_with("000000001"), "{issued:?}");
     primary.stop().await;
 
@@ -446,17 +453,7 @@ async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: Test
 /// of the sequence makes that row first, so it is fenced too, and the next
 /// serials start above the bump instead of at `start` again.
 async fn a_bump_fences_a_period_row_the_replica_never_received(db: TestDb) {
-    clear_of_midnight().await;
-    let primary = TestServer::start(Settings::for_database(db.url.clone())).await;
-    let made = primary
-        .send_json(
-            Method::POST,
-            "/v1/sequences",
-            &json!({"name": "ord", "format": "ORD{yyyy}{MM}{dd}{seq:09}", "reset": "day"}),
-        )
-        .await;
-    assert_eq!(made.status(), 201);
-    let issued = serials(&primary, 3).await;
+    let (primary, issued) = primary_with_three_serials(&db).await;
     primary.stop().await;
     let deleted = common::execute(
         &db,

@@ -493,16 +493,8 @@ impl SeqBuffer {
                 return self.reserve_missing(n, held, out).await;
             }
             // A fetch is in flight: it may bring enough.
-            if !counted_wait {
-                counted_wait = true;
-                self.waits.fetch_add(1, Ordering::Relaxed);
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let failing = self.state.lock().unwrap().consecutive_failures > 0;
-                return Err(AllocError::Unavailable {
-                    storage_failing: failing,
-                });
-            }
+            self.wait_for_fetch(notified, deadline, &mut counted_wait)
+                .await?;
         }
     }
 
@@ -665,17 +657,30 @@ impl SeqBuffer {
                 return self.take_global(remaining, out).await;
             }
             self.start_fetch();
-            if !counted_wait {
-                counted_wait = true;
-                self.waits.fetch_add(1, Ordering::Relaxed);
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let failing = self.state.lock().unwrap().consecutive_failures > 0;
-                return Err(AllocError::Unavailable {
-                    storage_failing: failing,
-                });
-            }
+            self.wait_for_fetch(notified, deadline, &mut counted_wait)
+                .await?;
         }
+    }
+
+    /// Waits for the next wake-up of this buffer (a fetch landed or failed,
+    /// settings switched) until `deadline`, counting the request's first
+    /// wait in `waits`; past the deadline, [`AllocError::Unavailable`].
+    async fn wait_for_fetch(
+        &self,
+        notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+        deadline: tokio::time::Instant,
+        counted_wait: &mut bool,
+    ) -> Result<(), AllocError> {
+        if !std::mem::replace(counted_wait, true) {
+            self.waits.fetch_add(1, Ordering::Relaxed);
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let failing = self.state.lock().unwrap().consecutive_failures > 0;
+            return Err(AllocError::Unavailable {
+                storage_failing: failing,
+            });
+        }
+        Ok(())
     }
 
     /// Starts a fetch if none is in flight and no next segment is waiting.

@@ -565,7 +565,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Reservation, StoreError> {
         let _ = (name, n, cap);
         Err(StoreError::Config(
-            "this store cannot reserve an exact count (global ordering)".into(),
+            "this store cannot reserve a bounded exact count (serial capacity, global ordering)"
+                .into(),
         ))
     }
 
