@@ -182,7 +182,8 @@ fn measure<C: Candidate>(sizes: &[usize], insert_cap: usize, floor: &AtomicU64) 
         for name in &all {
             map.insert(name.clone(), slot());
             done += 1;
-            if n > insert_cap && done % 1024 == 0 && t0.elapsed() > Duration::from_secs(20) {
+            if n > insert_cap && done.is_multiple_of(1024) && t0.elapsed() > Duration::from_secs(20)
+            {
                 break;
             }
         }

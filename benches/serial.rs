@@ -22,10 +22,10 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tokio::runtime::Runtime;
 
 use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, SystemClock};
-use seqd::domain::{NewSequence, Ordering, SeqName, SeqNameRef, SerialSettings};
+use seqd::domain::{IdOrdering, NewSequence, SeqName, SeqNameRef, SerialSettings};
 use seqd::serial::{Overflow, Reset, Serials, SystemWallClock};
 use seqd::store::memory::MemoryStore;
-use seqd::store::Store;
+use seqd::store::prelude::*;
 
 const STEP: i64 = 1_000_000;
 
@@ -48,19 +48,19 @@ fn setup(rt: &Runtime) -> (Allocator, Serials) {
     .unwrap();
     let ord = NewSequence::new(SeqName::parse("ord").unwrap(), 1, STEP, String::new(), STEP)
         .unwrap()
-        .with_ordering(Ordering::Instance)
+        .with_ordering(IdOrdering::Instance)
         .with_serial(settings);
     rt.block_on(async {
         store.create(&plain).await.unwrap();
         store.create(&ord).await.unwrap();
     });
     let alloc = Allocator::with_parts(
-        store,
+        store.clone(),
         AllocatorConfig::default(),
         Arc::new(SystemClock::default()),
         Arc::new(FixedStep),
     );
-    let serials = Serials::new(alloc.clone(), Arc::new(SystemWallClock));
+    let serials = Serials::new(alloc.clone(), store.clone(), Arc::new(SystemWallClock));
     (alloc, serials)
 }
 

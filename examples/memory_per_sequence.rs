@@ -16,7 +16,7 @@ use seqd::allocator::buffer::SeqBuffer;
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::domain::SeqName;
 use seqd::store::memory::MemoryStore;
-use seqd::store::Store;
+use seqd::store::prelude::*;
 
 /// The `seqd` binary's allocator (mimalloc), counting the bytes asked for
 /// and the live blocks.

@@ -1,5 +1,5 @@
 //! Times the page reads of `GET /v1/sequences` at the store, exactly as the
-//! server runs them (`Store::list_page`: the same statement, binds and row
+//! server runs them (`Catalog::list_page`: the same statement, binds and row
 //! decoding), on a scratch database that already holds 1,000,000 rows named
 //! `t<i % 10>:merchant-<i, 7 digits>`:
 //!

@@ -24,6 +24,7 @@ use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StoreOptions,
 };
+use seqd::store::{Catalog, Schema, Segments, StripeRecords};
 
 /// A store that fails every operation while `down` is set (a stripe cut).
 struct Switch {
@@ -42,11 +43,12 @@ impl Switch {
 }
 
 #[async_trait]
-impl Store for Switch {
+impl Segments for Switch {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
         self.check()?;
         self.inner.reserve(name, min_size).await
     }
+
     async fn compare_and_set_max_id(
         &self,
         n: &SeqName,
@@ -56,26 +58,23 @@ impl Store for Switch {
         self.check()?;
         self.inner.compare_and_set_max_id(n, e, v).await
     }
+}
+
+#[async_trait]
+impl Catalog for Switch {
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         self.inner.create(seq).await
     }
-    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
-        self.inner.stripe_record().await
-    }
-    async fn put_stripe_record(
-        &self,
-        r: &StripeRecord,
-        replace: bool,
-    ) -> Result<StripeRecord, StoreError> {
-        self.inner.put_stripe_record(r, replace).await
-    }
+
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
         self.check()?;
         self.inner.get(name).await
     }
+
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         self.inner.list().await
     }
+
     async fn list_page(
         &self,
         p: Option<&NamePrefix>,
@@ -84,9 +83,11 @@ impl Store for Switch {
     ) -> Result<SequencePage, StoreError> {
         self.inner.list_page(p, a, l).await
     }
+
     async fn update(&self, n: &SeqName, p: &SequencePatch) -> Result<SequenceRow, StoreError> {
         self.inner.update(n, p).await
     }
+
     async fn bump(
         &self,
         n: Option<&[SeqName]>,
@@ -95,15 +96,36 @@ impl Store for Switch {
     ) -> Result<Vec<Bumped>, StoreError> {
         self.inner.bump(n, by, m).await
     }
+}
+
+#[async_trait]
+impl Schema for Switch {
     async fn migrate(&self) -> Result<(), StoreError> {
         self.inner.migrate().await
     }
+
     async fn ping(&self) -> Result<(), StoreError> {
         self.check()?;
         self.inner.ping().await
     }
+
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+}
+
+#[async_trait]
+impl StripeRecords for Switch {
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        self.inner.stripe_record().await
+    }
+
+    async fn put_stripe_record(
+        &self,
+        r: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        self.inner.put_stripe_record(r, replace).await
     }
 }
 

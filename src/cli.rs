@@ -3,19 +3,18 @@
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 
 use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
-use crate::domain::{
-    escape_controls, validate_step, NamePrefix, NewSequence, ParseError, SeqName, SerialSettings,
-    PERIOD_SEPARATOR,
-};
-use crate::serial::purge::{plan_purge, PURGE_MARGIN};
-use crate::startup::{open_database, open_store};
+use crate::allocator::AllocatorConfig;
+use crate::domain::{escape_controls, NamePrefix, SeqName, PERIOD_SEPARATOR};
+use crate::serial::purge::PURGE_MARGIN;
+use crate::service::{CreateRequest, PatchRequest, SerialFields, Service, ServiceError};
+use crate::open::{open_database, open_store};
 use crate::store::stripes::audit::audit_rows;
 use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
 use crate::store::{
-    self, BumpMode, Bumped, MigrateMode, SequencePatch, SequenceRow, StoreError, StoreOptions,
+    self, BumpMode, Bumped, MigrateMode, SequenceRow, StoreOptions,
 };
 
 /// `seqd migrate`: applies the migrations to every database URL, whatever
@@ -75,30 +74,19 @@ async fn purge_periods(
     let name = parse_name(name)?;
     let older_than = jiff::SignedDuration::try_from(older_than)
         .map_err(|_| anyhow!("--older-than is too long"))?;
-    let store = open_store(db).await?;
-    let row = store
-        .get(&name)
+    let report = service(db)
+        .await?
+        .purge_periods(&name, older_than, jiff::Timestamp::now(), dry_run)
         .await
-        .context("reading the sequence")?
-        .ok_or_else(|| anyhow!("sequence '{name}' not found"))?;
-    let Some(settings) = &row.serial else {
-        bail!("sequence '{name}' does not issue serial numbers: it has no period rows");
-    };
-    let periods = store.list_periods(&name).await.context("listing period rows")?;
-    let keys: Vec<String> = periods.iter().map(|p| p.key.clone()).collect();
-    let plan = plan_purge(
-        &keys,
-        settings.reset,
-        &settings.zone(),
-        jiff::Timestamp::now(),
-        older_than,
-    );
+        .map_err(|e| door(e, &name))?;
+    let (periods, plan) = (&report.periods, &report.plan);
+    let keys = periods.len();
     let mut out = std::io::stdout().lock();
     use std::io::Write as _;
     let _ = writeln!(out, "{:<10} {:>20}  ACTION", "PERIOD", "MAX_ID");
     let hours = PURGE_MARGIN.as_hours();
     let margin = format!("keep: ended less than {hours}h ago (safety margin)");
-    for p in &periods {
+    for p in periods {
         let action = if plan.purge.contains(&p.key) {
             if dry_run { "would delete" } else { "delete" }
         } else if plan.margin.contains(&p.key) {
@@ -118,15 +106,14 @@ async fn purge_periods(
             plan.margin.join(", ")
         );
     }
-    if dry_run {
-        let _ = writeln!(out, "dry run: {} of {} period rows would be deleted", plan.purge.len(), keys.len());
-        return Ok(());
+    match report.deleted {
+        None => {
+            let _ = writeln!(out, "dry run: {} of {keys} period rows would be deleted", plan.purge.len());
+        }
+        Some(deleted) => {
+            let _ = writeln!(out, "deleted {deleted} of {keys} period rows");
+        }
     }
-    let deleted = store
-        .delete_periods(&name, &plan.purge)
-        .await
-        .context("deleting period rows")?;
-    let _ = writeln!(out, "deleted {deleted} of {} period rows", keys.len());
     Ok(())
 }
 
@@ -142,46 +129,22 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
             serial,
             db,
         } => {
-            let name = parse_name(name)?;
-            let new = NewSequence::new(
-                name.clone(),
-                *start,
-                *step,
-                description.clone(),
-                db.max_step,
-            )
-            .map_err(|e| match e {
-                ParseError::Start => anyhow!("{e} (got {start})"),
-                ParseError::Step { .. } => anyhow!("{e} (got {step})"),
-                ParseError::DescriptionControl { .. } => anyhow!("{e}"),
-                _ => anyhow!("{e} (got {} characters)", description.chars().count()),
-            })?
-            .with_ordering(ordering.parse().map_err(|e| anyhow!("{e} (got {ordering:?})"))?);
-            let settings = SerialSettings::merge(
-                serial.format.as_deref(),
-                serial.reset.as_deref(),
-                serial.time_zone.as_deref(),
-                serial.overflow.as_deref(),
-                None,
-            )?;
-            let new = match settings {
-                Some(s) if db.urls().len() > 1 => {
-                    bail!("serial numbers need a single database, not stripes (format {})", s.format)
-                }
-                Some(s) => {
-                    s.check_start(new.start)?;
-                    new.with_serial(s)
-                }
-                None => new,
+            let req = CreateRequest {
+                name: name.clone(),
+                start: Some(*start),
+                step: Some(*step),
+                description: Some(description.clone()),
+                ordering: Some(ordering.clone()),
+                serial: SerialFields {
+                    format: serial.format.clone(),
+                    reset: serial.reset.clone(),
+                    time_zone: serial.time_zone.clone(),
+                    overflow: serial.overflow.clone(),
+                },
             };
-            let store = open_store(db).await?;
-            match store.create(&new).await {
-                Ok(row) => print_rows(&[row]),
-                Err(StoreError::AlreadyExists) => {
-                    bail!("sequence '{name}' already exists (see `seqd sequences list`; change its step with `seqd sequences set-step`)")
-                }
-                Err(e) => return Err(e).context("creating the sequence"),
-            }
+            let name = parse_name(name)?;
+            let row = service(db).await?.create(req).await.map_err(|e| door(e, &name))?;
+            print_rows(&[row]);
         }
         SequencesCommand::List { prefix, db } => {
             let prefix = prefix
@@ -196,22 +159,12 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
         }
         SequencesCommand::SetStep { name, step, db } => {
             let name = parse_name(name)?;
-            let step =
-                validate_step(*step, db.max_step).map_err(|e| anyhow!("{e} (got {step})"))?;
-            let store = open_store(db).await?;
-            let patch = SequencePatch {
-                step: Some(step),
-                description: None,
-                ordering: None,
-                serial: None,
+            let req = PatchRequest {
+                step: Some(*step),
+                ..PatchRequest::default()
             };
-            match store.update(&name, &patch).await {
-                Ok(row) => print_rows(&[row]),
-                Err(StoreError::NotFound) => {
-                    bail!("sequence '{name}' not found; create it with `seqd sequences create {name}`")
-                }
-                Err(e) => return Err(e).context("updating the sequence"),
-            }
+            let row = service(db).await?.patch(&name, req).await.map_err(|e| door(e, &name))?;
+            print_rows(&[row]);
         }
         SequencesCommand::Bump(args) => bump(args).await?,
         SequencesCommand::PurgePeriods {
@@ -226,7 +179,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
 
 /// `seqd sequences bump`: checks the names, then bumps (or plans) in one
 /// transaction and prints each row's `max_id` before and after: the named
-/// sequences' and their period counter rows ([`store::Store::bump`]).
+/// sequences' and their period counter rows ([`store::Catalog::bump`]).
 async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
     let names = if args.all {
         None
@@ -243,58 +196,41 @@ async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
     } else {
         BumpMode::Apply
     };
-    let store = open_store(&args.db).await?;
-    if mode == BumpMode::Apply {
-        make_current_periods(&store, names.as_deref()).await?;
-    }
-    match store.bump(names.as_deref(), args.by, mode).await {
-        Ok(plan) => print_bumped(&plan, args.by, mode).context("printing the bumped sequences")?,
-        Err(StoreError::BumpRefused(refusal)) => {
-            bail!("nothing bumped: {refusal}")
-        }
-        Err(e) => return Err(e).context("bumping the sequences"),
-    }
-    Ok(())
+    let plan = service(&args.db)
+        .await?
+        .bump(names.as_deref(), args.by, mode)
+        .await
+        .map_err(|e| match e {
+            ServiceError::BumpRefused(refusal) => anyhow!("nothing bumped: {refusal}"),
+            e => anyhow::Error::new(e).context("bumping the sequences"),
+        })?;
+    print_bumped(&plan, args.by, mode).context("printing the bumped sequences")
 }
 
-/// Before a bump: makes sure the counter row of the current period (on this
-/// host's clock) exists for every serial sequence the bump covers, so the
-/// bump raises it too. After a failover to
-/// a replica that never received that row, the first request would create
-/// it at `start` and repeat the serials the old primary issued in it.
-async fn make_current_periods(
-    store: &Arc<dyn crate::store::Store>,
-    names: Option<&[crate::domain::SeqName]>,
-) -> anyhow::Result<()> {
-    let rows = match names {
-        Some(names) => {
-            let mut rows = Vec::with_capacity(names.len());
-            for name in names {
-                if let Some(row) = store.get(name).await.context("reading a sequence to bump")? {
-                    rows.push(row);
-                }
-            }
-            rows
-        }
-        None => store.list().await.context("listing the sequences to bump")?,
+/// The service over the databases of `db`, for one command.
+async fn service(db: &DatabaseArgs) -> anyhow::Result<Service> {
+    let config = AllocatorConfig {
+        max_step: db.max_step,
+        ..AllocatorConfig::default()
     };
-    let now = jiff::Timestamp::now();
-    for row in rows {
-        let Some(settings) = &row.serial else { continue };
-        let Ok(period) = crate::serial::Period::of(now, &settings.zone(), settings.reset) else {
-            continue;
-        };
-        let key = period.key;
-        store
-            .create_period(&row.name, &key)
-            .await
-            .with_context(|| format!("creating the period row {key} of {}", row.name))?;
-    }
-    Ok(())
+    Ok(Service::new(open_store(db).await?, config))
 }
 
-/// Prints one line per row (`NAME MAX_ID -> NEW_MAX_ID`; a period counter
-/// row says whose period it is) and a summary that counts the sequences and
+/// The CLI's words for a service error about `name`: what to run next.
+fn door(e: ServiceError, name: &SeqName) -> anyhow::Error {
+    match e {
+        ServiceError::NotFound(_) => {
+            anyhow!("sequence '{name}' not found; create it with `seqd sequences create {name}`")
+        }
+        ServiceError::Exists(_) => anyhow!(
+            "sequence '{name}' already exists (see `seqd sequences list`; change its step with \
+             `seqd sequences set-step`)"
+        ),
+        ServiceError::Unavailable => anyhow!("the database is unreachable or too slow; nothing changed"),
+        e => anyhow::Error::new(e),
+    }
+}
+
 /// the counter rows apart: a serial sequence is fenced by its counters.
 fn print_bumped(plan: &[Bumped], by: i64, mode: BumpMode) -> std::io::Result<()> {
     use std::io::Write;

@@ -7,11 +7,12 @@ use std::fmt;
 use std::time::Duration;
 
 use clap::builder::TypedValueParser;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
-#[cfg(not(seqd_loom))]
 mod settings;
-#[cfg(not(seqd_loom))]
+
+pub use crate::domain::Secret;
+pub use crate::telemetry::LogFormat;
 pub use settings::Settings;
 
 use crate::store::migrator::SchemaSetup;
@@ -22,7 +23,7 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";
 
 /// The default of `--metrics-top`: sequences given per-sequence series on
 /// `/metrics`.
-pub const DEFAULT_METRICS_TOP: usize = 100;
+pub const DEFAULT_METRICS_TOP: usize = crate::http::metrics::DEFAULT_TOP;
 
 /// seqd: unique 64-bit IDs per named sequence, over HTTP.
 #[derive(Debug, Parser)]
@@ -85,6 +86,7 @@ pub struct StripesInitArgs {
     /// Print what would be done and write nothing (no migration either).
     #[arg(long)]
     pub dry_run: bool,
+    #[allow(missing_docs)] // flattened: documented by its own fields
     #[command(flatten)]
     pub db: DatabaseArgs,
 }
@@ -126,6 +128,7 @@ pub struct ImportLeafArgs {
     #[arg(long)]
     pub raise: bool,
     /// The seqd database to import into.
+    #[allow(missing_docs)] // flattened: documented by its own fields
     #[command(flatten)]
     pub db: DatabaseArgs,
 }
@@ -163,8 +166,10 @@ pub enum SequencesCommand {
         /// across instances; one database only).
         #[arg(long, default_value = "instance", value_parser = ["instance", "global"])]
         ordering: String,
+        #[allow(missing_docs)] // flattened: documented by its own fields
         #[command(flatten)]
         serial: SerialArgs,
+        #[allow(missing_docs)] // flattened: documented by its own fields
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -174,6 +179,7 @@ pub enum SequencesCommand {
         /// Only the sequences whose name starts with this (case-sensitive).
         #[arg(long, value_name = "PREFIX")]
         prefix: Option<String>,
+        #[allow(missing_docs)] // flattened: documented by its own fields
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -183,6 +189,7 @@ pub enum SequencesCommand {
         name: String,
         /// The new base step.
         step: i64,
+        #[allow(missing_docs)] // flattened: documented by its own fields
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -202,6 +209,7 @@ pub enum SequencesCommand {
         /// List what would be deleted and delete nothing.
         #[arg(long)]
         dry_run: bool,
+        #[allow(missing_docs)] // flattened: documented by its own fields
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -265,6 +273,7 @@ pub struct BumpArgs {
     /// Print the plan (each row's max_id now and after) and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    #[allow(missing_docs)] // flattened: documented by its own fields
     #[command(flatten)]
     pub db: DatabaseArgs,
 }
@@ -373,19 +382,10 @@ impl DatabaseArgs {
     }
 }
 
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
 /// Flags of `seqd serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    #[allow(missing_docs)] // flattened: documented by its own fields
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// Address to bind.
@@ -446,40 +446,6 @@ pub struct ServeArgs {
     /// Snowflake IDs: `--snowflake`, `--snowflake-epoch`, `--snowflake-bits`, ...
     #[command(flatten)]
     pub snowflake: crate::snowflake::SnowflakeArgs,
-}
-
-/// A secret string: shown as `***` in `Debug` (it has no `Display`). Shared, so
-/// cloning it (with the router state, once per request) does not allocate.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(std::sync::Arc<str>);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into().into())
-    }
-
-    /// The secret itself; keep it out of logs.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.is_empty() {
-            Err("the token must not be empty".into())
-        } else {
-            Ok(Secret(s.into()))
-        }
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@
 //!   `max_id` is below `leaf.max_id - 1` it could re-issue IDs Leaf issued: a
 //!   conflict, unless `--raise` is given, which raises seqd's `max_id` to at
 //!   least `leaf.max_id - 1` by reserving (and discarding) the IDs in between
-//!   with one atomic [`Store::reserve`].
+//!   with one atomic [`Segments::reserve`](crate::store::Segments::reserve).
 //! - A name that is a serial sequence in seqd: a conflict, with or without
 //!   `--raise`. Its own row hands out no IDs (its counters are per period),
 //!   so Leaf's IDs cannot continue in it, and Leaf's callers would get
@@ -53,8 +53,8 @@ use sqlx::{Connection, MySqlConnection, PgConnection};
 
 use crate::config::ImportLeafArgs;
 use crate::domain::{NewSequence, SeqName};
-use crate::startup::open_store;
-use crate::store::{self, SequenceRow, Store, StoreError};
+use crate::open::open_store;
+use crate::store::{self, Dialect, SequenceRow, Store, StoreError};
 
 /// Longest the connection to Leaf's database may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -113,10 +113,7 @@ type RawRow = (String, Option<i64>, Option<i64>, Option<String>);
 /// `mysql://` or `mariadb://` URL, ordered by `biz_tag`.
 pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
     let shown = store::redact_url(url);
-    let scheme = url
-        .split_once("://")
-        .map(|(s, _)| s.to_ascii_lowercase())
-        .unwrap_or_default();
+    let dialect = Dialect::of_url(url).map_err(LeafError::Scheme)?;
     let connect_err = |detail: String| LeafError::Connect {
         url: shown.clone(),
         detail,
@@ -131,9 +128,9 @@ pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
             CONNECT_TIMEOUT.as_secs()
         ))
     };
-    let raw: Vec<RawRow> = match scheme.as_str() {
-        "postgres" | "postgresql" => {
-            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url))
+    let raw: Vec<RawRow> = match dialect {
+        (Dialect::Postgres, url) => {
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&url))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| connect_err(e.to_string()))?;
@@ -144,9 +141,7 @@ pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
             let _ = conn.close().await;
             rows
         }
-        "mysql" | "mariadb" => {
-            // Same wire protocol; sqlx only knows the `mysql://` scheme.
-            let url = format!("mysql{}", &url[scheme.len()..]);
+        (Dialect::Mysql, url) => {
             let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&url))
                 .await
                 .map_err(|_| timed_out())?
@@ -158,7 +153,7 @@ pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
             let _ = conn.close().await;
             rows
         }
-        _ => return Err(LeafError::Scheme(scheme)),
+        (Dialect::Sqlite, _) => return Err(LeafError::Scheme("sqlite".into())),
     };
     Ok(raw
         .into_iter()
@@ -629,6 +624,7 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Catalog;
     use crate::store::memory::MemoryStore;
 
     fn leaf(tag: &str, max_id: i64, step: i64) -> LeafRow {

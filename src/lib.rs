@@ -3,38 +3,26 @@
 //!
 //! # Layout
 //!
-//! - [`domain`]: validated values (`SeqName`, `Count`, `NewSequence`).
-//! - [`allocator`]: the core. Per-sequence double buffer of segments, lock-free
-//!   hot path, background prefetch, async waiting, step policy. No SQL, no HTTP;
-//!   time comes from an injected [`allocator::Clock`].
-//! - [`store`]: the [`store::Store`] and [`store::WorkerLeases`] traits, and
-//!   [`store::connect`], which opens one pool and returns a [`store::Database`]
-//!   with both over it; one folder per backend ([`store::postgres`],
-//!   [`store::mysql`], [`store::sqlite`]: the pool in `mod.rs`, the sequence
-//!   store in `sequences.rs`, the worker leases in `workers.rs`), plus an
-//!   in-memory store with fault injection for tests and benchmarks;
-//!   [`store::migrator`]: seqd's own migrator (history in `seqd_migrations`,
-//!   the carry-over from `_sqlx_migrations`, `seqd schema`'s DDL);
-//!   `store/retry.rs`: every statement and transaction run again when the
-//!   database aborts it for a conflict (SQLSTATE 40001, 40P01).
-//! - [`http`]: `router(state) -> App` (the router inside one request service),
-//!   handlers, and `error.rs`, the only place that knows status codes.
-//! - [`config`]: flags and environment variables (`clap`).
-//! - [`telemetry`]: the tracing subscriber.
-//! - [`startup`]: wires database + allocator + router;
-//!   `run(listener, store, leases, settings, shutdown)`.
-//! - [`cli`]: the operators' subcommands (`migrate`, `schema`, `sequences ...`).
-//! - [`stripes_cli`]: `seqd stripes init` (the work is in
-//!   [`store::stripes`]: the records and checks, init, the missing-row audit).
-//! - [`leaf`]: `import-leaf`, the migration from Leaf's `leaf_alloc` table.
-//! - [`snowflake`]: time-ordered snowflake IDs: layout, generator (injected
-//!   wall clock, rollback handling) and the worker-ID lease. No SQL, no HTTP
-//!   but through [`store::workers::WorkerLeases`].
-//! - [`serial`]: serial numbers: format, reset period in a time zone,
-//!   rendering, the wall clock, and `Serials` over the allocator (left out
-//!   of the model-checking build with it), with the settings refresh that
-//!   applies settings changed elsewhere (`serial/refresh.rs`). No SQL, no
-//!   HTTP.
+//! The layers, each importing only from those below it. The file-by-file
+//! tree is in `docs/code-tour.md`, the one description of the layout.
+//!
+//! - Doors: [`http`] (the API; `http/error.rs` maps errors to status codes
+//!   in one table), [`cli`], [`stripes_cli`] and [`leaf`] (the operators'
+//!   commands), wired by [`startup`] and [`config`]. A door translates its
+//!   protocol into calls of the service and its errors back; nothing else.
+//! - [`service`]: issuing and administering any sequence, its kind decided
+//!   once, every validation and the one-database rules;
+//!   [`service::ServiceError`], the one list of failures.
+//! - The core: [`allocator`] (segments, the double buffer, prefetch, the
+//!   step policy; time from an injected clock), [`serial`] (serial numbers
+//!   over the allocator, the settings refresh) and [`snowflake`]. No SQL,
+//!   no HTTP.
+//! - [`store`]: the storage traits, one implementation per backend,
+//!   stripes and the migrator; `sqlx::Error` never leaves it.
+//! - Below every feature: [`domain`] (validated values), [`log_throttle`],
+//!   [`telemetry`].
+
+#![warn(missing_docs)]
 
 /// Declares the modules that exist only in the service build: under
 /// `--cfg seqd_loom` (the model-checking tests, `tests/loom_double.rs`) they
@@ -52,8 +40,12 @@ macro_rules! service_only {
 service_only! {
     pub mod allocator;
     pub mod cli;
+    pub mod config;
     pub mod http;
     pub mod leaf;
+    pub mod log_throttle;
+    pub mod open;
+    pub mod service;
     pub mod startup;
     pub mod stripes_cli;
 }
@@ -62,7 +54,6 @@ service_only! {
 #[path = "allocator/model.rs"]
 pub mod allocator;
 
-pub mod config;
 pub mod domain;
 pub mod serial;
 pub mod snowflake;

@@ -1,6 +1,6 @@
-//! Wiring: database (sequences and worker leases over one pool) +
-//! migrations + allocator + router, and serving with a graceful, bounded
-//! shutdown.
+//! Wiring of `seqd serve`: the databases opened ([`crate::open`]), the
+//! service, the settings refresh and the router over them, and serving with
+//! a graceful, bounded shutdown.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,79 +8,14 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::allocator::Allocator;
-use crate::config::{DatabaseArgs, ServeArgs, Settings};
+use crate::service::Service;
+use crate::config::{ServeArgs, Settings};
 use crate::http::{router_with_limits, AdminAuth, AppState};
-use crate::store::stripes::StripedStore;
-use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLeases};
+use crate::store::{self, Store, WorkerLeases};
 
-
-/// Connects to the databases of `db` (its `--schema`, default bounds; a
-/// striped store when there are several) and prepares each schema as its
-/// `--migrate` says; the sequence store.
-pub async fn open_store(db: &DatabaseArgs) -> anyhow::Result<Arc<dyn Store>> {
-    let setup = db.schema_setup();
-    let options = StoreOptions::default()
-        .with_schema(setup.schema)
-        .with_migrate(setup.mode);
-    let (store, _) = open_stripes(
-        &db.urls(),
-        &options,
-        setup.mode,
-        store::stripes::DEFAULT_FAILOVER_AFTER,
-        false,
-    )
-    .await?;
-    Ok(store)
-}
-
-/// Connects to the database with `options` and applies the migrations; the
-/// sequence store.
-pub async fn open_store_with(url: &str, options: &StoreOptions) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(open_database_with(url, options).await?.sequences())
-}
-
-/// Connects to the database with `options` and applies the migrations.
-pub async fn open_database_with(url: &str, options: &StoreOptions) -> anyhow::Result<Database> {
-    open_database(url, options, MigrateMode::Auto).await
-}
-
-/// Connects to the database with `options` (one pool for the sequences and
-/// the worker leases) and prepares the schema as `mode` says; a migration
-/// problem stays a [`store::StoreError::Migration`] in the error's chain
-/// (`main` exits with status 2 on it).
-pub async fn open_database(
-    url: &str,
-    options: &StoreOptions,
-    mode: MigrateMode,
-) -> anyhow::Result<Database> {
-    let redacted = store::redact_url(url);
-    let db = store::connect(url, options)
-        .await
-        .with_context(|| format!("connecting to {redacted}"))?;
-    let doing = match mode {
-        MigrateMode::Auto => "migrating",
-        MigrateMode::Check => "checking the schema of",
-        MigrateMode::Off => "using",
-    };
-    db.sequences()
-        .prepare_schema(mode)
-        .await
-        .with_context(|| format!("{doing} {redacted}"))?;
-    if mode == MigrateMode::Off {
-        // No DDL, but say loudly what this binary needs and lacks: until
-        // it is applied its requests fail and /readyz answers 503.
-        if let Err(e) = db.sequences().check_schema().await {
-            tracing::error!(database = %redacted, error = %e,
-                "--migrate off: the schema is older than this seqd needs; requests will fail and \
-                 /readyz answers 503 until `seqd migrate` (or the DDL of `seqd schema`) is applied");
-        }
-    }
-    Ok(db)
-}
 
 /// Serves the API on `listener` from `store` (and snowflake IDs with
-/// worker IDs leased in `leases`, which [`Database::leases`] gives over the
+/// worker IDs leased in `leases`, which [`Database::leases`](store::Database::leases) gives over the
 /// store's pool) until `shutdown` resolves, then lets in-flight requests
 /// finish for at most `settings.shutdown_timeout`.
 pub async fn run(
@@ -112,15 +47,16 @@ pub async fn run(
             "no admin token set: admin calls are open to anyone on this host (loopback listener)"
         );
     }
-    let allocator = Allocator::new(store, settings.allocator.clone());
+    let service = Service::new(store, settings.allocator.clone());
+    let allocator = service.allocator().clone();
+    // Settings changed elsewhere reach this instance; the task ends with
+    // the router (which holds the serials).
+    crate::serial::refresh::spawn(service.serials(), settings.settings_refresh);
     let state = AppState {
         snowflake: snowflake.clone(),
         metrics_top: settings.metrics_top,
-        ..AppState::new(allocator.clone(), admin)
+        ..AppState::new(service, admin)
     };
-    // Settings changed elsewhere reach this instance; the task ends with
-    // the router (which holds the serials).
-    crate::serial::refresh::spawn(&state.serials, settings.settings_refresh);
     let app = router_with_limits(state, &settings.limits);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -186,44 +122,11 @@ pub async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
-/// Opens every database of `urls` (each a stripe, in order) with
-/// `options`, prepares each schema as `mode` says, and checks that the
-/// databases are the stripes of one set in this order; the sequence store
-/// (a [`StripedStore`] over them, racing a stripe after `failover_after`,
-/// when there are several, auditing their rows in the background when
-/// `audit` says so) and the worker leases (of the first database).
-pub async fn open_stripes(
-    urls: &[String],
-    options: &StoreOptions,
-    mode: MigrateMode,
-    failover_after: std::time::Duration,
-    audit: bool,
-) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn WorkerLeases>)> {
-    anyhow::ensure!(!urls.is_empty(), "no database URL");
-    let mut databases = Vec::with_capacity(urls.len());
-    for url in urls {
-        databases.push(open_database(url, options, mode).await?);
-    }
-    let leases = databases[0].leases();
-    let stores: Vec<Arc<dyn Store>> = databases.iter().map(Database::sequences).collect();
-    let layouts = store::stripes::bind_stripes(&stores, urls, mode, store::stripes::DEFAULT_BLOCK)
-        .await
-        .context("checking the stripe records")?;
-    if stores.len() == 1 {
-        return Ok((stores[0].clone(), leases));
-    }
-    let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
-    if audit {
-        striped.start_audit(store::stripes::striped::AUDIT_EVERY);
-    }
-    Ok((Arc::new(striped), leases))
-}
-
 /// `seqd serve`: check the settings, open the store, bind, serve until a signal.
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
-    let (store, leases) = open_stripes(
+    let (store, leases) = crate::open::open_stripes(
         &settings.database_urls,
         &settings.store_options(),
         settings.schema.mode,

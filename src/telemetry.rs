@@ -3,7 +3,15 @@
 
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Installs the global subscriber. Safe to call more than once (later calls
 /// are ignored), so tests can call it freely.

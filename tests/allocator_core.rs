@@ -580,7 +580,7 @@ async fn give_back_leaves_a_sequence_with_a_fetch_in_flight_alone() {
 /// is dropped) and from then on every request is reserved at request time.
 async fn global(store: &Arc<MemoryStore>, name_: &str) -> Allocator {
     store.insert(name_, 0, 1000);
-    store.set_ordering(name_, seqd::domain::Ordering::Global);
+    store.set_ordering(name_, seqd::domain::IdOrdering::Global);
     let alloc = fixed(store, config());
     // first use: a segment reservation that finds the row global (a gap)
     let first = alloc.next(&name(name_)).await.unwrap();
@@ -664,9 +664,9 @@ async fn switching_to_global_and_back_never_repeats_an_id() {
     let mut last = 0;
     for round in 0..6 {
         let ordering = if round % 2 == 0 {
-            seqd::domain::Ordering::Instance
+            seqd::domain::IdOrdering::Instance
         } else {
-            seqd::domain::Ordering::Global
+            seqd::domain::IdOrdering::Global
         };
         store.set_ordering("s", ordering);
         alloc.set_ordering(&name("s"), ordering);
@@ -693,8 +693,8 @@ async fn give_back_after_a_switch_to_global_and_back_gives_nothing() {
     store.insert("s", 20, 10); // another instance reserves 11..=20
     store.open_gate();
     until(|| alloc.snapshot(&name("s")).unwrap().next.is_some()).await; // 21..=30
-    alloc.set_ordering(&name("s"), seqd::domain::Ordering::Global);
-    alloc.set_ordering(&name("s"), seqd::domain::Ordering::Instance);
+    alloc.set_ordering(&name("s"), seqd::domain::IdOrdering::Global);
+    alloc.set_ordering(&name("s"), seqd::domain::IdOrdering::Instance);
     let report = alloc.give_back(4, Duration::from_secs(5)).await;
     assert_eq!(report.ids, 0);
     assert_eq!(store.max_id("s"), Some(30), "11..=20 stay taken");

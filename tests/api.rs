@@ -14,10 +14,6 @@ use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
 
-async fn start(db: &TestDb) -> TestServer {
-    TestServer::start(Settings::for_database(db.url.clone())).await
-}
-
 async fn json_of(resp: reqwest::Response) -> Value {
     resp.json().await.expect("JSON body")
 }
@@ -33,22 +29,18 @@ async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -
         .to_string()
 }
 
-async fn create(s: &TestServer, body: Value) -> reqwest::Response {
-    s.send_json(Method::POST, "/v1/sequences", &body).await
-}
-
 /// `GET url` with `http`, read as JSON (from tasks holding a clone of the client).
 async fn get_value(http: &reqwest::Client, url: &str) -> Value {
     http.get(url).send().await.unwrap().json().await.unwrap()
 }
 
 async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
-    let s = start(&db).await;
-    let resp = create(
-        &s,
-        json!({"name": "order", "start": 1001, "step": 10, "description": "orders"}),
-    )
-    .await;
+    let s = TestServer::on(&db.url).await;
+    let resp = s
+        .post_sequence(
+            &json!({"name": "order", "start": 1001, "step": 10, "description": "orders"}),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let row = json_of(resp).await;
     assert_eq!(
@@ -112,10 +104,12 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
 }
 
 async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     for n in ["b-seq", "a-seq"] {
         assert_eq!(
-            create(&s, json!({"name": n, "step": 5})).await.status(),
+            s.post_sequence(&json!({"name": n, "step": 5}))
+                .await
+                .status(),
             StatusCode::CREATED
         );
     }
@@ -166,7 +160,7 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
 }
 
 async fn unknown_sequences_get_404_saying_how_to_create_them(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     for path in [
         "/v1/sequences/nope/next",
         "/v1/sequences/nope/batch?count=3",
@@ -188,19 +182,19 @@ async fn unknown_sequences_get_404_saying_how_to_create_them(db: TestDb) {
 }
 
 async fn a_row_inserted_by_sql_is_served_without_restart(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     common::execute(
         &db,
         "INSERT INTO sequences (name, max_id, step) VALUES ('by-sql', 41, 3)",
     )
     .await;
-    assert_eq!(s.get_json("/v1/sequences/by-sql/next").await["id"], 42);
+    assert_eq!(s.next("by-sql").await, 42);
     s.stop().await;
 }
 
 async fn bad_names_and_counts_get_400(db: TestDb) {
-    let s = start(&db).await;
-    create(&s, json!({"name": "ok"})).await;
+    let s = TestServer::on(&db.url).await;
+    s.post_sequence(&json!({"name": "ok"})).await;
     let long = "a".repeat(129);
     for bad in [
         "-x",
@@ -240,13 +234,13 @@ async fn bad_names_and_counts_get_400(db: TestDb) {
 }
 
 async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     assert_eq!(
-        create(&s, json!({"name": "dup"})).await.status(),
+        s.post_sequence(&json!({"name": "dup"})).await.status(),
         StatusCode::CREATED
     );
     expect_error(
-        create(&s, json!({"name": "dup"})).await,
+        s.post_sequence(&json!({"name": "dup"})).await,
         StatusCode::CONFLICT,
         "sequence_exists",
     )
@@ -258,13 +252,13 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
         "served"
     );
     expect_error(
-        create(&s, json!({"name": "dup"})).await,
+        s.post_sequence(&json!({"name": "dup"})).await,
         StatusCode::CONFLICT,
         "sequence_exists",
     )
     .await;
     expect_error(
-        create(&s, json!({"name": "bad name"})).await,
+        s.post_sequence(&json!({"name": "bad name"})).await,
         StatusCode::BAD_REQUEST,
         "invalid_name",
     )
@@ -279,7 +273,7 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
         json!({"name": "x", "description": "d".repeat(257)}),
     ] {
         expect_error(
-            create(&s, body).await,
+            s.post_sequence(&body).await,
             StatusCode::BAD_REQUEST,
             "invalid_request",
         )
@@ -330,10 +324,10 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
 }
 
 async fn exhausted_sequences_get_409(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let start = i64::MAX - 2;
     assert_eq!(
-        create(&s, json!({"name": "top", "start": start, "step": 10}))
+        s.post_sequence(&json!({"name": "top", "start": start, "step": 10}))
             .await
             .status(),
         StatusCode::CREATED
@@ -344,7 +338,7 @@ async fn exhausted_sequences_get_409(db: TestDb) {
 }
 
 async fn health_readiness_and_unknown_routes(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let resp = s.get("/healthz").await;
     assert_eq!(resp.status(), StatusCode::OK);
     let resp = s.get("/readyz").await;
@@ -374,7 +368,7 @@ async fn admin_token_is_required_when_set(db: TestDb) {
     settings.admin_token = Some(Secret::new("s3cret"));
     let s = TestServer::start(settings).await;
     let body = json!({"name": "guarded"});
-    let resp = create(&s, body.clone()).await;
+    let resp = s.post_sequence(&body.clone()).await;
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     let resp = s
         .http
@@ -424,8 +418,8 @@ async fn admin_token_is_required_when_set(db: TestDb) {
 /// draws IDs it answers 405 with `Allow` and draws nothing (axum would run
 /// the GET handler and drop the body).
 async fn head_on_drawing_routes_draws_nothing(db: TestDb) {
-    let s = start(&db).await;
-    create(&s, json!({"name": "peek", "start": 1, "step": 10})).await;
+    let s = TestServer::on(&db.url).await;
+    s.create("peek", 1, 10).await;
     for (path, allow) in [
         ("/v1/sequences/peek/next", "GET, POST"),
         ("/v1/sequences/peek/batch?count=10000", "GET, POST"),
@@ -438,8 +432,7 @@ async fn head_on_drawing_routes_draws_nothing(db: TestDb) {
         assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "HEAD {path}");
         assert_eq!(resp.headers()["allow"], allow, "HEAD {path}");
     }
-    let next = json_of(s.get("/v1/sequences/peek/next").await).await;
-    assert_eq!(next["id"], 1, "HEAD drew IDs: {next}");
+    assert_eq!(s.next("peek").await, 1, "HEAD drew IDs");
     // Reads keep answering HEAD.
     let resp = s
         .http
@@ -452,8 +445,8 @@ async fn head_on_drawing_routes_draws_nothing(db: TestDb) {
 }
 
 async fn concurrent_clients_over_http_get_unique_increasing_ids(db: TestDb) {
-    let s = start(&db).await;
-    create(&s, json!({"name": "hot", "step": 10})).await;
+    let s = TestServer::on(&db.url).await;
+    s.create("hot", 1, 10).await;
     let mut tasks = Vec::new();
     for c in 0..8 {
         let http = s.http.clone();
@@ -546,7 +539,7 @@ async fn walk(s: &TestServer, query: &str, limit: usize) -> Vec<String> {
 }
 
 async fn walking_every_page_lists_each_sequence_exactly_once_in_byte_order(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let all = insert_sequences(&db, 250).await;
     let seen = walk(&s, "limit=100", 100).await;
     assert_eq!(seen, all, "the pages tile the table in byte order");
@@ -554,7 +547,7 @@ async fn walking_every_page_lists_each_sequence_exactly_once_in_byte_order(db: T
 }
 
 async fn walking_the_pages_of_a_prefix_lists_each_matching_sequence_exactly_once(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let all = insert_sequences(&db, 250).await;
     for prefix in [
         "a", "A", "a0", "B.", "b-", "Z:", "z_", "9.", "9.1", "0", "a00", "c", "a249",
@@ -594,7 +587,7 @@ async fn walking_the_pages_of_a_prefix_lists_each_matching_sequence_exactly_once
 }
 
 async fn sequence_pages_reject_a_bad_prefix(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let resp = s.get("/v1/sequences?prefix=a&prefix=b").await;
     let message = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
     assert!(message.contains("prefix given more than once"), "{message}");
@@ -633,7 +626,7 @@ async fn sequence_pages_reject_a_bad_prefix(db: TestDb) {
 }
 
 async fn sequence_pages_default_to_100_and_end_with_next_null(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let all = insert_sequences(&db, 150).await;
     let (first, next) = page_of(&s.get_json("/v1/sequences").await);
     assert_eq!(first, all[..100], "default limit 100");
@@ -665,7 +658,7 @@ async fn sequence_pages_default_to_100_and_end_with_next_null(db: TestDb) {
 }
 
 async fn sequence_pages_reject_bad_limit_and_after(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     for q in [
         "limit=0",
         "limit=1001",

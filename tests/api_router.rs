@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use seqd::allocator::{Allocator, AllocatorConfig};
+use seqd::allocator::AllocatorConfig;
 use seqd::http::{router, AdminAuth, AppState};
+use seqd::service::Service;
 use seqd::store::memory::MemoryStore;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -18,7 +19,7 @@ fn app(store: Arc<MemoryStore>, admin: AdminAuth) -> seqd::http::App {
         wait_timeout: Duration::from_millis(200),
         ..AllocatorConfig::default()
     };
-    router(AppState::new(Allocator::new(store, cfg), admin))
+    router(AppState::new(Service::new(store, cfg), admin))
 }
 
 async fn call(

@@ -1,4 +1,4 @@
-//! `Store::bump`, the failover fence, on every backend and the in-memory
+//! `Catalog::bump`, the failover fence, on every backend and the in-memory
 //! store: it loses no update while instances reserve segments of the same
 //! rows, `--all` over 100,000 rows is one all-or-nothing change, and a bump
 //! of a serial sequence raises its period counter rows (and no lookalike's),
@@ -11,7 +11,7 @@ mod server;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Backend, TestDb};
+use common::{clear_of_midnight, Backend, TestDb};
 use reqwest::Method;
 use seqd::config::Settings;
 use seqd::domain::{SeqName, SerialSettings};
@@ -350,15 +350,6 @@ async fn a_bump_of_a_serial_sequence_in_memory_raises_its_counters_only() {
         max_ids(&store, &["ord@20261130", "order@20261130"]).await,
         [17, 10]
     );
-}
-
-/// Waits out the last 30 s of a UTC day, so the serials of one test share a
-/// period (CI may run at midnight).
-async fn clear_of_midnight() {
-    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
-    if left <= 30 {
-        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
-    }
 }
 
 /// A server on `db` (clear of midnight) that created the daily serial

@@ -7,7 +7,7 @@ mod common;
 use std::process::Output;
 use std::sync::Arc;
 
-use common::TestDb;
+use common::{ok, TestDb};
 use seqd::store::Store;
 
 /// Runs the `seqd` binary with `args` and a clean environment for its settings.
@@ -28,19 +28,6 @@ fn stdout(out: &Output) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Asserts success and returns stdout.
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        stdout(out),
-        stderr(out)
-    );
-    stdout(out)
 }
 
 /// Asserts exit code 1 with one readable `error: ...` line on stderr (no

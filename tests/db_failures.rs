@@ -49,9 +49,7 @@ async fn store_with(url: &str, options: &StoreOptions, names: &[&str]) -> Arc<dy
 
 /// Like [`store_with`]; the sequences and the worker leases over one pool.
 async fn database_with(url: &str, options: &StoreOptions, names: &[&str]) -> Database {
-    let database = seqd::startup::open_database_with(url, options)
-        .await
-        .unwrap();
+    let database = seqd::open::open_database_with(url, options).await.unwrap();
     for n in names {
         database
             .sequences()

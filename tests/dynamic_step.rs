@@ -8,7 +8,7 @@ use std::time::Duration;
 use seqd::allocator::{Allocator, AllocatorConfig, ManualClock, RateStep};
 use seqd::domain::{Count, SeqName};
 use seqd::store::memory::MemoryStore;
-use seqd::store::{SequencePatch, Store};
+use seqd::store::{prelude::*, SequencePatch};
 
 fn setup(row_step: i64) -> (Arc<MemoryStore>, ManualClock, Allocator, SeqName) {
     let store = Arc::new(MemoryStore::new());

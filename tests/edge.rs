@@ -11,14 +11,9 @@ use std::net::SocketAddr;
 
 use common::TestDb;
 use reqwest::{Method, StatusCode};
-use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn start(db: &TestDb) -> TestServer {
-    TestServer::start(Settings::for_database(db.url.clone())).await
-}
 
 /// Asserts the documented error body and returns its message.
 async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -> String {
@@ -79,7 +74,7 @@ async fn exchange(addr: SocketAddr, request: &str) -> (u16, String, String) {
 /// patch, on every backend (PostgreSQL used to answer 503 for a NUL), and
 /// nothing is written.
 async fn descriptions_with_control_characters_get_400_on_create_and_patch(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let resp = s
         .send_json(
             Method::POST,
@@ -134,7 +129,7 @@ per_backend!(descriptions_with_control_characters_get_400_on_create_and_patch);
 #[tokio::test]
 async fn integer_fields_take_exact_values_or_400_naming_the_field() {
     let db = common::test_db(common::Backend::Sqlite).await.unwrap();
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let refused = [
         (r#"{"name":"f1","start":9007199254740993.0}"#, "start"),
         (r#"{"name":"f1","start":9007199254740992.0}"#, "start"),
@@ -211,7 +206,7 @@ async fn integer_fields_take_exact_values_or_400_naming_the_field() {
 #[tokio::test]
 async fn malformed_paths_and_queries_answer_the_json_error_body_on_every_route() {
     let db = common::test_db(common::Backend::Sqlite).await.unwrap();
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let table: &[(&str, &str, u16, &str)] = &[
         ("GET", "/v1/sequences/%FF/next", 400, "invalid_name"),
         ("POST", "/v1/sequences/%C0%80/next", 400, "invalid_name"),
@@ -271,7 +266,7 @@ async fn malformed_paths_and_queries_answer_the_json_error_body_on_every_route()
 #[tokio::test]
 async fn tokenless_admin_calls_need_a_loopback_host_header() {
     let db = common::test_db(common::Backend::Sqlite).await.unwrap();
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let create = |host: Option<&str>, name: &str| {
         let host = host.map(|h| format!("Host: {h}\r\n")).unwrap_or_default();
         let body = format!(r#"{{"name":"{name}"}}"#);

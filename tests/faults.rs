@@ -183,7 +183,7 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
 async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
     create(&db, "slow", 100).await;
     let proxy = Proxy::start(upstream_of(&db.url)).await;
-    let database = seqd::startup::open_database_with(&proxy.url_for(&db.url), &Default::default())
+    let database = seqd::open::open_database_with(&proxy.url_for(&db.url), &Default::default())
         .await
         .unwrap();
     proxy.set_latency(Duration::from_millis(200));
@@ -269,7 +269,7 @@ fn spawn_clients(
                 let mut unavailable = 0;
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let url = if i % 2 == 0 { &next } else { &batch };
+                    let url = if i.is_multiple_of(2) { &next } else { &batch };
                     i += 1;
                     let resp = match http.get(url).send().await {
                         Ok(r) => r,

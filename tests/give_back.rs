@@ -14,13 +14,7 @@ use server::Process;
 
 /// Creates `name` with `step` through the API of `p`.
 async fn create(p: &Process, name: &str, step: i64) {
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/sequences", p.base))
-        .json(&serde_json::json!({"name": name, "step": step}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    server::create_at(&reqwest::Client::new(), &p.base, name, 1, step).await;
 }
 
 /// `n` IDs of `name` from `p`, one request each.
@@ -28,14 +22,7 @@ async fn ids(p: &Process, name: &str, n: usize) -> Vec<i64> {
     let http = reqwest::Client::new();
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let r = http
-            .get(format!("{}/v1/sequences/{name}/next", p.base))
-            .header("accept", "text/plain")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        out.push(r.text().await.unwrap().trim().parse().unwrap());
+        out.push(server::next_at(&http, &p.base, name).await);
     }
     out
 }

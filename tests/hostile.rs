@@ -8,8 +8,9 @@ use std::time::Duration;
 use axum::body::{to_bytes, Body};
 use axum::http::{Method, Request};
 use proptest::prelude::*;
-use seqd::allocator::{Allocator, AllocatorConfig};
+use seqd::allocator::AllocatorConfig;
 use seqd::http::{router, AdminAuth, AppState};
+use seqd::service::Service;
 use seqd::store::memory::MemoryStore;
 use tower::ServiceExt;
 
@@ -32,7 +33,7 @@ fn app(store: Arc<MemoryStore>) -> seqd::http::App {
         ..AllocatorConfig::default()
     };
     router(AppState::new(
-        Allocator::new(store, cfg),
+        Service::new(store, cfg),
         AdminAuth::OpenOnLoopback,
     ))
 }

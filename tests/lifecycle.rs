@@ -5,108 +5,30 @@
 
 #[macro_use]
 mod common;
+mod recording;
 mod server;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use common::TestDb;
+use recording::Recording;
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, SystemClock};
 use seqd::config::Settings;
-use seqd::domain::{NamePrefix, NewSequence, SeqName};
-use seqd::store::{
-    BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
-    StripeRecord,
-};
+use seqd::domain::{NewSequence, SeqName};
+use seqd::store::prelude::*;
 use serde_json::json;
-
-/// A real store that counts the reservations passed through it.
-struct Counting {
-    inner: Arc<dyn Store>,
-    reserves: AtomicU64,
-}
-
-#[async_trait]
-impl Store for Counting {
-    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        self.reserves.fetch_add(1, Ordering::SeqCst);
-        self.inner.reserve(name, min_size).await
-    }
-    async fn compare_and_set_max_id(
-        &self,
-        name: &SeqName,
-        expected: i64,
-        new: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.compare_and_set_max_id(name, expected, new).await
-    }
-    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
-        self.inner.create(seq).await
-    }
-    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        self.inner.get(name).await
-    }
-    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
-        self.inner.list().await
-    }
-    async fn list_page(
-        &self,
-        prefix: Option<&NamePrefix>,
-        after: Option<&SeqName>,
-        limit: u32,
-    ) -> Result<SequencePage, StoreError> {
-        self.inner.list_page(prefix, after, limit).await
-    }
-    async fn update(
-        &self,
-        name: &SeqName,
-        patch: &SequencePatch,
-    ) -> Result<SequenceRow, StoreError> {
-        self.inner.update(name, patch).await
-    }
-    async fn bump(
-        &self,
-        names: Option<&[SeqName]>,
-        by: i64,
-        mode: BumpMode,
-    ) -> Result<Vec<Bumped>, StoreError> {
-        self.inner.bump(names, by, mode).await
-    }
-    async fn migrate(&self) -> Result<(), StoreError> {
-        self.inner.migrate().await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
-        self.inner.stripe_record().await
-    }
-    async fn put_stripe_record(
-        &self,
-        record: &StripeRecord,
-        replace: bool,
-    ) -> Result<StripeRecord, StoreError> {
-        self.inner.put_stripe_record(record, replace).await
-    }
-}
 
 fn name(s: &str) -> SeqName {
     SeqName::parse(s).unwrap()
 }
 
-async fn counting(db: &TestDb) -> Arc<Counting> {
-    Arc::new(Counting {
-        inner: common::store(db).await,
-        reserves: AtomicU64::new(0),
-    })
+/// A real store that counts the reservations passed through it.
+async fn counting(db: &TestDb) -> Arc<Recording> {
+    Recording::new(common::store(db).await)
 }
 
-fn fixed(store: Arc<Counting>, negative_ttl: Duration) -> Allocator {
+fn fixed(store: Arc<Recording>, negative_ttl: Duration) -> Allocator {
     let cfg = AllocatorConfig {
         negative_ttl,
         ..AllocatorConfig::default()
@@ -134,11 +56,7 @@ async fn a_flood_of_unknown_names_costs_one_query_per_name_and_interval(db: Test
     for _ in 0..100 {
         assert_eq!(alloc.next(&name("ghost0")).await, Err(AllocError::NotFound));
     }
-    assert_eq!(
-        store.reserves.load(Ordering::SeqCst),
-        5,
-        "one query per missing name"
-    );
+    assert_eq!(store.reserves(), 5, "one query per missing name");
 }
 
 async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: TestDb) {
@@ -164,7 +82,7 @@ async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: Tes
     };
     assert_eq!(id, 1);
     assert!(
-        store.reserves.load(Ordering::SeqCst) <= 2 + 1,
+        store.reserves() <= 2 + 1,
         "misses were not re-queried per request"
     );
 }
@@ -228,19 +146,9 @@ async fn a_deleted_sequence_stops_when_memory_runs_out_and_a_recreated_one_never
 async fn the_api_refuses_to_recreate_below_what_the_instance_reserved(db: TestDb) {
     let s = server::TestServer::start(Settings::for_database(db.url.clone())).await;
     let create = |body: serde_json::Value| s.http.post(s.url("/v1/sequences")).json(&body).send();
-    assert_eq!(
-        create(json!({"name": "re", "step": 10}))
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    s.create("re", 1, 10).await;
     for _ in 0..3 {
-        s.http
-            .get(s.url("/v1/sequences/re/next"))
-            .send()
-            .await
-            .unwrap();
+        s.next("re").await;
     }
     common::execute(&db, "DELETE FROM sequences WHERE name = 're'").await;
     let resp = create(json!({"name": "re", "start": 5})).await.unwrap();

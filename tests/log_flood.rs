@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
-use seqd::allocator::{Allocator, AllocatorConfig};
+use seqd::allocator::AllocatorConfig;
 use seqd::http::{router, AdminAuth, AppState};
+use seqd::service::Service;
 use seqd::store::memory::MemoryStore;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -70,7 +71,7 @@ async fn ten_thousand_failing_requests_log_one_line_per_sequence_then_the_count(
         ..AllocatorConfig::default()
     };
     let app = router(AppState::new(
-        Allocator::new(store, config),
+        Service::new(store, config),
         AdminAuth::OpenOnLoopback,
     ));
     const MESSAGE: &str = "no segment available within the wait timeout";

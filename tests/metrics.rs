@@ -2,9 +2,8 @@
 //! accepts, per-sequence numbers equal to the API's (IDs issued, fetches,
 //! errors, waits, adapted step, IDs in memory), request counts by route
 //! template, and no label for a name that is not a live sequence or for a
-//! raw path. Per-sequence series only for the `--metrics-top` sequences
-//! (those in trouble first, then the busiest), exact totals over all, and a
-//! body under 1 MB at 100,000 and 1,000,000 sequences. The alerting rules
+//! raw path. Per-sequence series follow the `--metrics-top` sequences (the
+//! body's size at scale: tests/metrics_size.rs). The alerting rules
 //! and the Grafana dashboard of `deploy/`: their own tests pass under
 //! promtool, and every metric they name is one a running server exposes.
 //!
@@ -15,237 +14,19 @@
 
 #[macro_use]
 mod common;
+mod metrics_text;
 mod server;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestDb;
-use seqd::allocator::SeqStats;
+use metrics_text::*;
 use seqd::config::Settings;
-use seqd::domain::SeqName;
-use seqd::http::metrics::{render, render_from, DEFAULT_TOP};
 use seqd::store::memory::MemoryStore;
-use serde_json::{json, Value};
-use server::{Process, TestServer};
-
-/// The bound on the size of a `/metrics` body, whatever the number of sequences.
-const MAX_BODY: usize = 1 << 20;
-/// The per-sequence families, each with a `sequence` label.
-const PER_SEQUENCE: [&str; 8] = [
-    "seqd_ids_issued_total",
-    "seqd_segment_fetches_total",
-    "seqd_segment_fetch_errors_total",
-    "seqd_segment_waits_total",
-    "seqd_sequence_step",
-    "seqd_sequence_ids_available",
-    "seqd_sequence_regressions_total",
-    "seqd_sequence_space_used_ratio",
-];
-
-/// One sample line: `name{labels} value`.
-#[derive(Debug)]
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-/// Parses the sample lines of the text format (label values here never hold
-/// `"` or `,`: names are validated and routes are templates).
-fn parse(text: &str) -> Vec<Sample> {
-    let mut out = Vec::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let (series, value) = line
-            .rsplit_once(' ')
-            .unwrap_or_else(|| panic!("bad sample line {line:?}"));
-        let value: f64 = value
-            .parse()
-            .unwrap_or_else(|e| panic!("bad value in {line:?}: {e}"));
-        let (name, labels) = match series.split_once('{') {
-            None => (series.to_string(), BTreeMap::new()),
-            Some((name, rest)) => {
-                let body = rest
-                    .strip_suffix('}')
-                    .unwrap_or_else(|| panic!("bad labels in {line:?}"));
-                let labels = body
-                    .split("\",")
-                    .filter(|p| !p.is_empty())
-                    .map(|pair| {
-                        let (k, v) = pair
-                            .split_once("=\"")
-                            .unwrap_or_else(|| panic!("bad label in {line:?}"));
-                        (k.to_string(), v.trim_end_matches('"').to_string())
-                    })
-                    .collect();
-                (name.to_string(), labels)
-            }
-        };
-        out.push(Sample {
-            name,
-            labels,
-            value,
-        });
-    }
-    out
-}
-
-/// The value of the one sample named `name` whose labels include `labels`.
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let found: Vec<_> = samples
-        .iter()
-        .filter(|s| {
-            s.name == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-        })
-        .collect();
-    assert!(
-        found.len() <= 1,
-        "{name} {labels:?} matches several samples: {found:?}"
-    );
-    found.first().map(|s| s.value)
-}
-
-async fn scrape(srv: &TestServer) -> String {
-    let resp = srv.http.get(srv.url("/metrics")).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
-    assert!(
-        ct.starts_with("text/plain; version=0.0.4"),
-        "content-type {ct}"
-    );
-    resp.text().await.unwrap()
-}
-
-/// Runs `promtool ARGS` in the repository root, with `stdin` as its input.
-/// `None` (after a line saying it is skipped) when promtool is not
-/// installed; a failure instead under `SEQD_TEST_REQUIRE_ALL=1` (the Debian
-/// package `prometheus` has it).
-fn promtool(args: &[&str], stdin: &str) -> Option<Output> {
-    if !common::tool_available("promtool") {
-        return None;
-    }
-    let mut child = Command::new("promtool")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    Some(child.wait_with_output().unwrap())
-}
-
-/// Runs `promtool check metrics` on `text` and asserts it passes without a
-/// word (lint warnings included).
-fn promtool_check(text: &str) {
-    let Some(out) = promtool(&["check", "metrics"], text) else {
-        return;
-    };
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool check metrics failed ({}):\n{}{}\n--- exposition ---\n{text}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Runs promtool on a file of `deploy/` and asserts it succeeds.
-fn promtool_ok(args: &[&str]) {
-    let Some(out) = promtool(args, "") else {
-        return;
-    };
-    assert!(
-        out.status.success(),
-        "promtool {args:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The sequences that have a series of `family`, in output order.
-fn shown(samples: &[Sample], family: &str) -> Vec<String> {
-    samples
-        .iter()
-        .filter(|s| s.name == family)
-        .map(|s| s.labels["sequence"].clone())
-        .collect()
-}
-
-/// Asserts that every per-sequence family has a series for exactly the
-/// sequences of `expected` (in any order), and returns them in output order.
-#[track_caller]
-fn assert_shown<S: AsRef<str>>(samples: &[Sample], expected: &[S], text: &str) -> Vec<String> {
-    let want: BTreeSet<&str> = expected.iter().map(AsRef::as_ref).collect();
-    let first = shown(samples, PER_SEQUENCE[0]);
-    for family in PER_SEQUENCE {
-        let got = shown(samples, family);
-        assert_eq!(
-            got, first,
-            "{family} shows other sequences than {}",
-            PER_SEQUENCE[0]
-        );
-        let got: BTreeSet<&str> = got.iter().map(String::as_str).collect();
-        assert_eq!(got, want, "{family}:\n{text}");
-    }
-    assert_eq!(
-        value(samples, "seqd_metrics_top_sequences", &[]),
-        Some(expected.len() as f64)
-    );
-    first
-}
-
-/// Like [`assert_shown`], and the series come in the order of `expected`:
-/// trouble first, then the most IDs issued.
-#[track_caller]
-fn assert_top<S: AsRef<str>>(samples: &[Sample], expected: &[S], text: &str) {
-    let order = assert_shown(samples, expected, text);
-    let expected: Vec<&str> = expected.iter().map(AsRef::as_ref).collect();
-    assert_eq!(order, expected, "not in rank order:\n{text}");
-}
-
-/// Scrapes `srv`, asserts [`assert_top`] with `expected` and that promtool
-/// accepts the body; the body and its samples.
-async fn scrape_top(srv: &TestServer, expected: &[&str]) -> (String, Vec<Sample>) {
-    let text = scrape(srv).await;
-    let samples = parse(&text);
-    assert_top(&samples, expected, &text);
-    promtool_check(&text);
-    (text, samples)
-}
-
-/// The unlabelled sample `name` (panics if missing).
-#[track_caller]
-fn total(samples: &[Sample], name: &str) -> f64 {
-    value(samples, name, &[]).unwrap_or_else(|| panic!("no {name}"))
-}
-
-async fn create(srv: &TestServer, name: &str, step: i64) {
-    let resp = srv
-        .http
-        .post(srv.url("/v1/sequences"))
-        .json(&json!({ "name": name, "step": step }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201, "create {name}");
-}
+use serde_json::Value;
+use server::{create_at, next_at, Process, TestServer};
 
 async fn get_ok(srv: &TestServer, path: &str) {
     let resp = srv.http.get(srv.url(path)).send().await.unwrap();
@@ -284,9 +65,9 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
         format!("m-{tag}-idle"),
     );
     let (ghost, nowhere) = (format!("m-{tag}-ghost"), format!("m-{tag}-nowhere"));
-    create(&srv, &order, 100).await;
-    create(&srv, &payment, 50).await;
-    create(&srv, &idle, 10).await;
+    srv.create(&order, 1, 100).await;
+    srv.create(&payment, 1, 50).await;
+    srv.create(&idle, 1, 10).await;
 
     for _ in 0..7 {
         get_ok(&srv, &format!("/v1/sequences/{order}/batch?count=60")).await;
@@ -499,7 +280,7 @@ async fn issued_counter_follows_the_allocator_between_scrapes() {
     let db = common::test_db(common::Backend::Sqlite).await.unwrap();
     let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
     let name = "m-rescrape";
-    create(&srv, name, 10).await;
+    srv.create(name, 1, 10).await;
     let issued = |text: &str| value(&parse(text), "seqd_ids_issued_total", &[("sequence", name)]);
     assert_eq!(
         issued(&scrape(&srv).await),
@@ -514,207 +295,6 @@ async fn issued_counter_follows_the_allocator_between_scrapes() {
     assert_eq!(issued(&text), Some(27.0));
     promtool_check(&text);
     srv.stop().await;
-}
-
-/// `n` sequences as a scrape would read them, in no particular order: the
-/// one with index `i` has issued `(i * 7919) % n` IDs (each count once),
-/// and names padded to `name_len` characters. Indexes 10, 20 and 30 are in
-/// trouble with few IDs issued: a regression, no ID left after failed
-/// fetches, the ID space nearly used.
-fn synthetic(n: usize, name_len: usize) -> Vec<(SeqName, SeqStats)> {
-    (0..n)
-        .map(|i| {
-            let mut name = format!("seq-{i:07}-");
-            while name.len() < name_len {
-                name.push('x');
-            }
-            let issued = (i as u64 * 7919) % n as u64;
-            let mut stats = SeqStats {
-                issued,
-                fetches: 1 + issued / 1000,
-                fetch_errors: 0,
-                waits: 1,
-                regressions: 0,
-                step: 1000,
-                ids_available: 1000 - issued % 1000,
-                high_water: Some((issued + 1000 - issued % 1000) as i64),
-            };
-            match i {
-                10 => stats.regressions = 1,
-                20 => (stats.fetch_errors, stats.ids_available) = (7, 0),
-                30 => stats.high_water = Some(i64::MAX / 100 * 95),
-                _ => {}
-            }
-            (common::name(&name), stats)
-        })
-        .collect()
-}
-
-/// The `top` sequences of [`synthetic`] that must be shown: the three in
-/// trouble, then the most IDs issued.
-fn expected_top(all: &[(SeqName, SeqStats)], top: usize) -> Vec<String> {
-    let mut ranked: Vec<_> = all.iter().collect();
-    let trouble = |i: usize| matches!(i, 10 | 20 | 30);
-    let mut troubled: Vec<_> = [10, 20, 30].iter().map(|&i| &all[i]).collect();
-    troubled.sort_by_key(|(_, s)| std::cmp::Reverse(s.issued));
-    ranked.retain(|(n, _)| {
-        let i: usize = n.as_str()[4..11].parse().unwrap();
-        !trouble(i)
-    });
-    ranked.sort_by_key(|(_, s)| std::cmp::Reverse(s.issued));
-    troubled
-        .into_iter()
-        .chain(ranked)
-        .take(top)
-        .map(|(n, _)| n.to_string())
-        .collect()
-}
-
-fn render_synthetic(all: &[(SeqName, SeqStats)], top: usize) -> String {
-    render_from(top, |f| all.iter().for_each(|(n, s)| f(n, s)))
-}
-
-/// The body for `all` with the default top, asserted under [`MAX_BODY`]
-/// (its size printed), and its samples.
-#[track_caller]
-fn body_under_a_megabyte(all: &[(SeqName, SeqStats)], what: &str) -> (String, Vec<Sample>) {
-    let text = render_synthetic(all, DEFAULT_TOP);
-    eprintln!(
-        "/metrics at {what}, top {DEFAULT_TOP}: {} bytes",
-        text.len()
-    );
-    assert!(text.len() < MAX_BODY, "{what}: {} bytes", text.len());
-    let samples = parse(&text);
-    (text, samples)
-}
-
-/// At 100,000 live sequences with the longest names allowed, `/metrics`
-/// stays under 1 MB, passes promtool, shows exactly the top sequences
-/// (trouble first, then the most IDs issued, in that order) and totals equal
-/// to the sums over all of them.
-#[test]
-fn a_hundred_thousand_sequences_fit_in_a_megabyte_with_exact_totals() {
-    let all = synthetic(100_000, 128);
-    let (text, samples) =
-        body_under_a_megabyte(&all, "100,000 sequences (names of 128 characters)");
-    let expected = expected_top(&all, DEFAULT_TOP);
-    assert_top(&samples, &expected, "");
-    let chosen: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
-    for (name, stats) in all.iter().filter(|(n, _)| chosen.contains(n.as_str())) {
-        let seq = [("sequence", name.as_str())];
-        let m = |family: &str| value(&samples, family, &seq).unwrap();
-        assert_eq!(m("seqd_ids_issued_total"), stats.issued as f64);
-        assert_eq!(m("seqd_segment_fetches_total"), stats.fetches as f64);
-        assert_eq!(
-            m("seqd_segment_fetch_errors_total"),
-            stats.fetch_errors as f64
-        );
-        assert_eq!(m("seqd_segment_waits_total"), stats.waits as f64);
-        assert_eq!(m("seqd_sequence_step"), stats.step as f64);
-        assert_eq!(m("seqd_sequence_ids_available"), stats.ids_available as f64);
-        assert_eq!(
-            m("seqd_sequence_regressions_total"),
-            stats.regressions as f64
-        );
-        assert_eq!(
-            m("seqd_sequence_space_used_ratio"),
-            stats.high_water.unwrap() as f64 / i64::MAX as f64
-        );
-    }
-    let sum = |f: fn(&SeqStats) -> u64| all.iter().map(|(_, s)| f(s)).sum::<u64>() as f64;
-    assert_eq!(
-        total(&samples, "seqd_all_ids_issued_total"),
-        sum(|s| s.issued)
-    );
-    assert_eq!(
-        total(&samples, "seqd_all_segment_fetches_total"),
-        sum(|s| s.fetches)
-    );
-    assert_eq!(total(&samples, "seqd_all_segment_fetch_errors_total"), 7.0);
-    assert_eq!(total(&samples, "seqd_all_segment_waits_total"), 100_000.0);
-    assert_eq!(total(&samples, "seqd_all_sequence_regressions_total"), 1.0);
-    assert_eq!(
-        total(&samples, "seqd_all_sequence_ids_available"),
-        sum(|s| s.ids_available)
-    );
-    assert_eq!(
-        total(&samples, "seqd_all_sequence_max_space_used_ratio"),
-        (i64::MAX / 100 * 95) as f64 / i64::MAX as f64
-    );
-    assert_eq!(total(&samples, "seqd_all_sequences_failing"), 1.0);
-    assert_eq!(total(&samples, "seqd_all_sequences_regressed"), 1.0);
-    promtool_check(&text);
-
-    // Another top: the same rule, as many as asked.
-    let text = render_synthetic(&all, 7);
-    assert_top(&parse(&text), &expected_top(&all, 7), &text);
-}
-
-/// 100,000 sequences made live through the allocator itself (one first use
-/// each, on the in-memory store), then a real scrape: every one is live, the
-/// body is under 1 MB and passes promtool, exactly the top get series, and
-/// the totals count every sequence's ID.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_thousand_live_sequences_scrape_under_a_megabyte() {
-    use futures::StreamExt;
-    use seqd::allocator::{Allocator, AllocatorConfig};
-    const N: usize = 100_000;
-    let store = Arc::new(MemoryStore::new());
-    let names: Vec<SeqName> = (0..N)
-        .map(|i| common::name(&format!("tenant-{i:06}")))
-        .collect();
-    for n in &names {
-        store.insert(n.as_str(), 0, 10);
-    }
-    let alloc = Allocator::new(store, AllocatorConfig::default());
-    let ids: Vec<i64> = futures::stream::iter(&names)
-        .map(|n| {
-            let alloc = alloc.clone();
-            async move { alloc.next(n).await.unwrap() }
-        })
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    assert!(ids.iter().all(|&id| id == 1), "each name's first ID is 1");
-    assert_eq!(alloc.names_in_memory().live, N);
-    let text = {
-        let alloc = alloc.clone();
-        let serials =
-            seqd::serial::Serials::new(alloc.clone(), Arc::new(seqd::serial::SystemWallClock));
-        tokio::task::spawn_blocking(move || render(&alloc, &serials, DEFAULT_TOP))
-            .await
-            .unwrap()
-    };
-    eprintln!("/metrics at {N} live sequences: {} bytes", text.len());
-    assert!(text.len() < MAX_BODY, "{} bytes", text.len());
-    let samples = parse(&text);
-    assert_eq!(shown(&samples, "seqd_ids_issued_total").len(), DEFAULT_TOP);
-    assert_eq!(total(&samples, "seqd_all_ids_issued_total"), N as f64);
-    promtool_check(&text);
-}
-
-/// At a million live sequences the body is still under 1 MB.
-#[test]
-fn a_million_sequences_fit_in_a_megabyte() {
-    let all = synthetic(1_000_000, 24);
-    let (_, samples) = body_under_a_megabyte(&all, "1,000,000 sequences");
-    assert_eq!(shown(&samples, "seqd_ids_issued_total").len(), DEFAULT_TOP);
-    let issued: u64 = all.iter().map(|(_, s)| s.issued).sum();
-    assert_eq!(total(&samples, "seqd_all_ids_issued_total"), issued as f64);
-}
-
-/// `--metrics-top 0`: no per-sequence series at all, the totals still.
-#[test]
-fn top_zero_shows_no_sequence_and_every_total() {
-    let all = synthetic(1_000, 16);
-    let text = render_synthetic(&all, 0);
-    assert!(!text.contains("sequence=\""), "{text}");
-    let samples = parse(&text);
-    assert_shown::<&str>(&samples, &[], &text);
-    let issued: u64 = all.iter().map(|(_, s)| s.issued).sum();
-    assert_eq!(total(&samples, "seqd_all_ids_issued_total"), issued as f64);
-    assert_eq!(total(&samples, "seqd_all_sequences_failing"), 1.0);
-    promtool_check(&text);
 }
 
 /// Over HTTP, on a server with `metrics_top = 5`: a sequence whose fetches
@@ -854,21 +434,10 @@ async fn the_flag_and_its_variable_set_how_many_sequences_are_shown() {
     let by_env = Process::spawn_with_env(&db.url, &[], &[("SEQD_METRICS_TOP", "0")]).await;
     let http = reqwest::Client::new();
     for (name, ids) in [("flag-a", 2), ("flag-b", 1)] {
-        let resp = http
-            .post(format!("{}/v1/sequences", by_flag.base))
-            .json(&json!({ "name": name, "step": 10 }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 201, "create {name}");
+        create_at(&http, &by_flag.base, name, 1, 10).await;
         for p in [&by_flag, &by_env] {
             for _ in 0..ids {
-                let resp = http
-                    .get(format!("{}/v1/sequences/{name}/next", p.base))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(resp.status(), 200);
+                next_at(&http, &p.base, name).await;
             }
         }
     }
@@ -929,7 +498,7 @@ fn queries<'a>(v: &'a Value, into: &mut Vec<&'a str>) {
 async fn exposed_names() -> BTreeSet<String> {
     let db = common::test_db(common::Backend::Sqlite).await.unwrap();
     let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
-    create(&srv, "dash-order", 10).await;
+    srv.create("dash-order", 1, 10).await;
     for _ in 0..30 {
         get_ok(&srv, "/v1/sequences/dash-order/next").await;
     }

@@ -15,8 +15,7 @@ use common::{Backend, TestDb};
 use proxy::Proxy;
 use reqwest::StatusCode;
 use seqd::config::Settings;
-use seqd::startup;
-use serde_json::{json, Value};
+use serde_json::Value;
 use server::TestServer;
 use tokio::sync::watch;
 
@@ -30,21 +29,10 @@ const IDS: usize = 60;
 /// A server on `url` with a store pool of `connections`.
 async fn start_with_pool(settings: Settings, url: &str, connections: u32) -> TestServer {
     let options = settings.store_options().with_max_connections(connections);
-    let database = startup::open_database_with(url, &options)
+    let database = seqd::open::open_database_with(url, &options)
         .await
         .expect("open database");
     TestServer::start_with_database(settings, database).await
-}
-
-async fn create(s: &TestServer, name: &str, step: i64) {
-    let resp = s
-        .send_json(
-            reqwest::Method::POST,
-            "/v1/sequences",
-            &json!({"name": name, "step": step}),
-        )
-        .await;
-    assert_eq!(resp.status(), StatusCode::CREATED, "create {name}");
 }
 
 /// A read answer the contract allows under a flood: 200, or 503
@@ -110,9 +98,9 @@ async fn a_flood_of_reads_never_starves_segment_fetches(db: TestDb) {
     // loaded machine); without it, behind 64 readers on 3 connections.
     settings.allocator.wait_timeout = Duration::from_secs(3);
     let s = start_with_pool(settings, &url, 3).await;
-    create(&s, "flooded", 5).await;
+    s.create("flooded", 1, 5).await;
     for i in 0..20 {
-        create(&s, &format!("other-{i:02}"), 5).await;
+        s.create(&format!("other-{i:02}"), 1, 5).await;
     }
     assert_eq!(s.get("/v1/sequences/flooded/next").await.status(), 200);
     if let Some(p) = &proxy {
@@ -191,7 +179,7 @@ async fn last_error_shows_seqds_words_never_the_drivers_text(db: TestDb) {
     settings.allocator.max_step = 5;
     settings.allocator.wait_timeout = Duration::from_millis(200);
     let s = TestServer::start(settings).await;
-    create(&s, "refused", 5).await;
+    s.create("refused", 1, 5).await;
     assert_eq!(s.get("/v1/sequences/refused/next").await.status(), 200);
     refuse_updates(&db).await;
 

@@ -12,7 +12,7 @@ mod server;
 use std::path::Path;
 use std::process::Output;
 
-use common::{Backend, TestDb};
+use common::{ok, Backend, TestDb};
 use seqd::store::workers::WorkerRow;
 use seqd::store::{Dialect, MigrateMode, StoreOptions};
 use server::Process;
@@ -22,18 +22,6 @@ use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
 /// Runs the `seqd` binary with `args` and a clean environment for its settings.
 async fn seqd(args: &[&str]) -> Output {
     common::seqd_binary(args).await
-}
-
-/// Asserts success and returns stdout.
-fn ok(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 fn dialect(backend: Backend) -> Dialect {
@@ -486,24 +474,8 @@ impl Drop for DmlRole {
 /// Creates `name` over the API of `process` and takes IDs from it.
 async fn serves_and_creates(process: &Process, name: &str) -> i64 {
     let http = reqwest::Client::new();
-    let created = http
-        .post(format!("{}/v1/sequences", process.base))
-        .json(&serde_json::json!({ "name": name, "step": 10 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201, "create {name}");
-    let next: serde_json::Value = http
-        .get(format!("{}/v1/sequences/{name}/next", process.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    next["id"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("an ID: {next}"))
+    server::create_at(&http, &process.base, name, 1, 10).await;
+    server::next_at(&http, &process.base, name).await
 }
 
 async fn schema_output_applied_by_the_client_serves_under_a_dml_only_role(db: TestDb) {

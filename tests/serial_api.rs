@@ -7,24 +7,11 @@
 mod common;
 mod server;
 
-use common::TestDb;
-use reqwest::{Method, StatusCode};
+use common::{clear_of_midnight, today, TestDb};
+use reqwest::StatusCode;
 use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
-
-async fn start(db: &TestDb) -> TestServer {
-    TestServer::start(Settings::for_database(db.url.clone())).await
-}
-
-async fn create(s: &TestServer, body: Value) -> reqwest::Response {
-    s.send_json(Method::POST, "/v1/sequences", &body).await
-}
-
-async fn patch(s: &TestServer, name: &str, body: Value) -> reqwest::Response {
-    s.send_json(Method::PATCH, &format!("/v1/sequences/{name}"), &body)
-        .await
-}
 
 /// Asserts a 400 `invalid_request` whose message holds `needle`.
 async fn refused(resp: reqwest::Response, needle: &str) {
@@ -35,25 +22,8 @@ async fn refused(resp: reqwest::Response, needle: &str) {
     assert!(message.contains(needle), "{message:?} lacks {needle:?}");
 }
 
-/// Today's date in UTC as the serials print it.
-/// Waits out the last 30 s of a UTC day, so a test that prints today's
-/// date in its expected serials does not straddle midnight (CI may run then).
-async fn clear_of_midnight() {
-    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
-    if left <= 30 {
-        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
-    }
-}
-
-fn today() -> String {
-    let d = jiff::tz::TimeZone::UTC
-        .to_datetime(jiff::Timestamp::now())
-        .date();
-    format!("{:04}{:02}{:02}", d.year(), d.month(), d.day())
-}
-
 async fn every_bad_setting_is_refused_with_what_is_wrong(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let cases = [
         (json!({"format": "A{foo}{seq}"}), "unknown token `{foo}`"),
         (
@@ -95,7 +65,7 @@ async fn every_bad_setting_is_refused_with_what_is_wrong(db: TestDb) {
     for (fields, needle) in cases {
         let mut body = fields.clone();
         body["name"] = json!("bad");
-        refused(create(&s, body).await, needle).await;
+        refused(s.post_sequence(&body).await, needle).await;
     }
     assert_eq!(
         s.get("/v1/sequences/bad").await.status(),
@@ -103,32 +73,35 @@ async fn every_bad_setting_is_refused_with_what_is_wrong(db: TestDb) {
     );
     // The same checks on PATCH, of the merged settings.
     assert_eq!(
-        create(
-            &s,
-            json!({"name": "p", "format": "P{yyyy}{MM}{dd}{seq}", "reset": "day"})
-        )
-        .await
-        .status(),
+        s.post_sequence(&json!({"name": "p", "format": "P{yyyy}{MM}{dd}{seq}", "reset": "day"}))
+            .await
+            .status(),
         201
     );
     refused(
-        patch(&s, "p", json!({"format": "P{yyyy}{MM}{seq}"})).await,
+        s.patch_sequence("p", &json!({"format": "P{yyyy}{MM}{seq}"}))
+            .await,
         "missing: {dd}",
     )
     .await;
     refused(
-        patch(&s, "p", json!({"time_zone": "Nowhere/Land"})).await,
+        s.patch_sequence("p", &json!({"time_zone": "Nowhere/Land"}))
+            .await,
         "unknown time zone",
     )
     .await;
     refused(
-        patch(&s, "p", json!({"format": null, "reset": "day"})).await,
+        s.patch_sequence("p", &json!({"format": null, "reset": "day"}))
+            .await,
         "go with it",
     )
     .await;
-    assert_eq!(create(&s, json!({"name": "plain"})).await.status(), 201);
+    assert_eq!(
+        s.post_sequence(&json!({"name": "plain"})).await.status(),
+        201
+    );
     refused(
-        patch(&s, "plain", json!({"reset": "day"})).await,
+        s.patch_sequence("plain", &json!({"reset": "day"})).await,
         "give a format too",
     )
     .await;
@@ -137,13 +110,13 @@ async fn every_bad_setting_is_refused_with_what_is_wrong(db: TestDb) {
 
 async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
     clear_of_midnight().await;
-    let s = start(&db).await;
-    let resp = create(
-        &s,
-        json!({"name": "ord", "start": 100, "step": 10, "format": "ORD{yyyy}{MM}{dd}{seq:06}",
+    let s = TestServer::on(&db.url).await;
+    let resp = s
+        .post_sequence(
+            &json!({"name": "ord", "start": 100, "step": 10, "format": "ORD{yyyy}{MM}{dd}{seq:06}",
                "reset": "day", "time_zone": "utc"}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let row: Value = resp.json().await.unwrap();
     assert_eq!(
@@ -188,7 +161,10 @@ async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
         "{got}"
     );
     // A plain sequence's answers are unchanged.
-    assert_eq!(create(&s, json!({"name": "plain"})).await.status(), 201);
+    assert_eq!(
+        s.post_sequence(&json!({"name": "plain"})).await.status(),
+        201
+    );
     assert_eq!(
         s.get_json("/v1/sequences/plain/next").await,
         json!({"name": "plain", "id": 1})
@@ -197,8 +173,10 @@ async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
 }
 
 async fn a_full_counter_answers_409_until_widened_and_plain_again_serves_ids(db: TestDb) {
-    let s = start(&db).await;
-    let resp = create(&s, json!({"name": "t", "step": 100, "format": "T{seq:01}"})).await;
+    let s = TestServer::on(&db.url).await;
+    let resp = s
+        .post_sequence(&json!({"name": "t", "step": 100, "format": "T{seq:01}"}))
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     for i in 1..=9 {
         assert_eq!(
@@ -224,11 +202,11 @@ async fn a_full_counter_answers_409_until_widened_and_plain_again_serves_ids(db:
     assert_eq!(periods.len(), 1);
     assert_eq!((periods[0].key.as_str(), periods[0].max_id), ("", 9));
     // Widened: the counter goes on past its width.
-    let widened = patch(&s, "t", json!({"overflow": "widen"})).await;
+    let widened = s.patch_sequence("t", &json!({"overflow": "widen"})).await;
     assert_eq!(widened.status(), StatusCode::OK);
     assert_eq!(s.get_json("/v1/sequences/t/next").await["serial"], "T10");
     // Made plain: IDs without serials, from the sequence's own row.
-    let plain = patch(&s, "t", json!({"format": null})).await;
+    let plain = s.patch_sequence("t", &json!({"format": null})).await;
     assert_eq!(plain.status(), StatusCode::OK);
     let row: Value = plain.json().await.unwrap();
     assert_eq!(row["serial"], Value::Null);
@@ -279,7 +257,7 @@ async fn next(s: &TestServer, name: &str) -> reqwest::Response {
 /// (no traffic, no reservation): plain -> serial, serial -> plain, a new
 /// format, overflow refuse -> widen, ordering instance -> global.
 async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_traffic(db: TestDb) {
-    let a = start(&db).await;
+    let a = TestServer::on(&db.url).await;
     let b = start_refreshing(&db).await;
     let made = [
         json!({"name": "plain", "step": 100000}),
@@ -289,12 +267,10 @@ async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_tr
         json!({"name": "order", "step": 1000}),
     ];
     for body in made {
-        assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+        assert_eq!(a.post_sequence(&body).await.status(), StatusCode::CREATED);
     }
     // `b` serves each from memory: a segment, a period counter.
-    let first_plain = b.get_json("/v1/sequences/plain/next").await["id"]
-        .as_i64()
-        .unwrap();
+    let first_plain = b.next("plain").await;
     assert_eq!(
         b.get_json("/v1/sequences/serial/next").await["serial"],
         "S001"
@@ -307,11 +283,9 @@ async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_tr
         );
     }
     assert_eq!(next(&b, "full").await.status(), StatusCode::CONFLICT);
-    assert_eq!(b.get_json("/v1/sequences/order/next").await["id"], 1);
+    assert_eq!(b.next("order").await, 1);
     // `a` reserves above `b`'s segment of `order`.
-    let a_order = a.get_json("/v1/sequences/order/next").await["id"]
-        .as_i64()
-        .unwrap();
+    let a_order = a.next("order").await;
     assert!(a_order > 1000, "{a_order}");
 
     let patches = [
@@ -323,7 +297,7 @@ async fn every_setting_patched_on_one_instance_is_in_force_on_another_without_tr
     ];
     for (name, body) in patches {
         assert_eq!(
-            patch(&a, name, body).await.status(),
+            a.patch_sequence(name, &body).await.status(),
             StatusCode::OK,
             "{name}"
         );
@@ -367,9 +341,9 @@ async fn a_row_changed_by_sql_is_in_force_on_every_instance_without_traffic(db: 
     let a = start_refreshing(&db).await;
     let b = start_refreshing(&db).await;
     let body = json!({"name": "q", "step": 10, "format": "Q{seq:03}"});
-    assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+    assert_eq!(a.post_sequence(&body).await.status(), StatusCode::CREATED);
     let body = json!({"name": "r", "step": 100000});
-    assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+    assert_eq!(a.post_sequence(&body).await.status(), StatusCode::CREATED);
     assert_eq!(a.get_json("/v1/sequences/q/next").await["serial"], "Q001");
     let q = b.get_json("/v1/sequences/q/next").await;
     assert!(
@@ -415,10 +389,10 @@ async fn a_row_changed_by_sql_is_in_force_on_every_instance_without_traffic(db: 
 /// of its capacity reserved and its highest counter, as `GET` reports them.
 async fn metrics_show_the_period_fill_and_counter(db: TestDb) {
     clear_of_midnight().await;
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let body =
         json!({"name": "inv", "step": 10, "format": "I{yyyy}{MM}{dd}{seq:02}", "reset": "day"});
-    assert_eq!(create(&s, body).await.status(), StatusCode::CREATED);
+    assert_eq!(s.post_sequence(&body).await.status(), StatusCode::CREATED);
     for _ in 0..3 {
         s.get_json("/v1/sequences/inv/next").await;
     }

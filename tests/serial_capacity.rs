@@ -10,40 +10,10 @@ mod server;
 
 use std::collections::HashSet;
 
-use common::TestDb;
-use reqwest::{Method, StatusCode};
-use seqd::config::Settings;
+use common::{clear_of_midnight, today, TestDb};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server::TestServer;
-
-async fn start(db: &TestDb) -> TestServer {
-    TestServer::start(Settings::for_database(db.url.clone())).await
-}
-
-async fn create(s: &TestServer, body: Value) -> reqwest::Response {
-    s.send_json(Method::POST, "/v1/sequences", &body).await
-}
-
-async fn patch(s: &TestServer, name: &str, body: Value) -> reqwest::Response {
-    s.send_json(Method::PATCH, &format!("/v1/sequences/{name}"), &body)
-        .await
-}
-
-/// Waits out the last 30 s of a UTC day, so a test that prints today's
-/// date does not straddle midnight.
-async fn clear_of_midnight() {
-    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
-    if left <= 30 {
-        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
-    }
-}
-
-fn today() -> String {
-    let d = jiff::tz::TimeZone::UTC
-        .to_datetime(jiff::Timestamp::now())
-        .date();
-    format!("{:04}{:02}{:02}", d.year(), d.month(), d.day())
-}
 
 /// The serial `/next` answers.
 async fn next(s: &TestServer, name: &str) -> String {
@@ -93,10 +63,10 @@ async fn period_max(s: &TestServer, name: &str, key: &str) -> i64 {
 /// refused, and the 8 left are still served, one by one.
 async fn a_refused_batch_leaves_the_day_to_later_requests(db: TestDb) {
     clear_of_midnight().await;
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let body = json!({"name": "inv", "step": 10, "format": "INV{yyyy}{MM}{dd}-{seq:03}",
                       "reset": "day"});
-    assert_eq!(create(&s, body).await.status(), StatusCode::CREATED);
+    assert_eq!(s.post_sequence(&body).await.status(), StatusCode::CREATED);
     let day = today();
     assert_eq!(next(&s, "inv").await, format!("INV{day}-001"));
     exhausted(batch(&s, "inv", 1000).await).await;
@@ -118,9 +88,9 @@ async fn a_refused_batch_leaves_the_day_to_later_requests(db: TestDb) {
 
 /// The same with `reset: never`: the one counter would be dead for good.
 async fn a_refused_batch_never_kills_a_counter_that_never_resets(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let body = json!({"name": "nr", "step": 10, "format": "N{seq:03}"});
-    assert_eq!(create(&s, body).await.status(), StatusCode::CREATED);
+    assert_eq!(s.post_sequence(&body).await.status(), StatusCode::CREATED);
     assert_eq!(next(&s, "nr").await, "N001");
     exhausted(batch(&s, "nr", 1000).await).await;
     assert_eq!(next(&s, "nr").await, "N002");
@@ -139,10 +109,10 @@ async fn a_refused_batch_never_kills_a_counter_that_never_resets(db: TestDb) {
 /// row's `max_id` exactly where it was, however often it is repeated.
 async fn a_refused_global_request_leaves_max_id_unchanged(db: TestDb) {
     clear_of_midnight().await;
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let body = json!({"name": "g", "step": 10, "format": "G{yyyy}{MM}{dd}-{seq:03}",
                       "reset": "day", "ordering": "global"});
-    assert_eq!(create(&s, body).await.status(), StatusCode::CREATED);
+    assert_eq!(s.post_sequence(&body).await.status(), StatusCode::CREATED);
     let day = today();
     assert_eq!(next(&s, "g").await, format!("G{day}-001"));
     assert_eq!(period_max(&s, "g", &day).await, 1);
@@ -166,10 +136,10 @@ async fn a_refused_global_request_leaves_max_id_unchanged(db: TestDb) {
 /// a `{seq:02}` counter: the row never passes 99, no serial is served
 /// twice, and every one of the 99 is served.
 async fn two_instances_never_reserve_past_a_two_digit_counter(db: TestDb) {
-    let a = start(&db).await;
-    let b = start(&db).await;
+    let a = TestServer::on(&db.url).await;
+    let b = TestServer::on(&db.url).await;
     let body = json!({"name": "two", "step": 7, "format": "T{seq:02}"});
-    assert_eq!(create(&a, body).await.status(), StatusCode::CREATED);
+    assert_eq!(a.post_sequence(&body).await.status(), StatusCode::CREATED);
     let servers = std::sync::Arc::new([a, b]);
     let mut clients = Vec::new();
     for c in 0..12usize {
@@ -221,7 +191,7 @@ async fn two_instances_never_reserve_past_a_two_digit_counter(db: TestDb) {
 /// the overflow rule; with `overflow: widen` it prints in full and is
 /// accepted.
 async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
-    let s = start(&db).await;
+    let s = TestServer::on(&db.url).await;
     let refused = |resp: reqwest::Response| async move {
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
         let body: Value = resp.json().await.unwrap();
@@ -232,11 +202,8 @@ async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
         assert!(message.contains("99"), "{message}");
     };
     refused(
-        create(
-            &s,
-            json!({"name": "x", "start": 1000, "format": "X{seq:02}"}),
-        )
-        .await,
+        s.post_sequence(&json!({"name": "x", "start": 1000, "format": "X{seq:02}"}))
+            .await,
     )
     .await;
     assert_eq!(
@@ -245,20 +212,20 @@ async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
     );
     // At the capacity itself: one counter a period, accepted.
     let edge = json!({"name": "edge", "start": 99, "format": "E{seq:02}"});
-    assert_eq!(create(&s, edge).await.status(), StatusCode::CREATED);
+    assert_eq!(s.post_sequence(&edge).await.status(), StatusCode::CREATED);
     assert_eq!(next(&s, "edge").await, "E99");
     // Widening prints it in full.
     let wide = json!({"name": "w", "start": 1000, "format": "W{seq:02}", "overflow": "widen"});
-    assert_eq!(create(&s, wide).await.status(), StatusCode::CREATED);
+    assert_eq!(s.post_sequence(&wide).await.status(), StatusCode::CREATED);
     assert_eq!(next(&s, "w").await, "W1000");
     // PATCH: made serial, narrowed, or made to refuse again.
     let plain = json!({"name": "p", "start": 1000});
-    assert_eq!(create(&s, plain).await.status(), StatusCode::CREATED);
-    refused(patch(&s, "p", json!({"format": "P{seq:02}"})).await).await;
+    assert_eq!(s.post_sequence(&plain).await.status(), StatusCode::CREATED);
+    refused(s.patch_sequence("p", &json!({"format": "P{seq:02}"})).await).await;
     let serial = json!({"name": "q", "start": 1000, "format": "Q{seq:04}"});
-    assert_eq!(create(&s, serial).await.status(), StatusCode::CREATED);
-    refused(patch(&s, "q", json!({"format": "Q{seq:02}"})).await).await;
-    refused(patch(&s, "w", json!({"overflow": "refuse"})).await).await;
+    assert_eq!(s.post_sequence(&serial).await.status(), StatusCode::CREATED);
+    refused(s.patch_sequence("q", &json!({"format": "Q{seq:02}"})).await).await;
+    refused(s.patch_sequence("w", &json!({"overflow": "refuse"})).await).await;
     let rows = [
         ("p", None),
         ("q", Some("Q{seq:04}")),
@@ -269,7 +236,7 @@ async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
         assert_eq!(row["serial"]["format"].as_str(), format, "{row}");
     }
     assert_eq!(
-        patch(&s, "q", json!({"format": "Q{seq:05}"}))
+        s.patch_sequence("q", &json!({"format": "Q{seq:05}"}))
             .await
             .status(),
         StatusCode::OK

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use seqd::allocator::{Allocator, AllocatorConfig, ManualClock, RateStep};
-use seqd::domain::{NewSequence, Ordering, SeqName, SeqNameRef, SerialSettings};
+use seqd::domain::{IdOrdering, NewSequence, SeqName, SeqNameRef, SerialSettings};
 use seqd::serial::{IssueError, ManualWallClock, Overflow, Period, Reset, Serials, WallClock};
 use seqd::store::memory::MemoryStore;
-use seqd::store::{SequencePatch, Store};
+use seqd::store::{prelude::*, SequencePatch};
 
 struct Rig {
     store: Arc<MemoryStore>,
@@ -43,7 +43,7 @@ fn instance(store: &Arc<MemoryStore>, now: Timestamp) -> Rig {
         Arc::new(policy),
     );
     let wall = ManualWallClock::at(now);
-    let serials = Serials::new(allocator.clone(), Arc::new(wall.clone()));
+    let serials = Serials::new(allocator.clone(), store.clone(), Arc::new(wall.clone()));
     Rig {
         store: store.clone(),
         clock,
@@ -59,7 +59,7 @@ async fn create(
     start: i64,
     step: i64,
     serial: SerialSettings,
-    ordering: Ordering,
+    ordering: IdOrdering,
 ) {
     let new = NewSequence::new(
         SeqName::parse(name).unwrap(),
@@ -123,7 +123,7 @@ async fn a_daily_counter_starts_again_at_start_at_midnight_utc() {
         "UTC",
         Overflow::Refuse,
     );
-    create(&store, "order", 100, 1000, s, Ordering::Instance).await;
+    create(&store, "order", 100, 1000, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-11-30T23:59:59Z"));
     assert_eq!(rig.one("order").await, (100, "ORD20261130000100".into()));
     assert_eq!(rig.one("order").await, (101, "ORD20261130000101".into()));
@@ -150,8 +150,8 @@ async fn month_and_year_ends_start_new_periods() {
         Overflow::Refuse,
     );
     let yearly = settings("Y{yyyy}/{seq}", Reset::Year, "UTC", Overflow::Refuse);
-    create(&store, "inv", 1, 10, monthly, Ordering::Instance).await;
-    create(&store, "yr", 1, 10, yearly, Ordering::Instance).await;
+    create(&store, "inv", 1, 10, monthly, IdOrdering::Instance).await;
+    create(&store, "yr", 1, 10, yearly, IdOrdering::Instance).await;
     let rig = instance(&store, at("2028-02-29T23:59:59.999Z"));
     assert_eq!(rig.one("inv").await.1, "INV-2802-0001");
     assert_eq!(rig.one("yr").await.1, "Y2028/1");
@@ -178,7 +178,7 @@ async fn new_york_days_follow_local_midnight_across_both_dst_changes() {
         "America/New_York",
         Overflow::Refuse,
     );
-    create(&store, "ny", 1, 5, s, Ordering::Instance).await;
+    create(&store, "ny", 1, 5, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-03-08T04:59:59Z"));
     let steps = [
         ("2026-03-08T04:59:59Z", "NY20260307-001"),
@@ -210,7 +210,7 @@ async fn the_prefix_always_matches_the_counters_period() {
     let store = Arc::new(MemoryStore::new());
     let zone = "America/New_York";
     let s = settings("{yyyy}{MM}{dd}{seq:05}", Reset::Day, zone, Overflow::Refuse);
-    create(&store, "walk", 7, 3, s, Ordering::Instance).await;
+    create(&store, "walk", 7, 3, s, IdOrdering::Instance).await;
     let tz = jiff::tz::TimeZone::get(zone).unwrap();
     let rig = instance(&store, at("2026-10-31T20:00:00Z"));
     let mut seen: HashMap<String, Vec<i64>> = HashMap::new();
@@ -249,7 +249,7 @@ async fn a_full_counter_answers_serial_exhausted_and_never_reserves_past_its_cap
         "UTC",
         Overflow::Refuse,
     );
-    create(&store, "tiny", 1, 1000, s, Ordering::Instance).await;
+    create(&store, "tiny", 1, 1000, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T12:00:00Z"));
     for i in 1..=99 {
         assert_eq!(rig.one("tiny").await.1, format!("T20260601{i:02}"));
@@ -272,7 +272,7 @@ async fn a_full_counter_answers_serial_exhausted_and_never_reserves_past_its_cap
 async fn a_widening_counter_prints_in_full_past_its_width() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("W{seq:02}", Reset::Never, "UTC", Overflow::Widen);
-    create(&store, "wide", 98, 10, s, Ordering::Instance).await;
+    create(&store, "wide", 98, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T12:00:00Z"));
     let got: Vec<String> = {
         let mut v = Vec::new();
@@ -288,7 +288,7 @@ async fn a_widening_counter_prints_in_full_past_its_width() {
 async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("B{MM}{dd}{yy}{seq:03}", Reset::Day, "UTC", Overflow::Refuse);
-    create(&store, "b", 1, 100, s, Ordering::Instance).await;
+    create(&store, "b", 1, 100, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T23:59:59Z"));
     let name = SeqNameRef::parse("b").unwrap();
     let issued = rig.serials.issue(name, 500).await.unwrap();
@@ -312,7 +312,7 @@ async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
 async fn plain_requests_of_a_serial_sequence_stay_off_the_store() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("P{yyyy}{seq}", Reset::Year, "UTC", Overflow::Refuse);
-    create(&store, "ps", 1, 10, s, Ordering::Instance).await;
+    create(&store, "ps", 1, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T09:00:00Z"));
     let name = SeqName::parse("ps").unwrap();
     for _ in 0..200 {
@@ -343,7 +343,7 @@ async fn a_burst_on_one_instance_leaves_counters_for_another() {
         "UTC",
         Overflow::Refuse,
     );
-    create(&store, "fair", 1, 10, s, Ordering::Instance).await;
+    create(&store, "fair", 1, 10, s, IdOrdering::Instance).await;
     let a = instance(&store, at("2026-06-01T09:00:00Z"));
     let b = instance(&store, at("2026-06-01T09:00:00Z"));
     let mut seen = std::collections::BTreeSet::new();
@@ -395,7 +395,7 @@ async fn a_burst_on_one_instance_leaves_counters_for_another() {
 async fn the_step_is_cut_to_what_the_rest_of_the_period_will_use() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("R{yyyy}{MM}{dd}{seq}", Reset::Day, "UTC", Overflow::Refuse);
-    create(&store, "rate", 1, 10, s, Ordering::Instance).await;
+    create(&store, "rate", 1, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T23:50:00Z"));
     // 100 serials a second for the period's last 10 minutes.
     for _ in 0..600 {
@@ -427,7 +427,7 @@ async fn global_serials_have_no_gap_across_instances() {
         "UTC",
         Overflow::Refuse,
     );
-    create(&store, "g", 1, 1000, s, Ordering::Global).await;
+    create(&store, "g", 1, 1000, s, IdOrdering::Global).await;
     let now = at("2026-06-01T10:00:00Z");
     let rigs: Vec<Rig> = (0..3).map(|_| instance(&store, now)).collect();
     let mut counters = Vec::new();
@@ -454,7 +454,7 @@ async fn two_instances_crossing_midnight_hand_out_every_serial_once() {
         "UTC",
         Overflow::Refuse,
     );
-    create(&store, "x", 1, 50, s, Ordering::Instance).await;
+    create(&store, "x", 1, 50, s, IdOrdering::Instance).await;
     let rigs: Vec<Arc<Rig>> = (0..2)
         .map(|_| Arc::new(instance(&store, at("2026-12-31T23:59:59.900Z"))))
         .collect();
@@ -496,7 +496,7 @@ async fn two_instances_crossing_midnight_hand_out_every_serial_once() {
 async fn old_periods_leave_memory() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("D{yyyy}{MM}{dd}{seq}", Reset::Day, "UTC", Overflow::Refuse);
-    create(&store, "d", 1, 10, s, Ordering::Instance).await;
+    create(&store, "d", 1, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T12:00:00Z"));
     for _ in 0..10 {
         rig.one("d").await;
@@ -513,7 +513,7 @@ async fn old_periods_leave_memory() {
 async fn changed_settings_take_effect_and_a_plain_sequence_goes_back_to_the_allocator() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("A{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "c", 1, 10, s, Ordering::Instance).await;
+    create(&store, "c", 1, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T12:00:00Z"));
     let name = SeqName::parse("c").unwrap();
     assert_eq!(
@@ -573,7 +573,7 @@ async fn a_settings_change_after_the_clock_stepped_back_keeps_the_later_period()
         "UTC",
         Overflow::Refuse,
     );
-    create(&store, "d", 1, 10, s, Ordering::Instance).await;
+    create(&store, "d", 1, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-12-01T00:00:05Z"));
     assert_eq!(rig.one("d").await.1, "D20261201-0001");
     rig.set(at("2026-11-30T23:59:58Z"));
@@ -674,7 +674,7 @@ async fn a_plain_sequence_made_serial_elsewhere_stops_serving_plain_ids_within_o
 async fn a_serial_sequence_made_plain_elsewhere_serves_ids_within_one_refresh() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("S{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "s", 1, 10, s, Ordering::Instance).await;
+    create(&store, "s", 1, 10, s, IdOrdering::Instance).await;
     let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
     let name = SeqName::parse("s").unwrap();
     assert_eq!(
@@ -699,7 +699,7 @@ async fn a_serial_sequence_made_plain_elsewhere_serves_ids_within_one_refresh() 
 async fn a_format_changed_elsewhere_prints_the_next_serial_within_one_refresh() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("A{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "f", 1, 10, s, Ordering::Instance).await;
+    create(&store, "f", 1, 10, s, IdOrdering::Instance).await;
     let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
     assert_eq!(rig.one("f").await.1, "A001");
     change_elsewhere(&store, "f", serial_patch("B-{seq:05}", Overflow::Refuse)).await;
@@ -712,7 +712,7 @@ async fn a_format_changed_elsewhere_prints_the_next_serial_within_one_refresh() 
 async fn a_full_counter_widened_elsewhere_serves_again_within_one_refresh() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("W{seq:01}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "w", 1, 1, s, Ordering::Instance).await;
+    create(&store, "w", 1, 1, s, IdOrdering::Instance).await;
     let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
     for i in 1..=9 {
         assert_eq!(rig.one("w").await.1, format!("W{i}"));
@@ -735,7 +735,7 @@ async fn an_ordering_made_global_elsewhere_takes_the_next_id_from_the_row_within
     let g = SeqName::parse("g").unwrap();
     assert_eq!(rig.allocator.next(&g).await, Ok(1));
     let global = SequencePatch {
-        ordering: Some(Ordering::Global),
+        ordering: Some(IdOrdering::Global),
         ..Default::default()
     };
     change_elsewhere(&store, "g", global).await;
@@ -759,14 +759,14 @@ async fn the_settings_refresh_ends_when_its_instance_is_dropped() {
 }
 
 /// A request the capacity cannot serve whole is refused having taken
-/// nothing (DESIGN.md: a refused request consumes no serial capacity): not
+/// nothing (a refused request consumes no serial capacity): not
 /// the counters memory holds, not the row's. The next request gets the
 /// very next counter, and the rest of the period is still served.
 #[tokio::test]
 async fn a_refused_request_takes_no_counter_from_memory_or_the_row() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("K{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "k", 1, 10, s, Ordering::Instance).await;
+    create(&store, "k", 1, 10, s, IdOrdering::Instance).await;
     let rig = instance(&store, at("2026-06-01T12:00:00Z"));
     let name = SeqNameRef::parse("k").unwrap();
     assert_eq!(rig.one("k").await, (1, "K01".into()));
@@ -804,7 +804,7 @@ async fn a_refused_request_takes_no_counter_from_memory_or_the_row() {
 async fn a_refused_global_request_leaves_the_row_unchanged() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("Q{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "q", 1, 10, s, Ordering::Global).await;
+    create(&store, "q", 1, 10, s, IdOrdering::Global).await;
     let rig = instance(&store, at("2026-06-01T12:00:00Z"));
     let name = SeqNameRef::parse("q").unwrap();
     assert_eq!(rig.one("q").await, (1, "Q01".into()));
@@ -828,7 +828,7 @@ async fn a_refused_global_request_leaves_the_row_unchanged() {
 async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("M{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "mg", 1, 10, s, Ordering::Global).await;
+    create(&store, "mg", 1, 10, s, IdOrdering::Global).await;
     let rig = Arc::new(instance(&store, at("2026-06-01T12:00:00Z")));
     let name = SeqNameRef::parse("mg").unwrap();
     rig.serials.issue(name, 60).await.unwrap();
@@ -876,7 +876,7 @@ async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
 async fn two_instances_never_reserve_past_the_capacity() {
     let store = Arc::new(MemoryStore::new());
     let s = settings("Z{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "z", 1, 7, s, Ordering::Instance).await;
+    create(&store, "z", 1, 7, s, IdOrdering::Instance).await;
     let rigs: Vec<Arc<Rig>> = (0..2)
         .map(|_| Arc::new(instance(&store, at("2026-06-01T12:00:00Z"))))
         .collect();

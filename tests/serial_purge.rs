@@ -10,24 +10,12 @@ mod common;
 
 use std::process::Output;
 
-use common::TestDb;
+use common::{clear_of_midnight, ok, TestDb};
 
 async fn seqd_on(db: &TestDb, args: &[&str]) -> Output {
     let mut all = args.to_vec();
     all.extend(["--database-url", db.url.as_str()]);
     common::seqd_binary(&all).await
-}
-
-#[track_caller]
-fn ok(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 async fn keys(db: &TestDb, name: &str) -> Vec<String> {
@@ -154,15 +142,6 @@ async fn purge_removes_old_periods_only(db: TestDb) {
         String::from_utf8_lossy(&bad.stderr).contains("missing"),
         "{bad:?}"
     );
-}
-
-/// Waits out the last 30 s of a UTC day, so the test and the binary agree
-/// on which day is today (CI may run at midnight).
-async fn clear_of_midnight() {
-    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
-    if left <= 30 {
-        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
-    }
 }
 
 /// Yesterday's period ended at most a day ago: an instance whose clock is a

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use common::{execute, name, new_seq, TestDb};
-use seqd::domain::{NewSequence, Ordering, SerialSettings};
+use seqd::domain::{IdOrdering, NewSequence, SerialSettings};
 use seqd::serial::{Overflow, Reset};
 use seqd::store::{SequencePatch, Store, StoreError};
 
@@ -259,7 +259,7 @@ async fn step_and_ordering_changes_reach_the_counter_rows(db: TestDb) {
         .unwrap();
     let patch = SequencePatch {
         step: Some(33),
-        ordering: Some(Ordering::Global),
+        ordering: Some(IdOrdering::Global),
         ..Default::default()
     };
     store.update(&name("order"), &patch).await.unwrap();
@@ -268,7 +268,7 @@ async fn step_and_ordering_changes_reach_the_counter_rows(db: TestDb) {
             .reserve(&name("order").period_counter(key), 1)
             .await
             .unwrap();
-        assert_eq!((r.row_step, r.ordering), (33, Ordering::Global), "{key}");
+        assert_eq!((r.row_step, r.ordering), (33, IdOrdering::Global), "{key}");
     }
     let r = store
         .reserve(&name("order2").period_counter("20261130"), 1)
@@ -276,7 +276,7 @@ async fn step_and_ordering_changes_reach_the_counter_rows(db: TestDb) {
         .unwrap();
     assert_eq!(
         (r.row_step, r.ordering),
-        (10, Ordering::Instance),
+        (10, IdOrdering::Instance),
         "another sequence's counter"
     );
 }

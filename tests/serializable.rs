@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::{Backend, TestDb};
 use seqd::store::postgres::PostgresStore;
-use seqd::store::{BumpMode, Store, StoreOptions};
+use seqd::store::{prelude::*, BumpMode, StoreOptions};
 use sqlx::{Connection, MySqlConnection, PgConnection};
 
 /// Instances (stores, each with its own pool) reserving from one row.

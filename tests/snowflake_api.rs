@@ -230,7 +230,7 @@ async fn disabled_snowflake_routes_answer_404_snowflake_disabled() {
 #[tokio::test]
 async fn an_unusable_layout_is_a_start_up_error() {
     let db = common::test_db(Backend::Sqlite).await.unwrap();
-    let database = seqd::startup::open_database_with(&db.url, &Default::default())
+    let database = seqd::open::open_database_with(&db.url, &Default::default())
         .await
         .unwrap();
     let mut settings = Settings::for_database(db.url.clone());

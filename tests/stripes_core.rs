@@ -3,15 +3,18 @@
 //! failure and on slowness, probes bringing a stripe back, the lift past the
 //! instance's high-water mark, admin writes on every stripe, missing rows.
 
+mod recording;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use recording::Recording;
 use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, ManualClock};
 use seqd::domain::{NewSequence, SeqName};
 use seqd::store::memory::MemoryStore;
 use seqd::store::stripes::{StripeLayout, StripedStore};
-use seqd::store::{SequencePatch, Store, StoreError};
+use seqd::store::{prelude::*, SequencePatch, StoreError};
 
 const BLOCK: i64 = 1_000;
 const FAILOVER: Duration = Duration::from_millis(200);
@@ -226,10 +229,24 @@ async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
 
 /// The allocator over three stripes that fail in turn: every ID unique,
 /// strictly increasing in the order this instance hands them out, and
-/// owned by the stripe whose block it lies in.
+/// owned by the stripe whose block it lies in: the stripe whose row
+/// reserved it (read from the rows' recorded writes, not from the ID) is
+/// the one whose block holds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_allocator_keeps_order_and_uniqueness_while_stripes_fail_in_turn() {
-    let (mems, set) = stripes(3);
+    let (mems, _) = stripes(3);
+    // Each stripe behind a recorder of its row's `max_id` moves.
+    let recorders: Vec<Arc<Recording>> = mems.iter().map(|m| Recording::new(m.clone())).collect();
+    let set = StripedStore::new(
+        (0..3)
+            .map(|i| {
+                let store: Arc<dyn Store> = recorders[i as usize].clone();
+                (store, StripeLayout::new(i, 3, BLOCK).unwrap())
+            })
+            .collect(),
+        FAILOVER,
+    )
+    .unwrap();
     let alloc = Allocator::with_parts(
         Arc::new(set.clone()),
         AllocatorConfig {
@@ -253,7 +270,35 @@ async fn the_allocator_keeps_order_and_uniqueness_while_stripes_fail_in_turn() {
             last = id;
         }
     }
+    // Which stripe reserved each ID, from the rows' writes: every range
+    // ends at the `max_id` its stripe's row was set to, and ranges are
+    // handed out in increasing order, so an ID's range ends at the lowest
+    // recorded end at or above it (ends of different stripes never meet:
+    // they lie in different blocks). That row moved over the ID.
+    let mut ends: Vec<(i64, i64, u32)> = Vec::new(); // (to, from, stripe)
+    for (i, r) in recorders.iter().enumerate() {
+        for (from, to) in r.moves() {
+            ends.push((to, from, i as u32));
+        }
+    }
+    ends.sort_unstable();
+    let mut served = HashSet::new();
+    for &id in &seen {
+        let at = ends.partition_point(|&(to, _, _)| to < id);
+        let Some(&(to, from, stripe)) = ends.get(at) else {
+            panic!("ID {id} is above every range the stripes' rows reserved: {ends:?}");
+        };
+        assert!(
+            from < id,
+            "ID {id}: stripe {stripe}'s row moved {from} -> {to}, not over it"
+        );
+        assert_eq!(
+            stripe,
+            owner(id, 3),
+            "ID {id} reserved by stripe {stripe}'s row ({from} -> {to}), outside its blocks"
+        );
+        served.insert(stripe);
+    }
     // every stripe served some of them
-    let served: HashSet<u32> = seen.iter().map(|&id| owner(id, 3)).collect();
     assert_eq!(served.len(), 3, "{served:?}");
 }

@@ -13,7 +13,7 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Backend, TestDb};
+use common::{ok, Backend, TestDb};
 use seqd::store::stripes::StripeLayout;
 use seqd::store::{Store, StoreError};
 use server::Process;
@@ -44,19 +44,6 @@ async fn seqd_on_urls(args: &[&str], urls: &[&str]) -> Output {
         .await
         .unwrap_or_else(|_| panic!("seqd {all:?} still running after 60 s"))
         .expect("run seqd")
-}
-
-/// Asserts success and returns stdout.
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `seqd serve` on `dbs` must refuse to start (exit status 2, the stripes'
@@ -251,8 +238,24 @@ async fn serve_refuses_one_postgres_database_given_twice() {
     let twin = format!("{}&application_name=seqd_twin", pg.url);
     let urls = [pg.url.as_str(), twin.as_str()];
     serve_refuses_urls(&urls, "URL #2 and URL #1 are the same database").await;
-    // Once its first claim is recorded, giving it twice is refused the same way.
+    // The first claim is recorded: URL #1 claimed stripe 1 of 2 (index 0)
+    // before URL #2 read that record back.
+    let store = common::connect(&pg).await;
+    let claimed = store
+        .stripe_record()
+        .await
+        .expect("read the stripe record")
+        .expect("the first claim is recorded");
+    assert_eq!(
+        (claimed.index, claimed.count, claimed.block),
+        (0, 2, seqd::store::stripes::DEFAULT_BLOCK),
+        "{claimed:?}"
+    );
+    // Once its first claim is recorded, giving it twice is refused the same
+    // way, and the record stays as it was.
     serve_refuses_urls(&urls, "URL #2 and URL #1 are the same database").await;
+    let after = store.stripe_record().await.expect("read the stripe record");
+    assert_eq!(after, Some(claimed), "the refusal rewrote the record");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -195,7 +195,7 @@ async fn claim_with_a_stale_view_of_the_row_answers_false(db: TestDb) {
 
 async fn claim_of_a_live_lease_of_someone_else_answers_false(db: TestDb) {
     let live = row(4, "holder", NOW, NOW);
-    let leases = leases_with(&db, &[live.clone()]).await;
+    let leases = leases_with(&db, std::slice::from_ref(&live)).await;
     // `lease_until < now` is strict: a lease ending at `now` is still live.
     for now in [NOW - TTL, NOW - 1, NOW] {
         assert!(
@@ -211,7 +211,7 @@ async fn claim_of_a_live_lease_of_someone_else_answers_false(db: TestDb) {
 
 async fn claim_of_an_own_row_succeeds_while_its_lease_is_live(db: TestDb) {
     let own = row(1, "me", NOW + TTL, NOW + TTL);
-    let leases = leases_with(&db, &[own.clone()]).await;
+    let leases = leases_with(&db, std::slice::from_ref(&own)).await;
     assert!(leases
         .claim(&own, "me", NOW + 2 * TTL, NOW + 2 * TTL, NOW)
         .await
@@ -304,7 +304,7 @@ async fn renew_never_lowers_last_timestamp(db: TestDb) {
 
 async fn renew_and_release_by_a_non_owner_answer_false_and_change_nothing(db: TestDb) {
     let held = row(0, "me", NOW + TTL, NOW + TTL);
-    let leases = leases_with(&db, &[held.clone()]).await;
+    let leases = leases_with(&db, std::slice::from_ref(&held)).await;
     assert!(!leases.renew(0, "other", NOW + 2 * TTL).await.unwrap());
     assert!(!leases.release(0, "other", NOW).await.unwrap());
     assert!(
@@ -330,7 +330,7 @@ async fn release_frees_the_row_with_the_exact_last_timestamp(db: TestDb) {
 
 async fn a_lease_that_ran_out_can_be_claimed_by_another_owner(db: TestDb) {
     let lapsed = row(0, "me", NOW + TTL, NOW + TTL);
-    let leases = leases_with(&db, &[lapsed.clone()]).await;
+    let leases = leases_with(&db, std::slice::from_ref(&lapsed)).await;
     let claim_at = |now: i64| {
         let (leases, lapsed) = (leases.clone(), lapsed.clone());
         async move {

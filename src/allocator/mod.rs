@@ -1,6 +1,6 @@
 //! The allocator core: per-sequence double buffers of ID segments.
 //!
-//! It knows no SQL and no HTTP: it talks to any [`Store`] and reads time from
+//! It knows no SQL and no HTTP: it talks to any [`Segments`] store and reads time from
 //! an injected [`Clock`]. Usable on its own, in process:
 //!
 //! ```
@@ -26,7 +26,7 @@
 //! an atomic cursor, and the next one, fetched in the background once 10% of
 //! the current is used (one fetch in flight per sequence at most). Requests that
 //! find both empty wait on a `Notify` for the fetch, up to the wait timeout.
-//! The name -> buffer map is a concurrent hash map ([`live::LiveMap`]):
+//! The name -> buffer map is a concurrent hash map (`live::LiveMap`):
 //! lookups take no lock and write nothing shared; the first use of a
 //! sequence inserts one entry (no copy of the map).
 
@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::domain::{Count, SeqName, SeqNameRef};
-use crate::store::Store;
+use crate::store::Segments;
 
 pub mod buffer;
 pub mod clock;
@@ -143,7 +143,7 @@ pub enum AllocError {
 
 /// What the buffers share: the store, the clock, the policy, the settings.
 pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Segments>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) policy: Arc<dyn StepPolicy>,
     pub(crate) config: AllocatorConfig,
@@ -255,7 +255,7 @@ impl Drop for PendingHold<'_> {
 
 impl Allocator {
     /// An allocator on the real clock with the rate-based step policy.
-    pub fn new(store: Arc<dyn Store>, config: AllocatorConfig) -> Self {
+    pub fn new(store: Arc<dyn Segments>, config: AllocatorConfig) -> Self {
         let policy = RateStep {
             target: config.segment_target,
             max_step: config.max_step,
@@ -270,7 +270,7 @@ impl Allocator {
 
     /// An allocator with an explicit clock and step policy (tests, simulations).
     pub fn with_parts(
-        store: Arc<dyn Store>,
+        store: Arc<dyn Segments>,
         config: AllocatorConfig,
         clock: Arc<dyn Clock>,
         policy: Arc<dyn StepPolicy>,
@@ -290,11 +290,6 @@ impl Allocator {
                 draining: Mutex::new(Map::default()),
             }),
         }
-    }
-
-    /// The store behind this allocator.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.inner.shared.store
     }
 
     /// The settings in force.
@@ -561,7 +556,7 @@ impl Allocator {
     /// Switches `name`'s ordering in this instance at once (after a PATCH
     /// answered here, or a change read by the settings refresh). A name not
     /// live here learns it at its first fetch.
-    pub fn set_ordering(&self, name: &SeqName, ordering: crate::domain::Ordering) {
+    pub fn set_ordering(&self, name: &SeqName, ordering: crate::domain::IdOrdering) {
         self.inner
             .live
             .with(name.as_str(), |buf| buf.set_ordering(ordering));
@@ -572,7 +567,7 @@ impl Allocator {
     /// no more fetches: call this last), and for each one with unused IDs
     /// at the top of what it reserved, one compare-and-set lowers the row's
     /// `max_id` from the top of that reservation to the last ID kept
-    /// ([`Store::give_back`]): it fails, changing nothing, when another
+    /// ([`Segments::give_back`]): it fails, changing nothing, when another
     /// instance reserved since. A sequence with a fetch in flight is left
     /// alone. At most `concurrency` at once, and none started after
     /// `bound`. docs/design.md, "Giving back at shutdown".

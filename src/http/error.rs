@@ -1,7 +1,7 @@
 //! The API's errors and their one mapping to HTTP: status, code, message.
 //!
 //! This is the only place that knows status codes. Internal details (driver
-//! text, SQL) are logged here and never sent; through [`super::log_throttle`],
+//! text, SQL) are logged where they are narrowed and never sent; through [`crate::log_throttle`],
 //! so that a flood of failing requests writes a bounded number of lines.
 //!
 //! [`ErrorCode`] is the one list of the codes an error body can carry: every
@@ -14,12 +14,10 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::log_throttle::throttled;
-use crate::allocator::AllocError;
-use crate::domain::{ParseError, SeqName, SeqNameRef};
-use crate::serial::IssueError;
+use crate::log_throttle::throttled;
+use crate::domain::ParseError;
+use crate::service::ServiceError;
 use crate::snowflake::SnowflakeError;
-use crate::store::StoreError;
 
 /// Defines [`ErrorCode`] and its [`ErrorCode::ALL`] and [`ErrorCode::status`]
 /// from one table, so that no code can be left out of either.
@@ -133,30 +131,9 @@ pub enum ApiError {
     /// An admin call without the right token.
     #[error("{0}")]
     Unauthorized(&'static str),
-    /// No such sequence.
-    #[error("sequence '{0}' not found")]
-    SequenceNotFound(SeqName),
-    /// Create of an existing name.
-    #[error("sequence '{0}' already exists")]
-    SequenceExists(SeqName),
-    /// The sequence cannot go higher.
-    #[error("sequence '{0}' is exhausted")]
-    SequenceExhausted(SeqName),
-    /// The period's counter outgrew `{seq:0N}`.
-    #[error(
-        "sequence '{0}': {1}; serials resume in the next period, or set \"overflow\":\"widen\" \
-         or a wider {{seq:0N}} with PATCH /v1/sequences/{0}"
-    )]
-    SerialExhausted(SeqName, crate::serial::Exhausted),
-    /// The sequence's row holds settings seqd cannot use.
-    #[error(
-        "sequence '{0}' cannot be used: its row in `sequences` has an invalid {1}; repair it with \
-         PATCH /v1/sequences/{0} or SQL"
-    )]
-    SequenceMisconfigured(SeqName, crate::store::RowProblem),
-    /// No IDs in memory and the database unreachable or too slow.
-    #[error("storage unavailable")]
-    StorageUnavailable,
+    /// What the service refused or failed (sequences, storage).
+    #[error(transparent)]
+    Service(ServiceError),
     /// The request took longer than the request timeout.
     #[error("request took longer than the server's request timeout")]
     RequestTimeout,
@@ -181,73 +158,6 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// Maps an allocator error for `name`.
-    pub fn from_alloc<'n>(name: impl Into<SeqNameRef<'n>>, e: AllocError) -> Self {
-        let name = name.into();
-        match e {
-            AllocError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
-            AllocError::Exhausted => ApiError::SequenceExhausted(name.to_owned()),
-            AllocError::Serial => {
-                throttled!(
-                    error,
-                    "a serial sequence reached a route that serves plain IDs only",
-                    Some(name.as_str()),
-                    sequence = %name
-                );
-                ApiError::Internal
-            }
-            AllocError::Unavailable { storage_failing } => {
-                throttled!(
-                    warn,
-                    "no segment available within the wait timeout",
-                    Some(name.as_str()),
-                    sequence = %name,
-                    storage_failing
-                );
-                ApiError::StorageUnavailable
-            }
-        }
-    }
-
-    /// Maps a serial-number error for `name`.
-    pub fn from_issue<'n>(name: impl Into<SeqNameRef<'n>>, e: IssueError) -> Self {
-        let name = name.into();
-        match e {
-            IssueError::NotFound => ApiError::SequenceNotFound(name.to_owned()),
-            IssueError::SerialExhausted(x) => ApiError::SerialExhausted(name.to_owned(), x),
-            IssueError::Alloc(e) => Self::from_alloc(name, e),
-            IssueError::Unusable(problem) => {
-                throttled!(
-                    error,
-                    "a sequence's row holds settings seqd cannot use",
-                    Some(name.as_str()),
-                    sequence = %name,
-                    %problem
-                );
-                ApiError::SequenceMisconfigured(name.to_owned(), problem)
-            }
-            IssueError::Plain => {
-                throttled!(
-                    error,
-                    "a sequence switched between plain and serial twice within one request",
-                    Some(name.as_str()),
-                    sequence = %name
-                );
-                ApiError::StorageUnavailable
-            }
-        }
-    }
-
-    /// Maps a store error for `name`, logging what clients must not see.
-    pub fn from_store(name: &SeqName, e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound => ApiError::SequenceNotFound(name.clone()),
-            StoreError::AlreadyExists => ApiError::SequenceExists(name.clone()),
-            StoreError::Exhausted => ApiError::SequenceExhausted(name.clone()),
-            other => Self::from(other),
-        }
-    }
-
     /// Maps a snowflake generator error, logging what operators need.
     pub fn from_snowflake(e: SnowflakeError) -> Self {
         match &e {
@@ -277,12 +187,7 @@ impl ApiError {
             InvalidRequest(_) => ErrorCode::InvalidRequest,
             PayloadTooLarge => ErrorCode::PayloadTooLarge,
             Unauthorized(_) => ErrorCode::Unauthorized,
-            SequenceNotFound(_) => ErrorCode::SequenceNotFound,
-            SequenceExists(_) => ErrorCode::SequenceExists,
-            SequenceExhausted(_) => ErrorCode::SequenceExhausted,
-            SerialExhausted(..) => ErrorCode::SerialExhausted,
-            SequenceMisconfigured(..) => ErrorCode::SequenceMisconfigured,
-            StorageUnavailable => ErrorCode::StorageUnavailable,
+            Service(e) => service_code(e),
             RequestTimeout => ErrorCode::RequestTimeout,
             Overloaded => ErrorCode::Overloaded,
             RouteNotFound => ErrorCode::NotFound,
@@ -298,14 +203,15 @@ impl ApiError {
         use ApiError::*;
         match self {
             Snowflake(e) => snowflake_message(e),
-            SequenceNotFound(n) => format!(
+            Service(ServiceError::NotFound(n)) => format!(
                 "sequence '{n}' not found; create it with POST /v1/sequences \
                  {{\"name\":\"{n}\",\"start\":1,\"step\":1000}}, `seqd sequences create {n}`, \
                  or SQL: INSERT INTO sequences (name, max_id, step) VALUES ('{n}', 0, 1000)"
             ),
-            StorageUnavailable => {
+            Service(ServiceError::Unavailable) => {
                 "no IDs in memory and the database is unreachable or too slow; retry later".into()
             }
+            Service(ServiceError::BumpRefused(_)) => Internal.to_string(),
             _ => self.to_string(),
         }
     }
@@ -346,33 +252,24 @@ fn snowflake_message(e: &SnowflakeError) -> String {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Unavailable(detail) => {
-                throttled!(warn, "storage unavailable", None, error = %detail);
-                ApiError::StorageUnavailable
-            }
-            StoreError::Config(detail) => {
-                throttled!(error, "storage misconfigured", None, error = %detail);
-                ApiError::Internal
-            }
-            StoreError::Invalid(detail) => {
-                tracing::info!(error = %detail, "a value was refused by a constraint of the table");
-                ApiError::InvalidRequest(
-                    "a value was refused by a constraint of the sequences table".into(),
-                )
-            }
-            other => {
-                throttled!(
-                    error,
-                    "unexpected storage error without a sequence context",
-                    None,
-                    error = %other
-                );
-                ApiError::Internal
-            }
-        }
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        ApiError::Service(e)
+    }
+}
+
+/// The code of each service error: the HTTP door's one table of them.
+fn service_code(e: &ServiceError) -> ErrorCode {
+    match e {
+        ServiceError::InvalidName(_) => ErrorCode::InvalidName,
+        ServiceError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+        ServiceError::NotFound(_) => ErrorCode::SequenceNotFound,
+        ServiceError::Exists(_) => ErrorCode::SequenceExists,
+        ServiceError::Exhausted(_) => ErrorCode::SequenceExhausted,
+        ServiceError::SerialExhausted(..) => ErrorCode::SerialExhausted,
+        ServiceError::Misconfigured(..) => ErrorCode::SequenceMisconfigured,
+        ServiceError::Unavailable => ErrorCode::StorageUnavailable,
+        ServiceError::BumpRefused(_) | ServiceError::Internal => ErrorCode::Internal,
     }
 }
 

@@ -23,7 +23,7 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// `GET /readyz`: 200 when the database answers and records every migration
-/// this binary needs (one query, `Store::ping`), else 503 naming the failed
+/// this binary needs (one query, `Schema::ping`), else 503 naming the failed
 /// check (`schema_behind` when a migration is missing). The query takes a permit of the read
 /// gate ([`super::reads`]) like every unauthenticated read.
 #[utoipa::path(
@@ -41,9 +41,9 @@ pub async fn healthz() -> impl IntoResponse {
     )
 )]
 pub async fn readyz(State(st): State<AppState>) -> Response {
-    match st.reads.run(st.allocator.store().ping()).await {
+    match st.reads.run(st.service.ping()).await {
         Ok(Ok(())) => {
-            let stripes = st.allocator.store().stripe_status();
+            let stripes = st.service.stripe_status();
             if stripes.is_empty() {
                 Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
             } else {
@@ -59,7 +59,7 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             }
         }
         Ok(Err(crate::store::StoreError::Migration(why))) => {
-            super::log_throttle::throttled!(error, "readiness: the schema is behind", None, error = %why);
+            crate::log_throttle::throttled!(error, "readiness: the schema is behind", None, error = %why);
             not_ready(
                 "schema_behind",
                 ErrorCode::StorageUnavailable,
@@ -68,7 +68,7 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             )
         }
         Ok(Err(e)) => {
-            super::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
+            crate::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
             not_ready(
                 "failed",
                 ErrorCode::StorageUnavailable,

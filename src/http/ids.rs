@@ -13,9 +13,9 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{count_from_query, PathSeqNameRef, WantsText};
 use super::AppState;
-use crate::allocator::{AllocError, Batch};
-use crate::serial::IssueError;
+use crate::allocator::Batch;
 use crate::domain::SeqNameRef;
+use crate::service::One;
 
 /// `Content-Type` of the ID routes' JSON answers (snowflake's too).
 pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -47,7 +47,7 @@ pub async fn next(
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
     let name = name.get();
-    let (id, serial) = match next_id(&st, name).await? {
+    let (id, serial) = match st.service.next(name).await? {
         One::Plain(id) if text => return Ok(text_id(id)),
         One::Serial { serial, .. } if text => return Ok(respond(TEXT, serial)),
         One::Plain(id) => (id, None),
@@ -98,28 +98,8 @@ pub async fn batch(
 ) -> Result<Response, ApiError> {
     let name = name.get();
     let count = count_from_query(q.as_deref())?;
-    let serial = match st.allocator.batch(name, count).await {
-        Ok(batch) => return Ok(respond(JSON, batch_json(name, &batch, &[]))),
-        Err(AllocError::Serial) => st.serials.issue(name, u64::from(count.get())).await,
-        Err(e) => return Err(ApiError::from_alloc(name, e)),
-    };
-    let issued = match serial {
-        Ok(issued) => issued,
-        // Made plain meanwhile: the allocator serves it again.
-        Err(IssueError::Plain) => {
-            let batch = st
-                .allocator
-                .batch(name, count)
-                .await
-                .map_err(|e| ApiError::from_alloc(name, e))?;
-            return Ok(respond(JSON, batch_json(name, &batch, &[])));
-        }
-        Err(e) => return Err(ApiError::from_issue(name, e)),
-    };
-    let batch = Batch {
-        ranges: issued.runs,
-    };
-    Ok(respond(JSON, batch_json(name, &batch, &issued.serials)))
+    let ids = st.service.batch(name, count).await?;
+    Ok(respond(JSON, batch_json(name, ids.ids(), ids.serials())))
 }
 
 /// `GET /api/segment/get/{key}`: Leaf's route, a plain-text ID; errors keep
@@ -146,42 +126,9 @@ pub async fn leaf_get(
     State(st): State<AppState>,
     name: PathSeqNameRef,
 ) -> Result<Response, ApiError> {
-    match next_id(&st, name.get()).await? {
+    match st.service.next(name.get()).await? {
         One::Plain(id) => Ok(text_id(id)),
         One::Serial { serial, .. } => Ok(respond(TEXT, serial)),
-    }
-}
-
-/// One ID of a plain sequence, or one serial number of a serial sequence.
-enum One {
-    Plain(i64),
-    Serial { counter: i64, serial: String },
-}
-
-/// The next ID of `name`: the allocator's, or for a serial sequence (which
-/// the allocator answers [`AllocError::Serial`]) a serial number.
-async fn next_id(st: &AppState, name: SeqNameRef<'_>) -> Result<One, ApiError> {
-    let issued = match st.allocator.next(name).await {
-        Ok(id) => return Ok(One::Plain(id)),
-        Err(AllocError::Serial) => st.serials.issue(name, 1).await,
-        Err(e) => return Err(ApiError::from_alloc(name, e)),
-    };
-    match issued {
-        Ok(mut issued) => match (issued.runs.first(), issued.serials.pop()) {
-            (Some(run), Some(serial)) => Ok(One::Serial {
-                counter: run.first,
-                serial,
-            }),
-            _ => Err(ApiError::Internal),
-        },
-        // Made plain meanwhile: the allocator serves it again.
-        Err(IssueError::Plain) => st
-            .allocator
-            .next(name)
-            .await
-            .map(One::Plain)
-            .map_err(|e| ApiError::from_alloc(name, e)),
-        Err(e) => Err(ApiError::from_issue(name, e)),
     }
 }
 

@@ -30,7 +30,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::error::ApiError;
 use super::AppState;
-use crate::allocator::{Allocator, SeqStats};
+use crate::allocator::SeqStats;
+use crate::service::Service;
 use crate::domain::SeqName;
 use crate::serial::{PeriodStatus, Serials};
 use crate::store::stripes::StripeStatus;
@@ -40,7 +41,7 @@ mod top;
 pub use top::{write_sequences, TROUBLE_SPACE_RATIO};
 
 /// Default of `--metrics-top`: how many sequences get per-sequence series.
-pub const DEFAULT_TOP: usize = crate::config::DEFAULT_METRICS_TOP;
+pub const DEFAULT_TOP: usize = 100;
 
 /// Counter: IDs handed out by this instance, per `sequence` (top sequences only).
 pub const IDS_ISSUED: &str = "seqd_ids_issued_total";
@@ -234,7 +235,8 @@ fn describe() {
 
 /// The whole `/metrics` body: the registry, then the per-sequence families
 /// of the `top` highest-ranked live sequences and the totals over all.
-pub fn render(allocator: &Allocator, serials: &Serials, top: usize) -> String {
+pub fn render(service: &Service, top: usize) -> String {
+    let (allocator, serials) = (service.allocator(), service.serials());
     let names = allocator.names_in_memory();
     for (state, n) in [
         ("live", names.live),
@@ -244,7 +246,7 @@ pub fn render(allocator: &Allocator, serials: &Serials, top: usize) -> String {
         metrics::gauge!(NAMES_IN_MEMORY, "state" => state).set(n as f64);
     }
     let mut out = render_from(top, |f| allocator.for_each_stats(f));
-    write_stripes(&mut out, &allocator.store().stripe_status());
+    write_stripes(&mut out, &service.stripe_status());
     write_serials(&mut out, serials, top);
     let _ = std::fmt::Write::write_fmt(
         &mut out,
@@ -368,12 +370,11 @@ pub fn render_from(
 )]
 pub async fn metrics(State(st): State<AppState>) -> Response {
     let AppState {
-        allocator,
-        serials,
+        service,
         metrics_top,
         ..
     } = st;
-    let body = match tokio::task::spawn_blocking(move || render(&allocator, &serials, metrics_top))
+    let body = match tokio::task::spawn_blocking(move || render(&service, metrics_top))
         .await
     {
         Ok(body) => body,

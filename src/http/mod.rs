@@ -1,35 +1,22 @@
-//! The HTTP API (docs/design.md, "The edge"): `router(state) -> App`.
-//!
-//! - [`ids`]: the ID routes (hot path).
-//! - [`sequences`]: create, list, read, patch.
-//! - [`health`]: liveness and readiness.
-//! - [`snowflake`]: snowflake ID routes (next, batch, decode, Leaf's).
-//! - [`metrics`]: `/metrics` (Prometheus) and the metric names.
-//! - [`monitor`]: the monitor page at `/` and `/v1/info`.
-//! - [`middleware`]: what wraps every request: limits, request ids, spans,
-//!   per-route request metrics.
-//! - [`reads`]: the bound on the database reads of unauthenticated routes.
-//! - [`openapi`]: `/openapi.json`, generated from the handlers' annotations.
-//! - [`extract`]: parsing of path, query, body and admin token.
-//! - [`error`]: the only place that maps errors to status codes.
-//! - [`log_throttle`]: failing requests log once per interval per (error,
-//!   sequence), with the count left out since.
-//! - [`serve`]: the accept loop and connection limits (header-read and idle
-//!   deadlines, a cap on open connections).
+//! The HTTP door (docs/design.md, "The edge"): `router(state) -> App`.
+//! Handlers translate requests into calls of [`crate::service::Service`]
+//! and its answers and errors back (`error.rs`, the one table of status
+//! codes); the edge (limits, request ids, metrics, the accept loop) wraps
+//! them. What each file holds: docs/code-tour.md.
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, MethodRouter};
 use axum::Router;
 
-use crate::allocator::Allocator;
-use crate::config::Secret;
+use crate::service::Service;
+use crate::domain::Secret;
 
 pub mod error;
 pub mod extract;
 pub mod health;
 pub mod ids;
 pub mod limits;
-pub mod log_throttle;
+
 pub mod metrics;
 pub mod middleware;
 pub mod monitor;
@@ -76,8 +63,8 @@ impl AdminAuth {
 /// `State` extractor: every field is a shared handle, so that costs no allocation.
 #[derive(Clone)]
 pub struct AppState {
-    /// The allocator (and through it, the store).
-    pub allocator: Allocator,
+    /// The service every route calls: issuing and administering.
+    pub service: Service,
     /// Admin authorization mode.
     pub admin: AdminAuth,
     /// The snowflake service, when this instance serves snowflake IDs.
@@ -87,20 +74,14 @@ pub struct AppState {
     /// How many sequences get per-sequence series on `/metrics`
     /// (`--metrics-top`).
     pub metrics_top: usize,
-    /// Serial numbers, over the same allocator.
-    pub serials: crate::serial::Serials,
 }
 
 impl AppState {
-    /// The state of an instance serving `allocator`'s sequences on the real
-    /// clock, without snowflake IDs, with the default limits.
-    pub fn new(allocator: Allocator, admin: AdminAuth) -> Self {
+    /// The state of an instance serving `service`'s sequences, without
+    /// snowflake IDs, with the default limits.
+    pub fn new(service: Service, admin: AdminAuth) -> Self {
         AppState {
-            serials: crate::serial::Serials::new(
-                allocator.clone(),
-                std::sync::Arc::new(crate::serial::SystemWallClock),
-            ),
-            allocator,
+            service,
             admin,
             snowflake: None,
             reads: reads::ReadGate::default(),

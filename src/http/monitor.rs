@@ -114,10 +114,10 @@ pub struct Info {
     responses((status = 200, description = "Server facts", body = InfoDoc)),
 )]
 pub async fn info(State(st): State<AppState>) -> Json<Info> {
-    let config = st.allocator.config();
+    let config = st.service.allocator().config();
     Json(Info {
         version: env!("CARGO_PKG_VERSION"),
-        backend: st.allocator.store().backend(),
+        backend: st.service.backend(),
         admin_auth: match st.admin {
             AdminAuth::Token(_) => "token",
             AdminAuth::OpenOnLoopback => "open_loopback",

@@ -193,7 +193,7 @@ pub const SWAGGER_UI_ROUTES: [&str; 3] = ["/docs", "/docs/", "/docs/{*rest}"];
 
 /// Swagger UI at `/docs/` (and `/docs`, redirecting), showing `/openapi.json`.
 /// Its pages are not API operations, so the document does not list them.
-/// Its errors are seqd's JSON errors too (see [`swagger_errors`]).
+/// Its errors are seqd's JSON errors too (see `swagger_errors`).
 pub fn swagger_ui<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let ui: Router<S> = SwaggerUi::new(SWAGGER_UI)
         .config(Config::new(["/openapi.json"]))

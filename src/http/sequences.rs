@@ -12,17 +12,12 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{exact_integer, Admin, JsonBody, PathSeqName};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
-use crate::domain::{
-    validate_description, validate_step, NamePrefix, NewSequence, Ordering, SeqName,
-    SerialSettings,
-};
+use crate::domain::{NamePrefix, SeqName};
 use crate::serial::PeriodStatus;
-use crate::store::{SequencePatch, SequenceRow, MAX_PAGE};
+use crate::service::{CreateRequest, PatchRequest, SerialFields};
+use crate::store::{SequenceRow, MAX_PAGE};
 
-/// Default first ID of a created sequence.
-pub const DEFAULT_START: i64 = 1;
-/// Default base step of a created sequence.
-pub const DEFAULT_STEP: i64 = 1000;
+pub use crate::service::admin::{DEFAULT_START, DEFAULT_STEP};
 
 /// A sequence as the API shows it: its row and this instance's buffer.
 #[derive(Debug, Serialize)]
@@ -224,60 +219,6 @@ pub struct PatchBody {
     overflow: Option<String>,
 }
 
-/// The serial fields of a create or a patch, as sent.
-struct SerialFields<'a> {
-    format: Option<&'a str>,
-    reset: Option<&'a str>,
-    time_zone: Option<&'a str>,
-    overflow: Option<&'a str>,
-}
-
-impl SerialFields<'_> {
-    fn any_but_format(&self) -> bool {
-        self.reset.is_some() || self.time_zone.is_some() || self.overflow.is_some()
-    }
-
-    /// The settings these fields make (see [`SerialSettings::merge`]);
-    /// refused on stripes.
-    fn settings(
-        &self,
-        st: &AppState,
-        current: Option<&SerialSettings>,
-    ) -> Result<Option<SerialSettings>, ApiError> {
-        let settings = SerialSettings::merge(
-            self.format,
-            self.reset,
-            self.time_zone,
-            self.overflow,
-            current,
-        )
-        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-        let stripes = st.allocator.store().stripe_status().len();
-        if settings.is_some() && stripes > 1 {
-            return Err(ApiError::InvalidRequest(format!(
-                "serial numbers need a single database; this server has {stripes} stripes (a failover \
-                 between stripes jumps a counter by a block of IDs, past any {{seq:0N}})"
-            )));
-        }
-        Ok(settings)
-    }
-}
-
-/// Parses an `ordering` field; `global` needs a single database.
-fn ordering(st: &AppState, raw: Option<&str>) -> Result<Option<Ordering>, ApiError> {
-    let Some(raw) = raw else { return Ok(None) };
-    let o: Ordering = raw
-        .parse()
-        .map_err(|e: crate::domain::ParseError| ApiError::InvalidRequest(e.to_string()))?;
-    let stripes = st.allocator.store().stripe_status().len();
-    if o == Ordering::Global && stripes > 1 {
-        return Err(ApiError::InvalidRequest(format!(
-            "ordering \"global\" needs a single database; this server has {stripes} stripes"
-        )));
-    }
-    Ok(Some(o))
-}
-
 /// A 64-bit integer field that may be left out but not set to `null`, read
 /// from the number's own digits (never through a double): see
 /// [`super::extract::exact_integer`] for what is accepted.
@@ -301,11 +242,11 @@ fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Err
 }
 
 fn view(st: &AppState, row: SequenceRow) -> SequenceView {
-    let buffer = st.allocator.snapshot(&row.name);
+    let buffer = st.service.buffer(&row.name);
     let period = row
         .serial
         .as_ref()
-        .and_then(|_| st.serials.status(&row.name))
+        .and_then(|_| st.service.period(&row.name))
         .map(PeriodView::from);
     SequenceView {
         row,
@@ -337,60 +278,22 @@ pub async fn create(
     _admin: Admin,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let name = SeqName::parse(&body.name).map_err(ApiError::InvalidName)?;
-    let new = NewSequence::new(
-        name.clone(),
-        body.start.unwrap_or(DEFAULT_START),
-        body.step.unwrap_or(DEFAULT_STEP),
-        body.description.unwrap_or_default(),
-        st.allocator.config().max_step,
-    )
-    .map_err(|e| ApiError::InvalidRequest(e.to_string()))?
-    .with_ordering(ordering(&st, body.ordering.as_deref())?.unwrap_or_default());
-    let serial = SerialFields {
-        format: body.format.as_deref(),
-        reset: body.reset.as_deref(),
-        time_zone: body.time_zone.as_deref(),
-        overflow: body.overflow.as_deref(),
-    }
-    .settings(&st, None)?;
-    let new = match serial {
-        Some(s) => {
-            s.check_start(new.start)
-                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            new.with_serial(s)
-        }
-        None => new,
-    };
-    if let Some(reserved) = st.allocator.reserved_up_to(&name) {
-        // An existing row is a plain duplicate (409); only a name whose row
-        // is gone while this instance remembers its IDs needs the check.
-        if st
-            .allocator
-            .store()
-            .get(&name)
-            .await
-            .map_err(|e| ApiError::from_store(&name, e))?
-            .is_some()
-        {
-            return Err(ApiError::SequenceExists(name));
-        }
-        if new.start <= reserved {
-            return Err(ApiError::InvalidRequest(format!(
-                "start must be above {reserved}: this instance already reserved IDs up to it under this \
-                 name, and a re-created sequence must never issue them again"
-            )));
-        }
-    }
     let row = st
-        .allocator
-        .store()
-        .create(&new)
-        .await
-        .map_err(|e| ApiError::from_store(&name, e))?;
-    st.allocator.clear_missing(&name);
-    st.serials.reload(&row);
-    tracing::info!(sequence = %name, start = new.start, step = new.step, "sequence created");
+        .service
+        .create(CreateRequest {
+            name: body.name,
+            start: body.start,
+            step: body.step,
+            description: body.description,
+            ordering: body.ordering,
+            serial: SerialFields {
+                format: body.format,
+                reset: body.reset,
+                time_zone: body.time_zone,
+                overflow: body.overflow,
+            },
+        })
+        .await?;
     Ok((StatusCode::CREATED, Json(view(&st, row))))
 }
 
@@ -420,10 +323,9 @@ pub async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Json<SequencePageView>, ApiError> {
     let q = PageQuery::parse(query.as_deref())?;
-    let store = st.allocator.store();
     let page = st
         .reads
-        .run(store.list_page(q.prefix.as_ref(), q.after.as_ref(), q.limit))
+        .run(st.service.list_page(q.prefix.as_ref(), q.after.as_ref(), q.limit))
         .await??;
     let next = page
         .more
@@ -452,12 +354,7 @@ pub async fn get(
     State(st): State<AppState>,
     PathSeqName(name): PathSeqName,
 ) -> Result<impl IntoResponse, ApiError> {
-    let row = st
-        .reads
-        .run(st.allocator.store().get(&name))
-        .await?
-        .map_err(|e| ApiError::from_store(&name, e))?;
-    let row = row.ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
+    let row = st.reads.run(st.service.get(&name)).await??;
     Ok(Json(view(&st, row)))
 }
 
@@ -486,72 +383,19 @@ pub async fn patch(
     PathSeqName(name): PathSeqName,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let fields = SerialFields {
-        format: body.format.as_ref().and_then(|f| f.as_deref()),
-        reset: body.reset.as_deref(),
-        time_zone: body.time_zone.as_deref(),
-        overflow: body.overflow.as_deref(),
-    };
-    let serial_given = body.format.is_some() || fields.any_but_format();
-    if body.step.is_none() && body.description.is_none() && body.ordering.is_none() && !serial_given
-    {
-        return Err(ApiError::InvalidRequest(
-            "nothing to change: give step, description, ordering, format, reset, time_zone \
-             and/or overflow"
-                .into(),
-        ));
-    }
-    let serial = match body.format {
-        Some(None) if fields.any_but_format() => {
-            return Err(ApiError::InvalidRequest(
-                "\"format\": null makes the sequence plain: reset, time_zone and overflow go \
-                 with it"
-                    .into(),
-            ))
-        }
-        Some(None) => Some(None),
-        _ if serial_given => {
-            let row = st
-                .allocator
-                .store()
-                .get(&name)
-                .await
-                .map_err(|e| ApiError::from_store(&name, e))?
-                .ok_or_else(|| ApiError::SequenceNotFound(name.clone()))?;
-            let settings = fields.settings(&st, row.serial.as_ref())?;
-            if let Some(s) = &settings {
-                s.check_start(row.counter_start)
-                    .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            }
-            Some(settings)
-        }
-        _ => None,
-    };
-    let ordering = ordering(&st, body.ordering.as_deref())?;
-    let max_step = st.allocator.config().max_step;
-    let step = body
-        .step
-        .map(|s| validate_step(s, max_step))
-        .transpose()
-        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    if let Some(d) = &body.description {
-        validate_description(d).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    }
-    let patch = SequencePatch {
-        step,
+    let req = PatchRequest {
+        step: body.step,
         description: body.description,
-        ordering,
-        serial,
+        ordering: body.ordering,
+        format: body.format,
+        serial: SerialFields {
+            format: None,
+            reset: body.reset,
+            time_zone: body.time_zone,
+            overflow: body.overflow,
+        },
     };
-    let row = st
-        .allocator
-        .store()
-        .update(&name, &patch)
-        .await
-        .map_err(|e| ApiError::from_store(&name, e))?;
-    // This instance switches now; the others within their settings refresh.
-    st.serials.reload(&row);
-    tracing::info!(sequence = %name, step = ?patch.step, ordering = ?patch.ordering, "sequence updated");
+    let row = st.service.patch(&name, req).await?;
     Ok(Json(view(&st, row)))
 }
 

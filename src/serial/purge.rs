@@ -7,8 +7,8 @@ use jiff::civil::{Date, Time};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
-use super::format::Reset;
-use super::period::Period;
+use crate::domain::serial::Period;
+use crate::domain::serial::Reset;
 
 /// How long after its end a period's row is kept, whatever `--older-than`
 /// says. An instance whose clock is behind still sees that period as the

@@ -65,7 +65,7 @@ async fn run(weak: WeakSerials, every: Duration) {
 /// the caller's `failing`; the next round reads again).
 pub async fn one_round(serials: &Serials, round: u64, budget: usize) -> bool {
     let names = names_of_round(serials, round, budget);
-    let store = serials.allocator().store().clone();
+    let store = serials.store().clone();
     let timeout = serials.allocator().config().fetch_timeout;
     let mut ok = true;
     for chunk in names.chunks(SETTINGS_CHUNK) {

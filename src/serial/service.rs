@@ -3,7 +3,7 @@
 //! allocator hands out like any other sequence's.
 //!
 //! - Each period's counter is a row of its own, `name@key`, created on first
-//!   use by [`Store::create_period`] (one statement that tolerates other
+//!   use by [`Catalog::create_period`](crate::store::Catalog::create_period) (one statement that tolerates other
 //!   instances doing the same), then reserved from as usual.
 //! - A request reads the wall clock once. That reading picks the period, the
 //!   period picks the counter's row, and the serial prints the period's
@@ -27,10 +27,10 @@ use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
 use super::clock::WallClock;
-use super::format::{Exhausted, Overflow, Reset};
-use super::period::Period;
 use crate::allocator::{AllocError, Allocator, CounterBounds, IdRange};
-use crate::domain::{Ordering, SeqName, SeqNameRef, SerialSettings};
+use crate::domain::serial::Period;
+use crate::domain::serial::{Exhausted, Overflow, Reset};
+use crate::domain::{IdOrdering, SeqName, SeqNameRef, SerialSettings};
 use crate::store::{RowProblem, SequenceRow, Store, StoreError};
 
 /// Serial numbers of every serial sequence of this instance. Cheap to
@@ -42,6 +42,8 @@ pub struct Serials {
 
 struct Inner {
     allocator: Allocator,
+    /// The rows' settings and the period rows.
+    store: Arc<dyn Store>,
     wall: Arc<dyn WallClock>,
     entries: papaya::HashMap<SeqName, Arc<Entry>, foldhash::fast::RandomState>,
     /// Settings written through this instance (PATCH, create) so far: a
@@ -79,7 +81,7 @@ struct Config {
     zone: TimeZone,
     counter_start: i64,
     step: i64,
-    ordering: Ordering,
+    ordering: IdOrdering,
 }
 
 /// The period in use and its counter.
@@ -171,13 +173,15 @@ fn exhausted(config: &Config, bounds: CounterBounds) -> IssueError {
 }
 
 impl Serials {
-    /// Serial numbers over `allocator`, reading time from `wall`.
+    /// Serial numbers over `allocator`, reading settings and making period
+    /// rows in `store` (the allocator's own), and time from `wall`.
     /// Settings changed elsewhere reach it only once
     /// [`super::refresh::spawn`] runs for it.
-    pub fn new(allocator: Allocator, wall: Arc<dyn WallClock>) -> Self {
+    pub fn new(allocator: Allocator, store: Arc<dyn Store>, wall: Arc<dyn WallClock>) -> Self {
         Serials {
             inner: Arc::new(Inner {
                 allocator,
+                store,
                 wall,
                 entries: papaya::HashMap::with_hasher(Default::default()),
                 changes: AtomicU64::new(0),
@@ -197,8 +201,9 @@ impl Serials {
         &self.inner.allocator
     }
 
-    fn store(&self) -> &Arc<dyn Store> {
-        self.inner.allocator.store()
+    /// The store the settings are read from.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
     }
 
     /// `n` serial numbers of `name` (1 for `/next`), all from the period of
@@ -221,7 +226,7 @@ impl Serials {
                 return Err(exhausted(config, bounds));
             }
             self.make_counter(&entry.name, &current).await?;
-            let global = config.ordering == Ordering::Global;
+            let global = config.ordering == IdOrdering::Global;
             let taken = self
                 .inner
                 .allocator
@@ -428,7 +433,7 @@ impl Serials {
 
     /// Takes a sequence's row just written by a PATCH or a create answered
     /// here: its ordering and serial settings take effect at once (see
-    /// [`Serials::apply`]), and a settings refresh that read the row before
+    /// `Serials::apply`), and a settings refresh that read the row before
     /// drops what it read.
     pub fn reload(&self, row: &SequenceRow) {
         let _applying = self.inner.applying.lock().unwrap();

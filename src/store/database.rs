@@ -2,6 +2,7 @@
 //! it to that backend (`postgres/`, `mysql/`, `sqlite/`), which opens one
 //! pool and puts the sequence store and the worker leases over it.
 
+use crate::store::migrator::Dialect;
 use std::sync::Arc;
 
 use sqlx::pool::PoolOptions;
@@ -106,22 +107,13 @@ impl std::fmt::Debug for Database {
 /// serves the sequences and the worker leases.
 ///
 /// It connects (so an unreachable database fails here) but does not run the
-/// migrations: call [`Store::migrate`] or [`Store::prepare_schema`] for that.
+/// migrations: call [`Schema::migrate`](crate::store::Schema::migrate) or [`Schema::prepare_schema`](crate::store::Schema::prepare_schema) for that.
 pub async fn connect(url: &str, options: &StoreOptions) -> Result<Database, StoreError> {
-    let scheme = url
-        .split_once(':')
-        .map(|(s, _)| s.to_ascii_lowercase())
-        .unwrap_or_default();
-    match scheme.as_str() {
-        "postgres" | "postgresql" => open::<postgres::PostgresStore>(url, options).await,
-        "mysql" => open::<mysql::MySqlStore>(url, options).await,
-        // Same wire protocol; sqlx only knows the `mysql://` scheme.
-        "mariadb" => {
-            let url = format!("mysql{}", &url[scheme.len()..]);
-            open::<mysql::MySqlStore>(&url, options).await
-        }
-        "sqlite" => open::<sqlite::SqliteStore>(url, options).await,
-        _ => Err(StoreError::Config(format!(
+    match Dialect::of_url(url) {
+        Ok((Dialect::Postgres, url)) => open::<postgres::PostgresStore>(&url, options).await,
+        Ok((Dialect::Mysql, url)) => open::<mysql::MySqlStore>(&url, options).await,
+        Ok((Dialect::Sqlite, url)) => open::<sqlite::SqliteStore>(&url, options).await,
+        Err(scheme) => Err(StoreError::Config(format!(
             "unsupported database URL scheme {scheme:?}: \
              expected postgres://, mysql://, mariadb:// or sqlite:"
         ))),

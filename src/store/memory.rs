@@ -1,4 +1,4 @@
-//! An in-memory [`Store`] for the allocator's tests, benchmarks and simulations.
+//! An in-memory [`Store`](crate::store::Store) for the allocator's tests, benchmarks and simulations.
 //!
 //! It keeps rows in a mutex-guarded map and offers fault injection: make
 //! reservations fail, slow them down, or hold them at a gate until released.
@@ -17,8 +17,9 @@ use tokio::sync::watch;
 use super::PeriodRow;
 use super::StripeRecord;
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
-use super::{Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError};
+use super::{Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
 use crate::domain::{is_period_counter, period_rows_range, NamePrefix, NewSequence, SeqName};
+use crate::store::{Catalog, Schema, Segments, StripeRecords};
 use std::ops::Bound::{Excluded, Included};
 
 /// Per-name fault settings and counters.
@@ -61,7 +62,7 @@ impl MemoryStore {
     }
 
     /// Sets a row's ordering directly (like an operator's SQL `UPDATE`).
-    pub fn set_ordering(&self, name: &str, ordering: crate::domain::Ordering) {
+    pub fn set_ordering(&self, name: &str, ordering: crate::domain::IdOrdering) {
         if let Some(row) = self.rows.lock().unwrap().get_mut(name) {
             row.ordering = ordering;
         }
@@ -78,7 +79,7 @@ impl MemoryStore {
             description: String::new(),
             created_at: now,
             updated_at: now,
-            ordering: crate::domain::Ordering::Instance,
+            ordering: crate::domain::IdOrdering::Instance,
             counter_start: 1,
             serial: None,
             problem: None,
@@ -238,7 +239,7 @@ impl Drop for InFlight<'_> {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl Segments for MemoryStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
         let _in_flight = self.faulted(name.as_str()).await?;
         self.reserve_now(name, min_size)
@@ -284,7 +285,10 @@ impl Store for MemoryStore {
         row.updated_at = Utc::now();
         Ok(true)
     }
+}
 
+#[async_trait]
+impl Catalog for MemoryStore {
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let mut rows = self.rows.lock().unwrap();
         if rows.contains_key(&seq.name) {
@@ -479,7 +483,10 @@ impl Store for MemoryStore {
         }
         Ok(plan)
     }
+}
 
+#[async_trait]
+impl Schema for MemoryStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         Ok(())
     }
@@ -491,7 +498,10 @@ impl Store for MemoryStore {
     fn backend(&self) -> &'static str {
         "memory"
     }
+}
 
+#[async_trait]
+impl StripeRecords for MemoryStore {
     async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
         Ok(self.stripe.lock().unwrap().clone())
     }

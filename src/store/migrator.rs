@@ -9,7 +9,7 @@
 //! installation's rows in `_sqlx_migrations` are recognised by version AND
 //! checksum (an application may number its own migrations 1, 2, 3 too).
 //!
-//! [`Migrator::apply`] (the `auto` mode, `seqd migrate`):
+//! `Migrator::apply` (the `auto` mode, `seqd migrate`):
 //!
 //! 1. takes a connection of its own out of the pool (detached, closed at the
 //!    end) and lifts the pool's per-statement bounds to [`MIGRATION_BOUND`],
@@ -28,7 +28,7 @@
 //! 4. checks the history (no changed checksum, no failed migration) and
 //!    applies what is missing, each with its history row.
 //!
-//! [`Migrator::check`] (the `check` mode) reads the history and refuses a
+//! `Migrator::check` (the `check` mode) reads the history and refuses a
 //! schema that lacks any of seqd's migrations; it needs only `SELECT`.
 
 use std::time::{Duration, Instant};
@@ -106,8 +106,33 @@ impl Dialect {
     /// The names accepted by [`str::parse`], in order.
     pub const NAMES: [&'static str; 3] = ["postgres", "mysql", "sqlite"];
 
-    /// Its name, as [`str::parse`] accepts it.
-    pub fn name(self) -> &'static str {
+    /// The dialect of a database URL, by its scheme (any case):
+    /// `postgres://` or `postgresql://`, `mysql://` or `mariadb://` (one wire
+    /// protocol), `sqlite:`; with the URL as the driver takes it (`mariadb`
+    /// is spelled `mysql` for sqlx). The one parser of URL schemes: opening a
+    /// store and reading Leaf's table both use it. An unknown scheme is
+    /// returned as the error.
+    pub fn of_url(url: &str) -> Result<(Dialect, std::borrow::Cow<'_, str>), String> {
+        let scheme = url
+            .split_once(':')
+            .map(|(s, _)| s.to_ascii_lowercase())
+            .unwrap_or_default();
+        let dialect = match scheme.as_str() {
+            "postgres" | "postgresql" => Dialect::Postgres,
+            "mysql" => Dialect::Mysql,
+            "mariadb" => {
+                let url = format!("mysql{}", &url[scheme.len()..]);
+                return Ok((Dialect::Mysql, std::borrow::Cow::Owned(url)));
+            }
+            "sqlite" => Dialect::Sqlite,
+            _ => return Err(scheme),
+        };
+        Ok((dialect, std::borrow::Cow::Borrowed(url)))
+    }
+
+    /// Its name, as [`str::parse`] accepts it: the backend's name in logs,
+    /// metrics' labels and the retry counts.
+    pub const fn name(self) -> &'static str {
         match self {
             Dialect::Postgres => "postgres",
             Dialect::Mysql => "mysql",
@@ -773,6 +798,32 @@ fn migration(version: i64, sql: &'static str) -> Migration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_parser_of_url_schemes_names_each_backend() {
+        for (url, dialect, driver_url) in [
+            ("postgres://h/db", Dialect::Postgres, "postgres://h/db"),
+            ("PostgreSQL://h/db", Dialect::Postgres, "PostgreSQL://h/db"),
+            ("mysql://h/db", Dialect::Mysql, "mysql://h/db"),
+            ("MariaDB://u:p@h/db", Dialect::Mysql, "mysql://u:p@h/db"),
+            (
+                "sqlite://seqd.db?mode=rwc",
+                Dialect::Sqlite,
+                "sqlite://seqd.db?mode=rwc",
+            ),
+            ("sqlite:seqd.db", Dialect::Sqlite, "sqlite:seqd.db"),
+        ] {
+            let (d, u) = Dialect::of_url(url).unwrap();
+            assert_eq!((d, u.as_ref()), (dialect, driver_url), "{url}");
+        }
+        assert_eq!(Dialect::of_url("redis://h").unwrap_err(), "redis");
+        assert_eq!(Dialect::of_url("no-scheme").unwrap_err(), "");
+        let names: Vec<&str> = [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite]
+            .into_iter()
+            .map(Dialect::name)
+            .collect();
+        assert_eq!(names, Dialect::NAMES);
+    }
 
     fn applied(m: &Migration, success: bool) -> Applied {
         Applied {

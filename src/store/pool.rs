@@ -9,7 +9,7 @@
 //!   `innodb_lock_wait_timeout` and `max_statement_time`; SQLite
 //!   `busy_timeout`. A statement the database cannot finish in time fails
 //!   there, and its connection is free again.
-//! - **An abandoned operation closes its connection** ([`Held`]): when the
+//! - **An abandoned operation closes its connection** (`Held`): when the
 //!   allocator gives up on a fetch (its future is dropped), the connection it
 //!   ran on is detached from the pool and closed, never handed back. A
 //!   connection returned to the pool is pinged first, and on a path that went
@@ -30,7 +30,7 @@ use super::{unavailable, StoreError};
 /// Connections a pool holds besides [`StoreOptions::max_connections`], for
 /// the worker leases that share it (`crate::snowflake::lease`). They make one
 /// call every few seconds, one at a time, and an abandoned call frees its
-/// connection at once ([`Held`]), so they never hold more than this and
+/// connection at once (`Held`), so they never hold more than this and
 /// segment fetches keep `max_connections`.
 pub const LEASE_CONNECTIONS: u32 = 1;
 
@@ -60,7 +60,7 @@ pub struct StoreOptions {
     pub schema: Option<String>,
     /// `--migrate`: what the worker leases' [`super::WorkerLeases::migrate`]
     /// does (the sequence store is prepared by
-    /// [`super::Store::prepare_schema`], which takes the mode).
+    /// [`super::Schema::prepare_schema`], which takes the mode).
     pub migrate: MigrateMode,
 }
 

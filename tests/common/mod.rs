@@ -72,7 +72,7 @@ impl Backend {
     /// All backends.
     pub const ALL: [Backend; 3] = [Backend::Sqlite, Backend::Postgres, Backend::Mysql];
 
-    /// The name [`Store::backend`] reports for this backend.
+    /// The name [`Schema::backend`] reports for this backend.
     pub fn store_name(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",
@@ -291,6 +291,37 @@ pub async fn seqd_binary(args: &[&str]) -> std::process::Output {
     cmd.output().await.expect("run seqd")
 }
 
+/// Asserts that a finished command (such as [`seqd_binary`]'s) succeeded;
+/// its stdout. The failure shows the exit code, stdout and stderr.
+#[track_caller]
+pub fn ok(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Waits out the last 30 s of a UTC day, so that a test whose serials (or
+/// expected dates) name today does not straddle midnight (CI may run then).
+pub async fn clear_of_midnight() {
+    let left = 86_400 - jiff::Timestamp::now().as_second().rem_euclid(86_400);
+    if left <= 30 {
+        tokio::time::sleep(std::time::Duration::from_secs(left as u64 + 2)).await;
+    }
+}
+
+/// Today's date in UTC as serials print it: `YYYYMMDD`.
+pub fn today() -> String {
+    let d = jiff::tz::TimeZone::UTC
+        .to_datetime(jiff::Timestamp::now())
+        .date();
+    format!("{:04}{:02}{:02}", d.year(), d.month(), d.day())
+}
+
 /// A valid sequence name (panics on an invalid one).
 #[track_caller]
 pub fn name(s: &str) -> SeqName {
@@ -322,6 +353,14 @@ pub async fn names(store: &Arc<dyn Store>) -> Vec<String> {
         .into_iter()
         .map(|r| r.name.to_string())
         .collect()
+}
+
+/// Asserts that a timestamp read from the database is "now" in UTC (so the
+/// column was written and decoded as UTC, not as some local time).
+#[track_caller]
+pub fn assert_recent(what: &str, t: chrono::DateTime<chrono::Utc>) {
+    let delta = (chrono::Utc::now() - t).num_seconds().abs();
+    assert!(delta <= 60, "{what} = {t} is {delta}s away from now (UTC)");
 }
 
 /// A fresh `seqd_t_<unixsecs>_<random>` name.

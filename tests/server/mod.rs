@@ -33,10 +33,16 @@ impl TestServer {
     /// Starts a server on `settings.database_url` (migrated first).
     pub async fn start(settings: Settings) -> TestServer {
         let database =
-            startup::open_database_with(&settings.database_urls[0], &settings.store_options())
+            seqd::open::open_database_with(&settings.database_urls[0], &settings.store_options())
                 .await
                 .expect("open database");
         Self::start_with_database(settings, database).await
+    }
+
+    /// Starts a server with the default settings on the database at `url`.
+    #[allow(dead_code)] // not every test binary starts one this way
+    pub async fn on(url: &str) -> TestServer {
+        Self::start(Settings::for_database(url.to_string())).await
     }
 
     /// Starts a server on an already opened database: its sequences, and
@@ -138,6 +144,37 @@ impl TestServer {
         resp.json().await.unwrap()
     }
 
+    /// `POST /v1/sequences` with `body`, whatever the answer.
+    #[allow(dead_code)] // not every test binary creates sequences over HTTP
+    pub async fn post_sequence(&self, body: &serde_json::Value) -> reqwest::Response {
+        self.send_json(reqwest::Method::POST, "/v1/sequences", body)
+            .await
+    }
+
+    /// `PATCH /v1/sequences/{name}` with `body`, whatever the answer.
+    #[allow(dead_code)] // not every test binary changes sequences over HTTP
+    pub async fn patch_sequence(&self, name: &str, body: &serde_json::Value) -> reqwest::Response {
+        self.send_json(
+            reqwest::Method::PATCH,
+            &format!("/v1/sequences/{name}"),
+            body,
+        )
+        .await
+    }
+
+    /// Creates the sequence `name` from `start` by `step` (asserting 201);
+    /// the row as answered.
+    #[allow(dead_code)] // not every test binary creates sequences over HTTP
+    pub async fn create(&self, name: &str, start: i64, step: i64) -> serde_json::Value {
+        create_at(&self.http, &self.base, name, start, step).await
+    }
+
+    /// The next ID of `name` (asserting 200).
+    #[allow(dead_code)] // not every test binary draws IDs over HTTP
+    pub async fn next(&self, name: &str) -> i64 {
+        next_at(&self.http, &self.base, name).await
+    }
+
     /// Stops the server and waits for it to finish.
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
@@ -155,6 +192,49 @@ impl Drop for TestServer {
             let _ = tx.send(());
         }
     }
+}
+
+/// `POST {base}/v1/sequences` with `http`: creates `name` from `start` by
+/// `step`, asserting 201; the row as answered. For servers a test reaches by
+/// address only (a [`Process`], or from a spawned task).
+#[allow(dead_code)] // not every test binary creates sequences over HTTP
+pub async fn create_at(
+    http: &reqwest::Client,
+    base: &str,
+    name: &str,
+    start: i64,
+    step: i64,
+) -> serde_json::Value {
+    let body = serde_json::json!({"name": name, "start": start, "step": step});
+    let resp = http
+        .post(format!("{base}/v1/sequences"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, 201, "create {name}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("create {name}: {e}: {text}"))
+}
+
+/// `GET {base}/v1/sequences/{name}/next` with `http`, asserting 200; its
+/// `"id"`. For servers a test reaches by address only.
+#[allow(dead_code)] // not every test binary draws IDs over HTTP
+pub async fn next_at(http: &reqwest::Client, base: &str, name: &str) -> i64 {
+    let resp = http
+        .get(format!("{base}/v1/sequences/{name}/next"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("next {name}: {e}"));
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, 200, "next {name}: {text}");
+    let body: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("next {name}: {e}: {text}"));
+    body["id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("next {name}: no integer id in {body}"))
 }
 
 /// A `seqd serve` child process listening on 127.0.0.1:0 (the port is read

@@ -1,5 +1,5 @@
 //! MySQL / MariaDB: one pool (this file: connect options, statement bounds,
-//! [`connect`]) with the sequence store over it ([`MySqlStore`],
+//! [`connect`](crate::store::connect)) with the sequence store over it ([`MySqlStore`],
 //! `sequences.rs`) and the worker leases ([`MySqlWorkerLeases`], `workers.rs`).
 
 pub mod sequences;

@@ -1,4 +1,4 @@
-//! [`Store`] on MySQL / MariaDB.
+//! [`Store`](crate::store::Store) on MySQL / MariaDB.
 //!
 //! MariaDB 10.11 has no `UPDATE ... RETURNING`, so a segment is reserved in
 //! one transaction: the guarded [`RESERVE_UPDATE`] (which takes the InnoDB
@@ -23,17 +23,19 @@ use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
 use crate::store::retry::retrying;
+use crate::store::sql::{reserve_flow, reserve_within_flow, ReserveOnce};
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     binary_page_sql, check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id,
     insert_failed, period_row, read_serial_flag, refused, reservation, row_from_columns,
     serial_values, unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow,
-    SerialColumns, Store, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
+    SerialColumns, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
 };
 use crate::store::{
     execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
 use crate::store::{fetch_named, named_rows_sql};
+use crate::store::{Catalog, Schema, Segments, StripeRecords};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
@@ -76,7 +78,7 @@ pub const BUMP: &str = "UPDATE sequences \
      WHERE max_id <= 9223372036854775807 - ?";
 
 /// Sets `max_id` to the first bind where the name (second) and `max_id`
-/// (third) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+/// (third) match: a compare-and-set, for [`Segments::compare_and_set_max_id`].
 pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
      SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE name = ? AND max_id = ?";
 
@@ -173,7 +175,7 @@ fn to_found_row(row: Row) -> Result<SequenceRow, StoreError> {
     to_row(row).ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
 }
 
-/// A [`Store`] on a MySQL or MariaDB database.
+/// A [`Store`](crate::store::Store) on a MySQL or MariaDB database.
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
@@ -187,7 +189,7 @@ impl MySqlStore {
     }
 
     /// Connects to `url` with `options`: every session gets the lock-wait and
-    /// statement bounds from them (see [`crate::store::pool`] and [`super::MySql`]).
+    /// statement bounds from them (see [`crate::store::pool`] and `super::MySql`).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         Ok(Self::from_pool(open_pool::<Self>(url, options).await?))
     }
@@ -202,17 +204,6 @@ impl MySqlStore {
         &self.pool
     }
 
-    /// Runs one reservation transaction; `None` if no row was updated
-    /// (missing or full).
-    async fn try_reserve(
-        &self,
-        name: &SeqName,
-        min_size: i64,
-    ) -> Result<Option<Reservation>, StoreError> {
-        self.run_reserve((RESERVE_UPDATE, RESERVE_SELECT), name, min_size, min_size)
-            .await
-    }
-
     /// Runs a reservation transaction ([`RESERVE_UPDATE`] and
     /// [`RESERVE_SELECT`], or the exact pair) once, `guard` the update's
     /// last bind; `None` if no row was updated.
@@ -225,7 +216,7 @@ impl MySqlStore {
     ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
         let read = retrying!(
-            "mysql",
+            Dialect::Mysql.name(),
             Self::reserve_on(held.conn(), sql, name, size, guard).await
         );
         held.finish(read)?
@@ -261,13 +252,6 @@ impl MySqlStore {
             .await?;
         tx.commit().await?;
         Ok(Some(read))
-    }
-
-    /// Why a reserving transaction on `name` updated nothing.
-    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
-        Ok(refused(
-            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
-        ))
     }
 
     /// Reads one row on `conn` (a transaction or a pooled connection).
@@ -307,18 +291,40 @@ impl Backend for MySqlStore {
 }
 
 #[async_trait]
-impl Store for MySqlStore {
+impl ReserveOnce for MySqlStore {
+    async fn reserve_once(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve((RESERVE_UPDATE, RESERVE_SELECT), name, min_size, min_size)
+            .await
+    }
+
+    async fn reserve_within_once(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
+        let exact = (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT);
+        let Some(guard) = cap.checked_sub(n) else {
+            return Err(StoreError::Exhausted);
+        };
+        self.run_reserve(exact, name, n, guard).await
+    }
+
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(
+            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
+        ))
+    }
+}
+
+#[async_trait]
+impl Segments for MySqlStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        if let Some(r) = self.try_reserve(name, min_size).await? {
-            return Ok(r);
-        }
-        // Near i64::MAX a large request may not fit while the row's own step does.
-        if min_size > 1 {
-            if let Some(r) = self.try_reserve(name, 1).await? {
-                return Ok(r);
-            }
-        }
-        Err(self.refusal(name).await?)
+        reserve_flow(self, name, min_size).await
     }
 
     async fn reserve_within(
@@ -327,14 +333,7 @@ impl Store for MySqlStore {
         n: i64,
         cap: i64,
     ) -> Result<Reservation, StoreError> {
-        let exact = (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT);
-        let Some(guard) = cap.checked_sub(n) else {
-            return Err(StoreError::Exhausted);
-        };
-        match self.run_reserve(exact, name, n, guard).await? {
-            Some(r) => Ok(r),
-            None => Err(self.refusal(name).await?),
-        }
+        reserve_within_flow(self, name, n, cap).await
     }
 
     async fn compare_and_set_max_id(
@@ -354,14 +353,17 @@ impl Store for MySqlStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl Catalog for MySqlStore {
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let max_id = initial_max_id(seq)?;
         let insert = "INSERT INTO sequences (name, max_id, step, description, ordering, \
              counter_start, format, reset, time_zone, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
         let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
         let row = retrying!(
-            "mysql",
+            Dialect::Mysql.name(),
             async {
                 let mut tx = self.pool.begin().await?;
                 sqlx::query(insert)
@@ -390,10 +392,13 @@ impl Store for MySqlStore {
     }
 
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        retrying!("mysql", Self::fetch_row(&self.pool, name).await)
-            .map_err(unavailable)?
-            .map(to_found_row)
-            .transpose()
+        retrying!(
+            Dialect::Mysql.name(),
+            Self::fetch_row(&self.pool, name).await
+        )
+        .map_err(unavailable)?
+        .map(to_found_row)
+        .transpose()
     }
 
     async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
@@ -403,8 +408,11 @@ impl Store for MySqlStore {
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         // `name` is utf8mb4_bin: byte order, as on SQLite and PostgreSQL (COLLATE "C").
         let sql = format!("SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY name");
-        let rows: Vec<Row> = retrying!("mysql", sqlx::query_as(&sql).fetch_all(&self.pool).await)
-            .map_err(unavailable)?;
+        let rows: Vec<Row> = retrying!(
+            Dialect::Mysql.name(),
+            sqlx::query_as(&sql).fetch_all(&self.pool).await
+        )
+        .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
@@ -432,7 +440,7 @@ impl Store for MySqlStore {
         let set = patch.serial.is_some();
         let (low, high) = period_rows_range(name);
         let row = retrying!(
-            "mysql",
+            Dialect::Mysql.name(),
             async {
                 let mut tx = self.pool.begin().await?;
                 sqlx::query(update)
@@ -477,7 +485,7 @@ impl Store for MySqlStore {
         check_period_key(key)?;
         let counter = parent.period_counter(key);
         let done = retrying!(
-            "mysql",
+            Dialect::Mysql.name(),
             sqlx::query(CREATE_PERIOD)
                 .bind(counter.as_str())
                 .bind(parent.as_str())
@@ -497,7 +505,7 @@ impl Store for MySqlStore {
     async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
         let (low, high) = period_rows_range(parent);
         let rows: Vec<(Vec<u8>, i64, DateTime<Utc>, DateTime<Utc>)> = retrying!(
-            "mysql",
+            Dialect::Mysql.name(),
             sqlx::query_as(LIST_PERIODS)
                 .bind(&low)
                 .bind(&high)
@@ -516,7 +524,7 @@ impl Store for MySqlStore {
     async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
         let names = counter_names(parent, keys)?;
         retrying!(
-            "mysql",
+            Dialect::Mysql.name(),
             async {
                 let mut tx = self.pool.begin().await?;
                 let mut deleted = 0;
@@ -543,7 +551,10 @@ impl Store for MySqlStore {
     ) -> Result<Vec<Bumped>, StoreError> {
         run_bump::<Self>(&self.pool, names, by, mode).await
     }
+}
 
+#[async_trait]
+impl Schema for MySqlStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         Migrator::prepare(PoolRef::Mysql(&self.pool), MigrateMode::Auto, None).await
     }
@@ -557,9 +568,12 @@ impl Store for MySqlStore {
     }
 
     fn backend(&self) -> &'static str {
-        "mysql"
+        Dialect::Mysql.name()
     }
+}
 
+#[async_trait]
+impl StripeRecords for MySqlStore {
     async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
         record::read_record(&self.pool, Dialect::Mysql).await
     }

@@ -1,5 +1,5 @@
 //! PostgreSQL: one pool (this file: connect options, statement bounds,
-//! [`connect`]) with the sequence store over it ([`PostgresStore`],
+//! [`connect`](crate::store::connect)) with the sequence store over it ([`PostgresStore`],
 //! `sequences.rs`) and the worker leases ([`PgWorkerLeases`], `workers.rs`).
 
 pub mod sequences;

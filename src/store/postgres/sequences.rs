@@ -1,4 +1,4 @@
-//! [`Store`] on PostgreSQL.
+//! [`Store`](crate::store::Store) on PostgreSQL.
 //!
 //! A segment is reserved by one `UPDATE ... RETURNING` statement (see
 //! [`RESERVE`]); the row lock PostgreSQL takes for the update serialises
@@ -24,16 +24,18 @@ use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode};
 use crate::store::pool::Held;
 use crate::store::retry::retrying;
+use crate::store::sql::{reserve_flow, reserve_within_flow, ReserveOnce};
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id, insert_failed,
     period_row, read_serial_flag, refused, reservation, serial_values, unavailable, PeriodRow,
-    Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StoreOptions,
-    COLUMNS, NOT_COUNTER,
+    Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, StoreOptions, COLUMNS,
+    NOT_COUNTER,
 };
 use crate::store::{
     execute_bump, fetch_bump_rows, fetch_named, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
+use crate::store::{Catalog, Schema, Segments, StripeRecords};
 
 /// Reserves `GREATEST(step, $2)` IDs of the row named `$1` unless that would
 /// pass `i64::MAX`, and returns the new `max_id`, the amount added and the
@@ -69,7 +71,7 @@ pub const BUMP: &str = "UPDATE sequences \
      WHERE max_id <= 9223372036854775807 - $2";
 
 /// Sets `max_id` to the first bind where the name (second) and `max_id`
-/// (third) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+/// (third) match: a compare-and-set, for [`Segments::compare_and_set_max_id`].
 pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
      SET max_id = $1, updated_at = CURRENT_TIMESTAMP WHERE name = $2 AND max_id = $3";
 
@@ -114,7 +116,7 @@ pub fn page_sql(lower_op: &str) -> String {
     )
 }
 
-/// The rows named by `n` binds (`$1` ... `$n`), for [`Store::settings_of`].
+/// The rows named by `n` binds (`$1` ... `$n`), for [`Catalog::settings_of`].
 pub fn named_rows_sql(n: usize) -> String {
     let binds: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
     format!(
@@ -125,11 +127,11 @@ pub fn named_rows_sql(n: usize) -> String {
 
 use crate::store::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
-/// A [`Store`] on a PostgreSQL database.
+/// A [`Store`](crate::store::Store) on a PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
-    /// `--schema`, created by [`Store::migrate`] if missing.
+    /// `--schema`, created by [`Schema::migrate`] if missing.
     schema: Option<String>,
 }
 
@@ -148,7 +150,7 @@ impl PostgresStore {
     }
 
     /// The store over `pool`, opened with `options` (whose `--schema`
-    /// [`Store::migrate`] creates if missing).
+    /// [`Schema::migrate`] creates if missing).
     pub(crate) fn over(pool: PgPool, options: &StoreOptions) -> Self {
         PostgresStore {
             pool,
@@ -166,15 +168,6 @@ impl PostgresStore {
         &self.pool
     }
 
-    /// Runs [`RESERVE`] once; `None` if no row was updated (missing or full).
-    async fn try_reserve(
-        &self,
-        name: &SeqName,
-        min_size: i64,
-    ) -> Result<Option<Reservation>, StoreError> {
-        self.run_reserve(RESERVE, name, min_size, None).await
-    }
-
     /// Runs a reserving statement ([`RESERVE`], or [`RESERVE_EXACT`] with
     /// its cap) once; `None` if no row was updated.
     async fn run_reserve(
@@ -185,7 +178,7 @@ impl PostgresStore {
         cap: Option<i64>,
     ) -> Result<Option<Reservation>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let row = retrying!("postgres", {
+        let row = retrying!(Dialect::Postgres.name(), {
             let query = sqlx::query_as::<_, (i64, i64, i64, String)>(sql)
                 .bind(name.as_str())
                 .bind(size);
@@ -199,13 +192,6 @@ impl PostgresStore {
         held.finish(row)?
             .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
             .transpose()
-    }
-
-    /// Why a reserving statement on `name` updated nothing.
-    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
-        Ok(refused(
-            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
-        ))
     }
 }
 
@@ -233,18 +219,35 @@ impl Backend for PostgresStore {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl ReserveOnce for PostgresStore {
+    async fn reserve_once(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve(RESERVE, name, min_size, None).await
+    }
+
+    async fn reserve_within_once(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve(RESERVE_EXACT, name, n, Some(cap)).await
+    }
+
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(
+            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
+        ))
+    }
+}
+
+#[async_trait]
+impl Segments for PostgresStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        if let Some(r) = self.try_reserve(name, min_size).await? {
-            return Ok(r);
-        }
-        // Near i64::MAX a large request may not fit while the row's own step does.
-        if min_size > 1 {
-            if let Some(r) = self.try_reserve(name, 1).await? {
-                return Ok(r);
-            }
-        }
-        Err(self.refusal(name).await?)
+        reserve_flow(self, name, min_size).await
     }
 
     async fn reserve_within(
@@ -253,10 +256,7 @@ impl Store for PostgresStore {
         n: i64,
         cap: i64,
     ) -> Result<Reservation, StoreError> {
-        match self.run_reserve(RESERVE_EXACT, name, n, Some(cap)).await? {
-            Some(r) => Ok(r),
-            None => Err(self.refusal(name).await?),
-        }
+        reserve_within_flow(self, name, n, cap).await
     }
 
     async fn compare_and_set_max_id(
@@ -276,7 +276,10 @@ impl Store for PostgresStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl Catalog for PostgresStore {
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
@@ -286,7 +289,7 @@ impl Store for PostgresStore {
         let max_id = initial_max_id(seq)?;
         let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
         let row: Row = retrying!(
-            "postgres",
+            Dialect::Postgres.name(),
             sqlx::query_as(&sql)
                 .bind(seq.name.as_str())
                 .bind(max_id)
@@ -308,7 +311,7 @@ impl Store for PostgresStore {
     async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM sequences WHERE name = $1");
         let row: Option<Row> = retrying!(
-            "postgres",
+            Dialect::Postgres.name(),
             sqlx::query_as(&sql)
                 .bind(name.as_str())
                 .fetch_optional(&self.pool)
@@ -328,9 +331,11 @@ impl Store for PostgresStore {
         let sql = format!(
             "SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY name COLLATE \"C\""
         );
-        let rows: Vec<Row> =
-            retrying!("postgres", sqlx::query_as(&sql).fetch_all(&self.pool).await)
-                .map_err(unavailable)?;
+        let rows: Vec<Row> = retrying!(
+            Dialect::Postgres.name(),
+            sqlx::query_as(&sql).fetch_all(&self.pool).await
+        )
+        .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(to_row).collect())
     }
 
@@ -359,7 +364,7 @@ impl Store for PostgresStore {
             serial_values(patch.serial.as_ref().and_then(Option::as_ref));
         let (low, high) = period_rows_range(name);
         let row: Option<Row> = retrying!(
-            "postgres",
+            Dialect::Postgres.name(),
             async {
                 let mut tx = self.pool.begin().await?;
                 let row: Option<Row> = sqlx::query_as(&sql)
@@ -398,7 +403,7 @@ impl Store for PostgresStore {
         check_period_key(key)?;
         let counter = parent.period_counter(key);
         let done = retrying!(
-            "postgres",
+            Dialect::Postgres.name(),
             sqlx::query(CREATE_PERIOD)
                 .bind(parent.as_str())
                 .bind(counter.as_str())
@@ -418,7 +423,7 @@ impl Store for PostgresStore {
     async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
         let (low, high) = period_rows_range(parent);
         let rows: Vec<(String, i64, chrono::NaiveDateTime, chrono::NaiveDateTime)> = retrying!(
-            "postgres",
+            Dialect::Postgres.name(),
             sqlx::query_as(LIST_PERIODS)
                 .bind(&low)
                 .bind(&high)
@@ -443,7 +448,7 @@ impl Store for PostgresStore {
     async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
         let names = counter_names(parent, keys)?;
         let done = retrying!(
-            "postgres",
+            Dialect::Postgres.name(),
             sqlx::query("DELETE FROM sequences WHERE name = ANY($1)")
                 .bind(&names)
                 .execute(&self.pool)
@@ -461,7 +466,10 @@ impl Store for PostgresStore {
     ) -> Result<Vec<Bumped>, StoreError> {
         run_bump::<Self>(&self.pool, names, by, mode).await
     }
+}
 
+#[async_trait]
+impl Schema for PostgresStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         prepare(&self.pool, MigrateMode::Auto, self.schema.as_deref()).await
     }
@@ -475,9 +483,12 @@ impl Store for PostgresStore {
     }
 
     fn backend(&self) -> &'static str {
-        "postgres"
+        Dialect::Postgres.name()
     }
+}
 
+#[async_trait]
+impl StripeRecords for PostgresStore {
     async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
         record::read_record(&self.pool, Dialect::Postgres).await
     }

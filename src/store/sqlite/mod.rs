@@ -1,5 +1,5 @@
 //! SQLite: one pool (this file: connect options, statement bounds,
-//! [`connect`]) with the sequence store over it ([`SqliteStore`],
+//! [`connect`](crate::store::connect)) with the sequence store over it ([`SqliteStore`],
 //! `sequences.rs`) and the worker leases ([`SqliteWorkerLeases`], `workers.rs`).
 
 pub mod sequences;

@@ -1,4 +1,4 @@
-//! [`Store`] on an embedded SQLite file.
+//! [`Store`](crate::store::Store) on an embedded SQLite file.
 //!
 //! A segment is reserved by one `UPDATE ... RETURNING` statement (see
 //! [`RESERVE`]; needs SQLite >= 3.35, sqlx bundles a newer one). SQLite
@@ -18,17 +18,19 @@ use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
+use crate::store::sql::{reserve_flow, reserve_within_flow, ReserveOnce};
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
     binary_page_sql, check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id,
     insert_failed, period_row, read_serial_flag, refused, reservation, serial_values, unavailable,
-    PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
-    StoreOptions, COLUMNS, NOT_COUNTER,
+    PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, StoreOptions,
+    COLUMNS, NOT_COUNTER,
 };
 use crate::store::{
     execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
 use crate::store::{fetch_named, named_rows_sql};
+use crate::store::{Catalog, Schema, Segments, StripeRecords};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
@@ -63,7 +65,7 @@ pub const BUMP: &str = "UPDATE sequences \
      WHERE max_id <= 9223372036854775807 - ?";
 
 /// Sets `max_id` to the first bind where the name (second) and `max_id`
-/// (third) match: a compare-and-set, for [`Store::compare_and_set_max_id`].
+/// (third) match: a compare-and-set, for [`Segments::compare_and_set_max_id`].
 pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
      SET max_id = ?1, updated_at = CURRENT_TIMESTAMP WHERE name = ?2 AND max_id = ?3";
 
@@ -96,7 +98,7 @@ pub const UPDATE_PERIODS: &str = "UPDATE sequences \
 
 use crate::store::{naive_found_row as to_found_row, naive_row as to_row, NaiveRow as Row};
 
-/// A [`Store`] on a SQLite database file.
+/// A [`Store`](crate::store::Store) on a SQLite database file.
 ///
 /// Statements with `RETURNING` are read with `fetch_all`: SQLite commits an
 /// autocommit statement only when it is stepped to completion, and sqlx's
@@ -134,15 +136,6 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// Runs [`RESERVE`] once; `None` if no row was updated (missing or full).
-    async fn try_reserve(
-        &self,
-        name: &SeqName,
-        min_size: i64,
-    ) -> Result<Option<Reservation>, StoreError> {
-        self.run_reserve(RESERVE, name, min_size, None).await
-    }
-
     /// Runs a reserving statement ([`RESERVE`], or [`RESERVE_EXACT`] with
     /// its cap) once; `None` if no row was updated.
     async fn run_reserve(
@@ -168,13 +161,6 @@ impl SqliteStore {
             .next()
             .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
             .transpose()
-    }
-
-    /// Why a reserving statement on `name` updated nothing.
-    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
-        Ok(refused(
-            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
-        ))
     }
 }
 
@@ -205,18 +191,35 @@ impl Backend for SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl ReserveOnce for SqliteStore {
+    async fn reserve_once(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve(RESERVE, name, min_size, None).await
+    }
+
+    async fn reserve_within_once(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Option<Reservation>, StoreError> {
+        self.run_reserve(RESERVE_EXACT, name, n, Some(cap)).await
+    }
+
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(
+            read_serial_flag(&self.pool, READ_SERIAL_FLAG, name).await?,
+        ))
+    }
+}
+
+#[async_trait]
+impl Segments for SqliteStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        if let Some(r) = self.try_reserve(name, min_size).await? {
-            return Ok(r);
-        }
-        // Near i64::MAX a large request may not fit while the row's own step does.
-        if min_size > 1 {
-            if let Some(r) = self.try_reserve(name, 1).await? {
-                return Ok(r);
-            }
-        }
-        Err(self.refusal(name).await?)
+        reserve_flow(self, name, min_size).await
     }
 
     async fn reserve_within(
@@ -225,10 +228,7 @@ impl Store for SqliteStore {
         n: i64,
         cap: i64,
     ) -> Result<Reservation, StoreError> {
-        match self.run_reserve(RESERVE_EXACT, name, n, Some(cap)).await? {
-            Some(r) => Ok(r),
-            None => Err(self.refusal(name).await?),
-        }
+        reserve_within_flow(self, name, n, cap).await
     }
 
     async fn compare_and_set_max_id(
@@ -248,7 +248,10 @@ impl Store for SqliteStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl Catalog for SqliteStore {
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let sql = format!(
             "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
@@ -423,7 +426,10 @@ impl Store for SqliteStore {
     ) -> Result<Vec<Bumped>, StoreError> {
         run_bump::<Self>(&self.pool, names, by, mode).await
     }
+}
 
+#[async_trait]
+impl Schema for SqliteStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         Migrator::prepare(PoolRef::Sqlite(&self.pool), MigrateMode::Auto, None).await
     }
@@ -437,9 +443,12 @@ impl Store for SqliteStore {
     }
 
     fn backend(&self) -> &'static str {
-        "sqlite"
+        Dialect::Sqlite.name()
     }
+}
 
+#[async_trait]
+impl StripeRecords for SqliteStore {
     async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
         record::read_record(&self.pool, Dialect::Sqlite).await
     }

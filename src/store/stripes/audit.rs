@@ -50,7 +50,7 @@ impl Cursor {
 
 /// The rows of several stores merged by name (byte order): each step gives
 /// one name and, per store, its row or `None`. Every store is read one page
-/// at a time through [`Store::list_page`], so memory holds at most one page
+/// at a time through [`Catalog::list_page`](crate::store::Catalog::list_page), so memory holds at most one page
 /// per store whatever the number of rows.
 ///
 /// Pages are separate reads: a row created or deleted on a stripe during

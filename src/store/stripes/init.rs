@@ -345,6 +345,7 @@ async fn raise_to(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StripeRecords;
 
     fn urls(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("sqlite://db{i}.db")).collect()

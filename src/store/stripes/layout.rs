@@ -34,10 +34,20 @@ pub enum LayoutError {
     #[error(
         "stripe {index} of {count}: the index must be below the count, and the count at least 1"
     )]
-    Index { index: u32, count: u32 },
+    Index {
+        /// The stripe index given.
+        index: u32,
+        /// The number of stripes.
+        count: u32,
+    },
     /// `block` is below 1, or a round of `count` blocks does not fit an i64.
     #[error("block size {block} with {count} stripes: the block must be at least 1 and count * block at most i64::MAX")]
-    Block { count: u32, block: i64 },
+    Block {
+        /// The number of stripes.
+        count: u32,
+        /// The block size given.
+        block: i64,
+    },
 }
 
 impl StripeLayout {

@@ -171,14 +171,10 @@ fn from_columns(
 
 /// The backend's short name of `dialect`, for [`retrying!`]'s metric.
 fn backend_of(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Postgres => "postgres",
-        Dialect::Mysql => "mysql",
-        Dialect::Sqlite => "sqlite",
-    }
+    dialect.name()
 }
 
-/// [`Store::stripe_record`] on a backend's pool.
+/// [`StripeRecords::stripe_record`] on a backend's pool.
 pub(crate) async fn read_record<DB>(
     pool: &sqlx::Pool<DB>,
     dialect: Dialect,
@@ -201,7 +197,7 @@ where
     .transpose()
 }
 
-/// [`Store::put_stripe_record`] on a backend's pool: one `INSERT` (which
+/// [`StripeRecords::put_stripe_record`] on a backend's pool: one `INSERT` (which
 /// the primary key `id = 1` makes race-free: of two writers of a new row,
 /// one inserts and the other finds it), then the row read back.
 pub(crate) async fn put_record<DB>(
@@ -508,6 +504,7 @@ fn not_a_stripe(urls: &[String], i: usize) -> String {
 mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
+    use crate::store::StripeRecords;
 
     fn urls(n: usize) -> Vec<String> {
         (0..n)
@@ -527,7 +524,7 @@ mod tests {
             start,
             step: 1,
             description: String::new(),
-            ordering: crate::domain::Ordering::Instance,
+            ordering: crate::domain::IdOrdering::Instance,
             serial: None,
         }
     }

@@ -34,6 +34,7 @@ use crate::store::{
     reservation, BumpMode, Bumped, PeriodRow, Reservation, SequencePage, SequencePatch,
     SequenceRow, Store, StoreError,
 };
+use crate::store::{Catalog, Schema, Segments, StripeRecords};
 
 /// Counter: operations raced to the next stripe because the one tried had
 /// not answered within `--failover-after`. (The state, reservations and
@@ -389,7 +390,7 @@ impl StripedStore {
 
     /// Starts the background audit: at once and then every `every`, a merge
     /// walk over every stripe's rows ([`super::audit::audit_rows`], at most
-    /// [`MISSING_KEPT`] findings) replaces what [`StripedStore::status`]
+    /// `MISSING_KEPT` findings) replaces what [`StripedStore::status`]
     /// reports as missing, so a row added by SQL to some stripes only is
     /// reported even if no fetch has gone to the stripes that lack it. Skips
     /// a round while a stripe is down; ends when the store is dropped.
@@ -474,8 +475,8 @@ impl StripedStore {
 
 /// Global ordering needs one database: IDs from one row, in the order the
 /// database commits them. Across stripes there is no such row.
-fn refuse_global(ordering: Option<crate::domain::Ordering>) -> Result<(), StoreError> {
-    if ordering == Some(crate::domain::Ordering::Global) {
+fn refuse_global(ordering: Option<crate::domain::IdOrdering>) -> Result<(), StoreError> {
+    if ordering == Some(crate::domain::IdOrdering::Global) {
         Err(StoreError::Config(
             "ordering \"global\" needs a single database, not stripes".into(),
         ))
@@ -584,7 +585,7 @@ fn jitter(cap: u64) -> u64 {
 }
 
 #[async_trait]
-impl Store for StripedStore {
+impl Segments for StripedStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
         self.reserve_above(name, min_size, 0).await
     }
@@ -640,23 +641,10 @@ impl Store for StripedStore {
         };
         s.store.compare_and_set_max_id(name, top, keep).await
     }
+}
 
-    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
-        Err(StoreError::Config(
-            "a stripe record belongs to one database, not to the set".into(),
-        ))
-    }
-
-    async fn put_stripe_record(
-        &self,
-        _record: &StripeRecord,
-        _replace: bool,
-    ) -> Result<StripeRecord, StoreError> {
-        Err(StoreError::Config(
-            "a stripe record belongs to one database, not to the set".into(),
-        ))
-    }
-
+#[async_trait]
+impl Catalog for StripedStore {
     async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         refuse_global(Some(seq.ordering))?;
         refuse_serial(seq.serial.as_ref())?;
@@ -795,6 +783,21 @@ impl Store for StripedStore {
         Ok(first.unwrap_or_default())
     }
 
+    async fn create_period(&self, _parent: &SeqName, _key: &str) -> Result<bool, StoreError> {
+        Err(serial_refused())
+    }
+
+    async fn list_periods(&self, _parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        Err(serial_refused())
+    }
+
+    async fn delete_periods(&self, _parent: &SeqName, _keys: &[String]) -> Result<u64, StoreError> {
+        Err(serial_refused())
+    }
+}
+
+#[async_trait]
+impl Schema for StripedStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         for s in &self.inner.stripes {
             s.store.migrate().await?;
@@ -816,7 +819,7 @@ impl Store for StripedStore {
         Ok(())
     }
 
-    /// Pings every stripe at once (each bounded by [`PING_TIMEOUT`]): a
+    /// Pings every stripe at once (each bounded by `PING_TIMEOUT`): a
     /// stripe that fails is marked down, one that answers is marked up;
     /// `Ok` while any answers, so `/readyz` stays ready and reports each
     /// stripe, including the ones no fetch has used lately.
@@ -862,20 +865,27 @@ impl Store for StripedStore {
     fn backend(&self) -> &'static str {
         "striped"
     }
+}
+
+#[async_trait]
+impl StripeRecords for StripedStore {
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        Err(StoreError::Config(
+            "a stripe record belongs to one database, not to the set".into(),
+        ))
+    }
+
+    async fn put_stripe_record(
+        &self,
+        _record: &StripeRecord,
+        _replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        Err(StoreError::Config(
+            "a stripe record belongs to one database, not to the set".into(),
+        ))
+    }
 
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.status()
-    }
-
-    async fn create_period(&self, _parent: &SeqName, _key: &str) -> Result<bool, StoreError> {
-        Err(serial_refused())
-    }
-
-    async fn list_periods(&self, _parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
-        Err(serial_refused())
-    }
-
-    async fn delete_periods(&self, _parent: &SeqName, _keys: &[String]) -> Result<u64, StoreError> {
-        Err(serial_refused())
     }
 }

@@ -10,7 +10,7 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 
 use super::error::SerialError;
-use super::format::Reset;
+use super::words::Reset;
 
 /// One period of a sequence's counter.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! Storage of snowflake worker-ID leases: the `workers` table
 //! (`migrations/*/0002_create_workers.sql`) behind the [`WorkerLeases`] trait,
-//! one implementation per backend (`postgres/workers.rs`, `mysql/workers.rs`,
-//! `sqlite/workers.rs`).
+//! implemented once for the SQL backends ([`SqlWorkerLeases`], `sql.rs`, with
+//! each dialect's statements), each backend giving its types (`LeaseDb`:
+//! `postgres/workers.rs`, `mysql/workers.rs`, `sqlite/workers.rs`).
 //!
 //! A row exists for every worker ID ever leased; it is inserted by the first
 //! claim of that ID. Each change is one atomic statement whose `WHERE` clause
@@ -21,6 +22,11 @@
 use async_trait::async_trait;
 
 use super::StoreError;
+
+mod sql;
+
+pub use sql::SqlWorkerLeases;
+pub(crate) use sql::{lease_db, LeaseDb};
 
 /// Longest owner string stored (the column is `VARCHAR(64)`).
 pub const MAX_OWNER_LEN: usize = 64;
@@ -93,7 +99,7 @@ pub trait WorkerLeases: Send + Sync + 'static {
 }
 
 /// Converts a fetched `(worker_id, owner, lease_until, last_timestamp)`.
-pub(super) fn worker_row(
+fn worker_row(
     worker_id: i64,
     owner: String,
     lease_until: i64,
@@ -111,7 +117,7 @@ pub(super) fn worker_row(
 }
 
 /// Checks an owner string before it is written.
-pub(super) fn check_owner(owner: &str) -> Result<(), StoreError> {
+fn check_owner(owner: &str) -> Result<(), StoreError> {
     if owner.is_empty() || owner.len() > MAX_OWNER_LEN || !owner.is_ascii() {
         return Err(StoreError::Config(format!(
             "invalid worker owner {owner:?}: 1..={MAX_OWNER_LEN} ASCII characters"

@@ -151,7 +151,7 @@ pub fn admit(event: &'static str, sequence: Option<&str>) -> Option<u64> {
 /// `throttled!(warn, "storage unavailable", None, error = %detail)`.
 macro_rules! throttled {
     ($level:ident, $message:literal, $sequence:expr $(, $($field:tt)+)?) => {
-        if let Some(suppressed) = $crate::http::log_throttle::admit($message, $sequence) {
+        if let Some(suppressed) = $crate::log_throttle::admit($message, $sequence) {
             tracing::$level!(suppressed, $($($field)+,)? $message);
         }
     };

@@ -4,7 +4,7 @@
 //! client's mistake (a 400 `invalid_request` once the fields reach the API),
 //! and its message names what is wrong and where.
 
-use super::format::Reset;
+use super::words::{Reset, UnknownOverflow, UnknownReset};
 
 /// A `format`, `reset`, `overflow` or `time_zone` that was refused.
 ///
@@ -16,37 +16,65 @@ pub enum SerialError {
         "unknown token `{token}` at position {position} of the format: \
          the tokens are {{yyyy}} {{yy}} {{MM}} {{dd}} {{seq}} {{seq:0N}}"
     )]
-    UnknownToken { token: String, position: usize },
+    UnknownToken {
+        /// The token as written.
+        token: String,
+        /// Its position in the format, in characters from 0.
+        position: usize,
+    },
     /// `{seq:...}` whose width is not written `0N`, e.g. `{seq:5}`.
     #[error(
         "malformed counter token `{token}` at position {position} of the format: \
          write {{seq:0N}}, a zero then the width N (1 to 18), e.g. {{seq:06}}"
     )]
-    MalformedWidth { token: String, position: usize },
+    MalformedWidth {
+        /// The token as written.
+        token: String,
+        /// Its position in the format, in characters from 0.
+        position: usize,
+    },
     /// `{seq:0N}` with N = 0 or N > 18.
     #[error(
         "counter width {width} at position {position} of the format is out of range: \
          {{seq:0N}} takes 1 <= N <= 18"
     )]
-    WidthOutOfRange { width: u64, position: usize },
+    WidthOutOfRange {
+        /// The width given.
+        width: u64,
+        /// Its position in the format, in characters from 0.
+        position: usize,
+    },
     /// A second `{seq}` or `{seq:0N}`.
     #[error(
         "a second counter token at position {position} of the format \
          (the first is at position {first}): a format has exactly one {{seq}}"
     )]
-    SecondSeq { position: usize, first: usize },
+    SecondSeq {
+        /// Its position in the format, in characters from 0.
+        position: usize,
+        /// The position of the first counter token.
+        first: usize,
+    },
     /// No `{seq}` at all.
     #[error("the format has no counter token: it needs exactly one {{seq}} or {{seq:0N}}")]
     MissingSeq,
     /// A `{` without its `}`.
     #[error("`{{` at position {position} of the format is not closed by `}}`")]
-    Unclosed { position: usize },
+    Unclosed {
+        /// Its position in the format, in characters from 0.
+        position: usize,
+    },
     /// A character that literal text may not hold (including a lone `}`).
     #[error(
         "character {character:?} at position {position} of the format is not allowed: \
          literal text is ASCII letters, digits and - _ . / : #"
     )]
-    ForbiddenCharacter { character: char, position: usize },
+    ForbiddenCharacter {
+        /// The character.
+        character: char,
+        /// Its position in the format, in characters from 0.
+        position: usize,
+    },
     /// The format lacks a date token its reset period needs (serials would
     /// repeat from one period to the next).
     #[error(
@@ -54,6 +82,7 @@ pub enum SerialError {
          from one {reset} to the next; missing: {missing}"
     )]
     MissingDateToken {
+        /// The reset period.
         reset: Reset,
         /// All the tokens this reset needs, e.g. `{yyyy} or {yy}, {MM} and {dd}`.
         needs: &'static str,
@@ -66,13 +95,18 @@ pub enum SerialError {
     NeedsFormat,
     /// A format longer than the column holds.
     #[error("the format is {length} characters long: at most {max}")]
-    TooLong { length: usize, max: usize },
+    TooLong {
+        /// The format's length, in characters.
+        length: usize,
+        /// The most accepted.
+        max: usize,
+    },
     /// A `reset` that is not `never`, `day`, `month` or `year`.
-    #[error("unknown reset `{0}`: one of never, day, month, year")]
-    UnknownReset(String),
+    #[error(transparent)]
+    UnknownReset(#[from] UnknownReset),
     /// An `overflow` that is not `refuse` or `widen`.
-    #[error("unknown overflow `{0}`: one of refuse, widen")]
-    UnknownOverflow(String),
+    #[error(transparent)]
+    UnknownOverflow(#[from] UnknownOverflow),
     /// A counter that starts past what `{seq:0N}` holds, under `overflow:
     /// refuse`: no serial could ever be printed.
     #[error(
@@ -80,8 +114,11 @@ pub enum SerialError {
          be printed; start at most {capacity}, widen the counter, or set overflow to widen"
     )]
     StartBeyondCapacity {
+        /// The start asked for.
         start: i64,
+        /// The counter's width `N`.
         width: u8,
+        /// The largest counter `{seq:0N}` prints.
         capacity: u64,
     },
     /// A `time_zone` that is not in the IANA database seqd carries.
@@ -89,7 +126,10 @@ pub enum SerialError {
         "unknown time zone `{name}`: an IANA name such as UTC, Europe/Paris or \
          America/New_York"
     )]
-    UnknownTimeZone { name: String },
+    UnknownTimeZone {
+        /// The name as given.
+        name: String,
+    },
 }
 
 impl SerialError {

@@ -7,7 +7,12 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::serial::{parse_time_zone, Overflow, Reset, SerialError, SerialFormat};
+pub mod secret;
+pub mod serial;
+
+pub use secret::Secret;
+
+pub use serial::SerialSettings;
 
 /// Longest accepted sequence name, in bytes (all accepted characters are ASCII).
 pub const MAX_NAME_LEN: usize = 128;
@@ -268,8 +273,8 @@ pub struct NewSequence {
     pub step: i64,
     /// Free text for operators.
     pub description: String,
-    /// How its IDs are ordered (default [`Ordering::Instance`]).
-    pub ordering: Ordering,
+    /// How its IDs are ordered (default [`IdOrdering::Instance`]).
+    pub ordering: IdOrdering,
     /// Its serial-number settings, if it issues serial numbers.
     pub serial: Option<SerialSettings>,
 }
@@ -279,7 +284,7 @@ pub struct NewSequence {
     Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum Ordering {
+pub enum IdOrdering {
     /// Segments in memory: IDs strictly increase within each instance, and
     /// only trend upward across instances.
     #[default]
@@ -290,12 +295,12 @@ pub enum Ordering {
     Global,
 }
 
-impl Ordering {
+impl IdOrdering {
     /// The column's value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Ordering::Instance => "instance",
-            Ordering::Global => "global",
+            IdOrdering::Instance => "instance",
+            IdOrdering::Global => "global",
         }
     }
 
@@ -303,19 +308,19 @@ impl Ordering {
     /// table's CHECK allows only the two).
     pub fn from_column(s: &str) -> Self {
         if s == "global" {
-            Ordering::Global
+            IdOrdering::Global
         } else {
-            Ordering::Instance
+            IdOrdering::Instance
         }
     }
 }
 
-impl std::str::FromStr for Ordering {
+impl std::str::FromStr for IdOrdering {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, ParseError> {
         match s {
-            "instance" => Ok(Ordering::Instance),
-            "global" => Ok(Ordering::Global),
+            "instance" => Ok(IdOrdering::Instance),
+            "global" => Ok(IdOrdering::Global),
             _ => Err(ParseError::Ordering),
         }
     }
@@ -323,7 +328,7 @@ impl std::str::FromStr for Ordering {
 
 impl NewSequence {
     /// The same sequence with `ordering`.
-    pub fn with_ordering(mut self, ordering: Ordering) -> Self {
+    pub fn with_ordering(mut self, ordering: IdOrdering) -> Self {
         self.ordering = ordering;
         self
     }
@@ -353,7 +358,7 @@ impl NewSequence {
             start,
             step,
             description,
-            ordering: Ordering::Instance,
+            ordering: IdOrdering::Instance,
             serial: None,
         })
     }
@@ -371,9 +376,6 @@ pub const MAX_PERIOD_KEY_LEN: usize = 8;
 /// Longest name of a stored row: a sequence name, the separator and a
 /// period key (the `name` column is this wide).
 pub const MAX_ROW_NAME_LEN: usize = MAX_NAME_LEN + 1 + MAX_PERIOD_KEY_LEN;
-
-/// Longest accepted serial `format`, in characters.
-pub const MAX_FORMAT_LEN: usize = 64;
 
 impl SeqName {
     /// The name of the row holding the counter of period `key` of this
@@ -407,129 +409,6 @@ pub fn period_rows_range(parent: &SeqName) -> (String, String) {
     let low = format!("{}{PERIOD_SEPARATOR}", parent.as_str());
     let high = format!("{low}:");
     (low, high)
-}
-
-/// A sequence's serial-number settings, validated (DESIGN.md, "Serial
-/// numbers"): the format, when its counter starts again, in which time
-/// zone, and what a counter too wide for `{seq:0N}` does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SerialSettings {
-    /// The parsed format, e.g. `ORD{yyyy}{MM}{dd}{seq:06}`.
-    pub format: SerialFormat,
-    /// When the counter starts again.
-    pub reset: Reset,
-    /// The IANA name of the time zone periods follow, in jiff's spelling.
-    pub time_zone: String,
-    /// What a counter past `{seq:0N}` does.
-    pub overflow: Overflow,
-}
-
-impl serde::Serialize for SerialSettings {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("SerialSettings", 4)?;
-        st.serialize_field("format", &self.format.to_string())?;
-        st.serialize_field("reset", self.reset.as_str())?;
-        st.serialize_field("time_zone", &self.time_zone)?;
-        st.serialize_field("overflow", self.overflow.as_str())?;
-        st.end()
-    }
-}
-
-impl SerialSettings {
-    /// Validates a whole setting: the format (at most [`MAX_FORMAT_LEN`]
-    /// characters), that it carries the date tokens of `reset`, and the
-    /// time zone's name.
-    pub fn new(
-        format: &str,
-        reset: Reset,
-        time_zone: &str,
-        overflow: Overflow,
-    ) -> Result<Self, SerialError> {
-        let length = format.chars().count();
-        if length > MAX_FORMAT_LEN {
-            return Err(SerialError::TooLong {
-                length,
-                max: MAX_FORMAT_LEN,
-            });
-        }
-        let format = SerialFormat::parse(format)?;
-        format.check_reset(reset)?;
-        let zone = parse_time_zone(time_zone)?;
-        let time_zone = zone.iana_name().unwrap_or(time_zone).to_owned();
-        Ok(SerialSettings {
-            format,
-            reset,
-            time_zone,
-            overflow,
-        })
-    }
-
-    /// From the table's columns (`format`, `reset`, `time_zone`,
-    /// `overflow`), checked as [`SerialSettings::new`] does.
-    pub fn from_columns(
-        format: &str,
-        reset: &str,
-        time_zone: &str,
-        overflow: &str,
-    ) -> Result<Self, SerialError> {
-        SerialSettings::new(format, reset.parse()?, time_zone, overflow.parse()?)
-    }
-
-    /// The settings that fields as sent (a create, a PATCH, the CLI) make:
-    /// each one left out is taken from `current` (the row's settings), or
-    /// else its default (`never`, `UTC`, `refuse`). `None` when neither
-    /// the fields nor `current` have a format.
-    pub fn merge(
-        format: Option<&str>,
-        reset: Option<&str>,
-        time_zone: Option<&str>,
-        overflow: Option<&str>,
-        current: Option<&SerialSettings>,
-    ) -> Result<Option<SerialSettings>, SerialError> {
-        let format = match (format, current) {
-            (Some(f), _) => f.to_owned(),
-            (None, Some(c)) => c.format.to_string(),
-            (None, None) if reset.or(time_zone).or(overflow).is_some() => {
-                return Err(SerialError::NeedsFormat)
-            }
-            (None, None) => return Ok(None),
-        };
-        let reset = match reset {
-            Some(r) => r.parse()?,
-            None => current.map_or(Reset::Never, |c| c.reset),
-        };
-        let overflow = match overflow {
-            Some(o) => o.parse()?,
-            None => current.map_or(Overflow::Refuse, |c| c.overflow),
-        };
-        let time_zone = time_zone
-            .or(current.map(|c| c.time_zone.as_str()))
-            .unwrap_or("UTC");
-        SerialSettings::new(&format, reset, time_zone, overflow).map(Some)
-    }
-
-    /// Checks that a counter starting at `start` can be printed: under
-    /// `overflow: refuse`, `start` must be within `{seq:0N}`'s capacity,
-    /// or every request would be refused (a create, a PATCH, the CLI;
-    /// rows already stored are served as they are).
-    pub fn check_start(&self, start: i64) -> Result<(), SerialError> {
-        match (self.overflow, self.format.capacity()) {
-            (Overflow::Refuse, Some(capacity)) if u64::try_from(start).unwrap_or(0) > capacity => {
-                Err(SerialError::StartBeyondCapacity {
-                    start,
-                    width: self.format.width().unwrap_or(0),
-                    capacity,
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// The time zone (its name was validated).
-    pub fn zone(&self) -> jiff::tz::TimeZone {
-        parse_time_zone(&self.time_zone).unwrap_or(jiff::tz::TimeZone::UTC)
-    }
 }
 
 /// Checks `1 <= step <= max_step`.
@@ -704,31 +583,6 @@ mod tests {
                 assert_eq!(in_range, p.matches(n), "prefix {p:?}, name {n:?}");
             }
         }
-    }
-
-    #[test]
-    fn a_start_past_the_capacity_is_refused_only_under_refuse() {
-        let settings = |format: &str, overflow| {
-            SerialSettings::new(format, Reset::Never, "UTC", overflow).unwrap()
-        };
-        let two = settings("X{seq:02}", Overflow::Refuse);
-        assert_eq!(two.check_start(99), Ok(()));
-        assert_eq!(
-            two.check_start(100),
-            Err(SerialError::StartBeyondCapacity {
-                start: 100,
-                width: 2,
-                capacity: 99
-            })
-        );
-        assert_eq!(
-            settings("X{seq:02}", Overflow::Widen).check_start(1000),
-            Ok(())
-        );
-        assert_eq!(
-            settings("X{seq}", Overflow::Refuse).check_start(i64::MAX),
-            Ok(())
-        );
     }
 
     #[test]

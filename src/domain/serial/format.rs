@@ -1,5 +1,5 @@
 //! The `format` of a serial number, its `reset` period and its `overflow`
-//! rule, parsed once (docs/design.md, "Serial numbers (core only)"), and the
+//! rule, parsed once (docs/design.md, "Serial numbers"), and the
 //! rendering of one serial from a civil date and a counter.
 //!
 //! A format is literal text (ASCII letters, digits, `-_./:#`) and the tokens
@@ -12,6 +12,7 @@ use std::str::FromStr;
 use jiff::civil::Date;
 
 use super::error::SerialError;
+use super::words::{Overflow, Reset};
 
 /// The widest `{seq:0N}`: 10^18 - 1 still fits an `i64` counter.
 pub const MAX_WIDTH: u8 = 18;
@@ -31,7 +32,10 @@ pub enum Part {
     Day,
     /// `{seq}` (width `None`: the counter as is) or `{seq:0N}` (zero-padded
     /// to N digits).
-    Seq { width: Option<u8> },
+    Seq {
+        /// `N` of `{seq:0N}`; `None` for `{seq}`.
+        width: Option<u8>,
+    },
 }
 
 /// A validated format: made only by [`SerialFormat::parse`] (or `FromStr`),
@@ -39,30 +43,6 @@ pub enum Part {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SerialFormat {
     parts: Vec<Part>,
-}
-
-/// When the counter starts again at `start`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Reset {
-    /// One counter for the sequence's whole life.
-    #[default]
-    Never,
-    /// A counter per local calendar day.
-    Day,
-    /// A counter per local calendar month.
-    Month,
-    /// A counter per local calendar year.
-    Year,
-}
-
-/// What a counter wider than `{seq:0N}` does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Overflow {
-    /// The serial is refused ([`Exhausted`]; 409 `serial_exhausted` once wired).
-    #[default]
-    Refuse,
-    /// The counter is printed in full, wider than N.
-    Widen,
 }
 
 /// The counter no longer fits `{seq:0N}` and the overflow rule is `refuse`.
@@ -250,66 +230,6 @@ impl fmt::Display for SerialFormat {
             }
         }
         Ok(())
-    }
-}
-
-impl Reset {
-    /// The word of the API: `never`, `day`, `month`, `year`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reset::Never => "never",
-            Reset::Day => "day",
-            Reset::Month => "month",
-            Reset::Year => "year",
-        }
-    }
-}
-
-impl FromStr for Reset {
-    type Err = SerialError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "never" => Ok(Reset::Never),
-            "day" => Ok(Reset::Day),
-            "month" => Ok(Reset::Month),
-            "year" => Ok(Reset::Year),
-            other => Err(SerialError::UnknownReset(other.to_owned())),
-        }
-    }
-}
-
-impl fmt::Display for Reset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Overflow {
-    /// The word of the API: `refuse`, `widen`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Overflow::Refuse => "refuse",
-            Overflow::Widen => "widen",
-        }
-    }
-}
-
-impl FromStr for Overflow {
-    type Err = SerialError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "refuse" => Ok(Overflow::Refuse),
-            "widen" => Ok(Overflow::Widen),
-            other => Err(SerialError::UnknownOverflow(other.to_owned())),
-        }
-    }
-}
-
-impl fmt::Display for Overflow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -560,27 +480,6 @@ mod tests {
         assert_eq!(parse_err("{yy{seq}"), SerialError::Unclosed { position: 0 });
         assert_eq!(parse_err("{seq}{"), SerialError::Unclosed { position: 5 });
         assert!(parse_err("{").to_string().contains("not closed"));
-    }
-
-    #[test]
-    fn reset_and_overflow_parse_from_their_words() {
-        for r in [Reset::Never, Reset::Day, Reset::Month, Reset::Year] {
-            assert_eq!(r.as_str().parse::<Reset>().unwrap(), r);
-        }
-        assert_eq!(Reset::default(), Reset::Never);
-        assert_eq!(
-            "hourly".parse::<Reset>().unwrap_err(),
-            SerialError::UnknownReset("hourly".into())
-        );
-        assert!("Day".parse::<Reset>().is_err());
-        for o in [Overflow::Refuse, Overflow::Widen] {
-            assert_eq!(o.as_str().parse::<Overflow>().unwrap(), o);
-        }
-        assert_eq!(Overflow::default(), Overflow::Refuse);
-        assert_eq!(
-            "wrap".parse::<Overflow>().unwrap_err(),
-            SerialError::UnknownOverflow("wrap".into())
-        );
     }
 
     #[test]

@@ -7,18 +7,24 @@
 //! flight, up to the wait timeout.
 
 use std::num::{NonZeroI64, NonZeroU64};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
+
+mod tasks;
+mod view;
+
+use tasks::*;
+pub use view::{BufferSnapshot, SegmentView, SeqStats};
 
 use super::double::DoubleBuffer;
 use super::failure::FetchFailure;
 use super::segment::{IdRange, Segment};
 use super::step::StepInput;
 use super::{AllocError, Shared};
-use crate::domain::{Ordering as IdOrdering, SeqName};
+use crate::domain::{IdOrdering, SeqName};
 use crate::store::{Reservation, StoreError};
 
 /// Histogram of successful segment fetch latencies, one for all sequences
@@ -164,9 +170,9 @@ pub struct CounterBounds {
 /// What the next fetch reserves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plan {
-    /// At least this many (the row's step is the floor): `Store::reserve_above`.
+    /// At least this many (the row's step is the floor): `Segments::reserve_above`.
     AtLeast(i64),
-    /// Exactly this many (a bounded counter): `Store::reserve_exact`.
+    /// Exactly this many (a bounded counter): `Segments::reserve_exact`.
     Exactly(i64),
     /// Nothing: the counter reached its bound.
     Full,
@@ -179,75 +185,6 @@ struct Merger {
     queue: Vec<(u64, oneshot::Sender<Result<IdRange, AllocError>>)>,
     /// A reservation loop is running ([`global_loop`]).
     running: bool,
-}
-
-/// The numbers of one live sequence, read without copying its name: what
-/// `/metrics` reads of every sequence at each scrape.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SeqStats {
-    /// IDs handed out by this instance.
-    pub issued: u64,
-    /// Successful segment fetches.
-    pub fetches: u64,
-    /// Failed segment fetches (each retry counts).
-    pub fetch_errors: u64,
-    /// Requests that found both segments empty and had to wait.
-    pub waits: u64,
-    /// Reserved ranges at or below IDs already reserved (the row went back).
-    pub regressions: u64,
-    /// Size of the most recent segment fetched (the adapted step).
-    pub step: i64,
-    /// IDs left in memory: current plus next segment.
-    pub ids_available: u64,
-    /// The highest ID reserved so far, if any.
-    pub high_water: Option<i64>,
-}
-
-/// A point-in-time view of one segment, for monitoring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct SegmentView {
-    /// First ID of the segment.
-    pub first: i64,
-    /// Last ID of the segment.
-    pub last: i64,
-    /// The next ID this segment would hand out (`None` when used up).
-    pub cursor: Option<i64>,
-    /// IDs still available in it.
-    pub remaining: u64,
-}
-
-/// A point-in-time view of one sequence's buffer, for monitoring.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct BufferSnapshot {
-    /// The sequence.
-    pub name: SeqName,
-    /// The segment being served, unless none was loaded yet.
-    pub current: Option<SegmentView>,
-    /// The segment fetched ahead, if ready.
-    pub next: Option<SegmentView>,
-    /// True while a fetch is in flight.
-    pub loading: bool,
-    /// Size of the most recent segment fetched (the adapted step).
-    pub current_step: i64,
-    /// The row's step as the last fetch saw it.
-    pub row_step: i64,
-    /// Smoothed consumption rate, IDs per second, measured at fetch times.
-    pub rate_per_sec: f64,
-    /// IDs handed out by this instance.
-    pub issued: u64,
-    /// Successful segment fetches.
-    pub fetches: u64,
-    /// Failed segment fetches.
-    pub fetch_errors: u64,
-    /// Requests that found both segments empty and had to wait.
-    pub waits: u64,
-    /// Milliseconds since the last successful fetch started.
-    pub last_fetch_ago_ms: Option<u64>,
-    /// How long the last successful fetch took, in milliseconds.
-    pub last_fetch_latency_ms: Option<f64>,
-    /// Why the last fetch failed, if it did: a category and a fixed
-    /// sentence, never the store's text (that is in the log).
-    pub last_error: Option<FetchFailure>,
 }
 
 impl SeqBuffer {
@@ -297,7 +234,7 @@ impl SeqBuffer {
             bounds,
             turn: tokio::sync::Mutex::new(()),
         }));
-        buf.global.store(global, AtomicOrdering::Relaxed);
+        buf.global.store(global, Ordering::Relaxed);
         buf
     }
 
@@ -305,7 +242,7 @@ impl SeqBuffer {
     /// segments are dropped (their unused IDs are a gap) and its requests
     /// answered [`AllocError::Serial`]; a plain one fetches again.
     pub(super) fn set_serial(&self, serial: bool) {
-        if self.serial.swap(serial, AtomicOrdering::AcqRel) != serial {
+        if self.serial.swap(serial, Ordering::AcqRel) != serial {
             if serial {
                 self.state.lock().unwrap().dropped = true;
                 self.segments.seal();
@@ -323,7 +260,7 @@ impl SeqBuffer {
     /// the database; to `instance`, the next request fetches a segment.
     pub(super) fn set_ordering(&self, ordering: IdOrdering) {
         let global = ordering == IdOrdering::Global;
-        if self.global.swap(global, AtomicOrdering::AcqRel) != global {
+        if self.global.swap(global, Ordering::AcqRel) != global {
             if global {
                 self.state.lock().unwrap().dropped = true;
                 self.segments.seal();
@@ -389,10 +326,10 @@ impl SeqBuffer {
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
         let mut remaining = n;
-        if self.serial.load(AtomicOrdering::Acquire) {
+        if self.serial.load(Ordering::Acquire) {
             return Err(AllocError::Serial);
         }
-        if self.global.load(AtomicOrdering::Acquire) {
+        if self.global.load(Ordering::Acquire) {
             return self.take_global(n, out).await;
         }
         if let Some(r) = self.take_fast(n) {
@@ -456,10 +393,10 @@ impl SeqBuffer {
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            if self.serial.load(AtomicOrdering::Acquire) {
+            if self.serial.load(Ordering::Acquire) {
                 return Err(AllocError::Serial);
             }
-            if self.global.load(AtomicOrdering::Acquire) {
+            if self.global.load(Ordering::Acquire) {
                 drop(turn);
                 return self.take_global(n, out).await;
             }
@@ -649,10 +586,10 @@ impl SeqBuffer {
                     Terminal::Exhausted => AllocError::Exhausted,
                 });
             }
-            if self.serial.load(AtomicOrdering::Acquire) {
+            if self.serial.load(Ordering::Acquire) {
                 return Err(AllocError::Serial);
             }
-            if self.global.load(AtomicOrdering::Acquire) {
+            if self.global.load(Ordering::Acquire) {
                 // Switched while waiting (the fetch found the row global).
                 return self.take_global(remaining, out).await;
             }
@@ -810,13 +747,13 @@ impl SeqBuffer {
     /// counts as a regression unless it answers `catching_up`, the reservation
     /// made to clear an earlier one.
     fn install(&self, r: Reservation, started: Duration, catching_up: bool) -> Installed {
-        if r.ordering == IdOrdering::Global || self.global.load(AtomicOrdering::Acquire) {
+        if r.ordering == IdOrdering::Global || self.global.load(Ordering::Acquire) {
             // A global sequence keeps no segment: this one is dropped (a gap)
             // and the waiting requests go to the database themselves.
-            self.global.store(true, AtomicOrdering::Release);
+            self.global.store(true, Ordering::Release);
             self.state.lock().unwrap().dropped = true;
             self.segments.seal();
-            self.fetching.store(false, AtomicOrdering::Release);
+            self.fetching.store(false, Ordering::Release);
             self.notify.notify_waiters();
             return Installed::Ready;
         }
@@ -1003,221 +940,6 @@ impl SeqBuffer {
                 .map(|d| d.get().as_secs_f64() * 1000.0),
             last_error: st.last_error,
         }
-    }
-}
-
-/// A reservation in flight, whichever statement makes it.
-type Reserving<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reservation, StoreError>> + Send + 'a>>;
-
-/// Reserves between `need` and `want` IDs of `name` (`need <= want`) that
-/// keep its `max_id` within `cap` ([`crate::store::Store::reserve_within`]):
-/// `want` first, then a quarter as many after each refusal, down to
-/// `need`; [`StoreError::Exhausted`], having changed nothing, when not even
-/// `need` fits.
-async fn reserve_capped(
-    store: &dyn crate::store::Store,
-    name: &SeqName,
-    want: i64,
-    need: i64,
-    cap: i64,
-) -> Result<Reservation, StoreError> {
-    let mut ask = want.max(need);
-    loop {
-        match store.reserve_within(name, ask, cap).await {
-            Err(StoreError::Exhausted) if ask > need && cap < i64::MAX => {
-                ask = (ask / 4).max(need);
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Serves a global sequence's queue: takes every request queued, reserves
-/// their total in one statement, hands each its run in arrival order, and
-/// goes again while requests arrived meanwhile. Ends when the queue is
-/// empty (the next request starts a new loop).
-///
-/// A counter with a capacity reserves only within it: when the total does
-/// not fit, each request is reserved on its own, in arrival order, and
-/// those that do not fit are refused having changed nothing.
-async fn global_loop(buf: Arc<SeqBuffer>) {
-    let merger = buf.merger.get().expect("made before the loop starts");
-    let cap = buf.cap();
-    loop {
-        let batch = {
-            let mut m = merger.lock().unwrap();
-            if m.queue.is_empty() {
-                m.running = false;
-                return;
-            }
-            std::mem::take(&mut m.queue)
-        };
-        let total: u64 = batch.iter().map(|(n, _)| n).sum();
-        metrics::histogram!(GLOBAL_MERGE_METRIC).record(batch.len() as f64);
-        let answer = reserve_global(&buf, total, cap).await;
-        if answer == Err(AllocError::Exhausted) && cap < i64::MAX && batch.len() > 1 {
-            for (n, tx) in batch {
-                let reply = reserve_global(&buf, n, cap).await.map(|first| IdRange {
-                    first,
-                    last: first + (n as i64 - 1),
-                });
-                // A caller that went away leaves its run unused: a gap.
-                let _ = tx.send(reply);
-            }
-            continue;
-        }
-        let mut next = answer;
-        for (n, tx) in batch {
-            let reply = next.map(|first| IdRange {
-                first,
-                last: first + (n as i64 - 1),
-            });
-            if let Ok(first) = &mut next {
-                *first += n as i64;
-            }
-            // A caller that went away leaves its run unused: a gap.
-            let _ = tx.send(reply);
-        }
-    }
-}
-
-/// One reservation of [`global_loop`]: exactly `total` IDs within `cap`;
-/// the first of them.
-async fn reserve_global(buf: &Arc<SeqBuffer>, total: u64, cap: i64) -> Result<i64, AllocError> {
-    let started = buf.shared.clock.now();
-    let timeout = buf.shared.config.fetch_timeout;
-    let total = i64::try_from(total).unwrap_or(i64::MAX);
-    let reserved = tokio::time::timeout(
-        timeout,
-        buf.shared.store.reserve_within(&buf.name, total, cap),
-    )
-    .await;
-    match reserved {
-        Ok(Ok(r)) if r.first() >= 1 => {
-            buf.fetches.fetch_add(1, AtomicOrdering::Relaxed);
-            metrics::histogram!(FETCH_DURATION_METRIC)
-                .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
-            // Every ID this instance hands out counts for the high-water
-            // mark: a segment reserved before a switch and landing after
-            // the switch back is then below it, and never served.
-            {
-                let mut st = buf.state.lock().unwrap();
-                if st.high_water.is_none_or(|h| h.get() < r.max_id) {
-                    st.high_water = NonZeroI64::new(r.max_id);
-                }
-            }
-            if r.ordering == IdOrdering::Instance {
-                // Switched back by PATCH or SQL: later requests use segments.
-                buf.set_ordering(IdOrdering::Instance);
-            }
-            if !buf.global.load(AtomicOrdering::Acquire) {
-                // Segments are in use again (switched back while this
-                // queue drained): one reserved before this reservation
-                // lies below its IDs, so it goes, before they are handed
-                // out; the next fetch lands above them.
-                buf.state.lock().unwrap().dropped = true;
-                buf.segments.seal();
-            }
-            Ok(r.first())
-        }
-        Ok(Ok(r)) => {
-            tracing::error!(sequence = %buf.name, max_id = r.max_id,
-                "a global reservation below ID 1 (the row is below zero); refusing it");
-            Err(AllocError::Unavailable {
-                storage_failing: true,
-            })
-        }
-        Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
-        Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
-        Ok(Err(StoreError::Serial)) => {
-            buf.set_serial(true);
-            Err(AllocError::Serial)
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
-            buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
-            Err(AllocError::Unavailable {
-                storage_failing: true,
-            })
-        }
-        Err(_) => {
-            tracing::warn!(sequence = %buf.name, ?timeout, "global reservation timed out");
-            buf.fetch_errors.fetch_add(1, AtomicOrdering::Relaxed);
-            Err(AllocError::Unavailable {
-                storage_failing: true,
-            })
-        }
-    }
-}
-
-/// The background fetch: reserve a range, install it, retry with backoff on
-/// storage errors. Ends when the range is installed, on a terminal error, or
-/// when the buffer is dropped.
-///
-/// A range at or below the high-water mark (a regression) is followed at once
-/// by ONE reservation large enough to clear the mark; only if that one still
-/// falls short does the loop back off.
-async fn fetch_loop(weak: Weak<SeqBuffer>) {
-    // IDs to ask for on top of the planned size, to clear the high-water mark.
-    let mut catch_up: Option<i64> = None;
-    loop {
-        let Some(buf) = weak.upgrade() else { return };
-        let plan = buf.plan_fetch();
-        let started = buf.shared.clock.now();
-        let timeout = buf.shared.config.fetch_timeout;
-        let store = &buf.shared.store;
-        let reserve: Reserving<'_> = match plan {
-            Plan::Full => return buf.fail_terminal(Terminal::Exhausted),
-            Plan::AtLeast(size) => {
-                let ask = size.saturating_add(catch_up.unwrap_or(0));
-                // Above every ID this buffer holds: a store over several
-                // databases lifts a lagging one past it (a single database
-                // ignores it).
-                let floor = buf.high_water().unwrap_or(0);
-                store.reserve_above(&buf.name, ask, floor)
-            }
-            Plan::Exactly(size) => Box::pin(reserve_capped(
-                store.as_ref(),
-                &buf.name,
-                size,
-                1,
-                buf.cap(),
-            )),
-        };
-        let result = tokio::time::timeout(timeout, reserve).await;
-        let backoff = match result {
-            Err(_elapsed) => {
-                tracing::warn!(sequence = %buf.name, ?timeout, "segment fetch timed out; will retry");
-                buf.record_failure(FetchFailure::Timeout)
-            }
-            Ok(Ok(r)) => match buf.install(r, started, catch_up.is_some()) {
-                Installed::Ready => return,
-                Installed::Stale => continue,
-                Installed::Behind(behind) if catch_up.is_none() => {
-                    catch_up = Some(behind);
-                    continue;
-                }
-                Installed::Behind(behind) => {
-                    catch_up = Some(behind);
-                    buf.record_failure(FetchFailure::Regression)
-                }
-            },
-            Ok(Err(StoreError::NotFound)) => return buf.fail_terminal(Terminal::NotFound),
-            Ok(Err(StoreError::Exhausted)) => return buf.fail_terminal(Terminal::Exhausted),
-            Ok(Err(StoreError::Serial)) => {
-                // Serial first: a request between the two starts no fetch.
-                buf.set_serial(true);
-                buf.fetching.store(false, Ordering::Release);
-                return;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(sequence = %buf.name, error = %e, "segment fetch failed; will retry");
-                buf.record_failure(FetchFailure::of_store(&e))
-            }
-        };
-        drop(buf);
-        tokio::time::sleep(backoff).await;
     }
 }
 

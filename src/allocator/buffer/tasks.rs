@@ -1,0 +1,220 @@
+//! The tasks a buffer starts and the reservations they make: the
+//! background fetch loop of every buffer, and the merge loop of a global
+//! sequence with its bounded reservations.
+
+use super::*;
+
+/// A reservation in flight, whichever statement makes it.
+pub(super) type Reserving<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reservation, StoreError>> + Send + 'a>>;
+
+/// Reserves between `need` and `want` IDs of `name` (`need <= want`) that
+/// keep its `max_id` within `cap` ([`crate::store::Segments::reserve_within`]):
+/// `want` first, then a quarter as many after each refusal, down to
+/// `need`; [`StoreError::Exhausted`], having changed nothing, when not even
+/// `need` fits.
+pub(super) async fn reserve_capped(
+    store: &dyn crate::store::Segments,
+    name: &SeqName,
+    want: i64,
+    need: i64,
+    cap: i64,
+) -> Result<Reservation, StoreError> {
+    let mut ask = want.max(need);
+    loop {
+        match store.reserve_within(name, ask, cap).await {
+            Err(StoreError::Exhausted) if ask > need && cap < i64::MAX => {
+                ask = (ask / 4).max(need);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Serves a global sequence's queue: takes every request queued, reserves
+/// their total in one statement, hands each its run in arrival order, and
+/// goes again while requests arrived meanwhile. Ends when the queue is
+/// empty (the next request starts a new loop).
+///
+/// A counter with a capacity reserves only within it: when the total does
+/// not fit, each request is reserved on its own, in arrival order, and
+/// those that do not fit are refused having changed nothing.
+pub(super) async fn global_loop(buf: Arc<SeqBuffer>) {
+    let merger = buf.merger.get().expect("made before the loop starts");
+    let cap = buf.cap();
+    loop {
+        let batch = {
+            let mut m = merger.lock().unwrap();
+            if m.queue.is_empty() {
+                m.running = false;
+                return;
+            }
+            std::mem::take(&mut m.queue)
+        };
+        let total: u64 = batch.iter().map(|(n, _)| n).sum();
+        metrics::histogram!(GLOBAL_MERGE_METRIC).record(batch.len() as f64);
+        let answer = reserve_global(&buf, total, cap).await;
+        if answer == Err(AllocError::Exhausted) && cap < i64::MAX && batch.len() > 1 {
+            for (n, tx) in batch {
+                let reply = reserve_global(&buf, n, cap).await.map(|first| IdRange {
+                    first,
+                    last: first + (n as i64 - 1),
+                });
+                // A caller that went away leaves its run unused: a gap.
+                let _ = tx.send(reply);
+            }
+            continue;
+        }
+        let mut next = answer;
+        for (n, tx) in batch {
+            let reply = next.map(|first| IdRange {
+                first,
+                last: first + (n as i64 - 1),
+            });
+            if let Ok(first) = &mut next {
+                *first += n as i64;
+            }
+            // A caller that went away leaves its run unused: a gap.
+            let _ = tx.send(reply);
+        }
+    }
+}
+
+/// One reservation of [`global_loop`]: exactly `total` IDs within `cap`;
+/// the first of them.
+pub(super) async fn reserve_global(buf: &Arc<SeqBuffer>, total: u64, cap: i64) -> Result<i64, AllocError> {
+    let started = buf.shared.clock.now();
+    let timeout = buf.shared.config.fetch_timeout;
+    let total = i64::try_from(total).unwrap_or(i64::MAX);
+    let reserved = tokio::time::timeout(
+        timeout,
+        buf.shared.store.reserve_within(&buf.name, total, cap),
+    )
+    .await;
+    match reserved {
+        Ok(Ok(r)) if r.first() >= 1 => {
+            buf.fetches.fetch_add(1, Ordering::Relaxed);
+            metrics::histogram!(FETCH_DURATION_METRIC)
+                .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
+            // Every ID this instance hands out counts for the high-water
+            // mark: a segment reserved before a switch and landing after
+            // the switch back is then below it, and never served.
+            {
+                let mut st = buf.state.lock().unwrap();
+                if st.high_water.is_none_or(|h| h.get() < r.max_id) {
+                    st.high_water = NonZeroI64::new(r.max_id);
+                }
+            }
+            if r.ordering == IdOrdering::Instance {
+                // Switched back by PATCH or SQL: later requests use segments.
+                buf.set_ordering(IdOrdering::Instance);
+            }
+            if !buf.global.load(Ordering::Acquire) {
+                // Segments are in use again (switched back while this
+                // queue drained): one reserved before this reservation
+                // lies below its IDs, so it goes, before they are handed
+                // out; the next fetch lands above them.
+                buf.state.lock().unwrap().dropped = true;
+                buf.segments.seal();
+            }
+            Ok(r.first())
+        }
+        Ok(Ok(r)) => {
+            tracing::error!(sequence = %buf.name, max_id = r.max_id,
+                "a global reservation below ID 1 (the row is below zero); refusing it");
+            Err(AllocError::Unavailable {
+                storage_failing: true,
+            })
+        }
+        Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
+        Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
+        Ok(Err(StoreError::Serial)) => {
+            buf.set_serial(true);
+            Err(AllocError::Serial)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
+            buf.fetch_errors.fetch_add(1, Ordering::Relaxed);
+            Err(AllocError::Unavailable {
+                storage_failing: true,
+            })
+        }
+        Err(_) => {
+            tracing::warn!(sequence = %buf.name, ?timeout, "global reservation timed out");
+            buf.fetch_errors.fetch_add(1, Ordering::Relaxed);
+            Err(AllocError::Unavailable {
+                storage_failing: true,
+            })
+        }
+    }
+}
+
+/// The background fetch: reserve a range, install it, retry with backoff on
+/// storage errors. Ends when the range is installed, on a terminal error, or
+/// when the buffer is dropped.
+///
+/// A range at or below the high-water mark (a regression) is followed at once
+/// by ONE reservation large enough to clear the mark; only if that one still
+/// falls short does the loop back off.
+pub(super) async fn fetch_loop(weak: Weak<SeqBuffer>) {
+    // IDs to ask for on top of the planned size, to clear the high-water mark.
+    let mut catch_up: Option<i64> = None;
+    loop {
+        let Some(buf) = weak.upgrade() else { return };
+        let plan = buf.plan_fetch();
+        let started = buf.shared.clock.now();
+        let timeout = buf.shared.config.fetch_timeout;
+        let store = &buf.shared.store;
+        let reserve: Reserving<'_> = match plan {
+            Plan::Full => return buf.fail_terminal(Terminal::Exhausted),
+            Plan::AtLeast(size) => {
+                let ask = size.saturating_add(catch_up.unwrap_or(0));
+                // Above every ID this buffer holds: a store over several
+                // databases lifts a lagging one past it (a single database
+                // ignores it).
+                let floor = buf.high_water().unwrap_or(0);
+                store.reserve_above(&buf.name, ask, floor)
+            }
+            Plan::Exactly(size) => Box::pin(reserve_capped(
+                store.as_ref(),
+                &buf.name,
+                size,
+                1,
+                buf.cap(),
+            )),
+        };
+        let result = tokio::time::timeout(timeout, reserve).await;
+        let backoff = match result {
+            Err(_elapsed) => {
+                tracing::warn!(sequence = %buf.name, ?timeout, "segment fetch timed out; will retry");
+                buf.record_failure(FetchFailure::Timeout)
+            }
+            Ok(Ok(r)) => match buf.install(r, started, catch_up.is_some()) {
+                Installed::Ready => return,
+                Installed::Stale => continue,
+                Installed::Behind(behind) if catch_up.is_none() => {
+                    catch_up = Some(behind);
+                    continue;
+                }
+                Installed::Behind(behind) => {
+                    catch_up = Some(behind);
+                    buf.record_failure(FetchFailure::Regression)
+                }
+            },
+            Ok(Err(StoreError::NotFound)) => return buf.fail_terminal(Terminal::NotFound),
+            Ok(Err(StoreError::Exhausted)) => return buf.fail_terminal(Terminal::Exhausted),
+            Ok(Err(StoreError::Serial)) => {
+                // Serial first: a request between the two starts no fetch.
+                buf.set_serial(true);
+                buf.fetching.store(false, Ordering::Release);
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(sequence = %buf.name, error = %e, "segment fetch failed; will retry");
+                buf.record_failure(FetchFailure::of_store(&e))
+            }
+        };
+        drop(buf);
+        tokio::time::sleep(backoff).await;
+    }
+}

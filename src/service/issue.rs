@@ -1,0 +1,144 @@
+//! Issuing: one ID or a batch of any sequence, whatever its kind.
+//!
+//! The kind is the allocator's to know: its buffer of the name holds the
+//! row's settings as last read (at first use, after a PATCH answered here,
+//! and at every settings refresh). A plain or global sequence is served by
+//! the allocator in that one call, the fast path of every request; a
+//! serial sequence is answered [`AllocError::Serial`] from memory and goes
+//! to [`crate::serial::Serials`]. Only when the settings change between
+//! those two steps (a PATCH or a refresh in between, seen as
+//! [`IssueError::Plain`]) is the allocator asked once more; a second change
+//! within the same call is answered `unavailable`, never looped on.
+
+use super::{Service, ServiceError};
+use crate::allocator::{AllocError, Batch};
+use crate::domain::{Count, SeqNameRef};
+use crate::serial::{IssueError, Issued};
+
+/// One ID of a sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum One {
+    /// The ID of a plain (or globally ordered) sequence.
+    Plain(i64),
+    /// A serial sequence's counter and the serial number printed from it.
+    Serial {
+        /// The period's counter.
+        counter: i64,
+        /// The serial number.
+        serial: String,
+    },
+}
+
+/// A batch of IDs of a sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Many {
+    /// IDs of a plain (or globally ordered) sequence.
+    Plain(Batch),
+    /// A serial sequence's counters, as runs, and one serial each.
+    Serial {
+        /// The counters, as runs in increasing order.
+        counters: Batch,
+        /// One serial per counter, in the same order.
+        serials: Vec<String>,
+    },
+}
+
+impl Many {
+    /// The IDs (the counters of a serial sequence) as runs.
+    pub fn ids(&self) -> &Batch {
+        match self {
+            Many::Plain(b) | Many::Serial { counters: b, .. } => b,
+        }
+    }
+
+    /// The serials, empty for a plain sequence.
+    pub fn serials(&self) -> &[String] {
+        match self {
+            Many::Plain(_) => &[],
+            Many::Serial { serials, .. } => serials,
+        }
+    }
+}
+
+impl Service {
+    /// The next ID of `name` (its serial number for a serial sequence).
+    pub async fn next<'n>(&self, name: impl Into<SeqNameRef<'n>>) -> Result<One, ServiceError> {
+        let name = name.into();
+        match self.allocator.next(name).await {
+            Ok(id) => Ok(One::Plain(id)),
+            Err(AllocError::Serial) => match self.serials.issue(name, 1).await {
+                Ok(issued) => one_serial(issued),
+                Err(IssueError::Plain) => self.plain_again_one(name).await,
+                Err(e) => Err(ServiceError::from_issue(name, e)),
+            },
+            Err(e) => Err(ServiceError::from_alloc(name, e)),
+        }
+    }
+
+    /// `count` IDs of `name`, strictly increasing (serial numbers for a
+    /// serial sequence, all of one period).
+    pub async fn batch<'n>(
+        &self,
+        name: impl Into<SeqNameRef<'n>>,
+        count: Count,
+    ) -> Result<Many, ServiceError> {
+        let name = name.into();
+        match self.allocator.batch(name, count).await {
+            Ok(batch) => Ok(Many::Plain(batch)),
+            Err(AllocError::Serial) => match self.serials.issue(name, u64::from(count.get())).await
+            {
+                Ok(issued) => Ok(many_serial(issued)),
+                Err(IssueError::Plain) => self
+                    .allocator
+                    .batch(name, count)
+                    .await
+                    .map(Many::Plain)
+                    .map_err(|e| changed_twice(name, e)),
+                Err(e) => Err(ServiceError::from_issue(name, e)),
+            },
+            Err(e) => Err(ServiceError::from_alloc(name, e)),
+        }
+    }
+
+    /// The sequence was made plain between the allocator's answer and the
+    /// serials' read: the allocator, told by the serials, serves it.
+    async fn plain_again_one(&self, name: SeqNameRef<'_>) -> Result<One, ServiceError> {
+        self.allocator
+            .next(name)
+            .await
+            .map(One::Plain)
+            .map_err(|e| changed_twice(name, e))
+    }
+}
+
+/// The allocator's error on its second try: `Serial` again means the
+/// settings changed back within the call, answered `unavailable` (a retry
+/// is served), never tried a third time.
+fn changed_twice(name: SeqNameRef<'_>, e: AllocError) -> ServiceError {
+    match e {
+        AllocError::Serial => ServiceError::from_issue(name, IssueError::Plain),
+        e => ServiceError::from_alloc(name, e),
+    }
+}
+
+fn one_serial(mut issued: Issued) -> Result<One, ServiceError> {
+    match (issued.runs.first(), issued.serials.pop()) {
+        (Some(run), Some(serial)) => Ok(One::Serial {
+            counter: run.first,
+            serial,
+        }),
+        _ => {
+            tracing::error!("a serial request was served no counter");
+            Err(ServiceError::Internal)
+        }
+    }
+}
+
+fn many_serial(issued: Issued) -> Many {
+    Many::Serial {
+        counters: Batch {
+            ranges: issued.runs,
+        },
+        serials: issued.serials,
+    }
+}

@@ -1,0 +1,101 @@
+//! The protocol-neutral service every door calls (docs/design.md, "One
+//! service under every door").
+//!
+//! - [`issue`]: next and batch for any sequence, its kind (plain, global,
+//!   serial) decided here, not by the door.
+//! - [`admin`]: create, patch, read, list, bump and purge, with every
+//!   validation and the one-database rules.
+//! - [`error`]: [`ServiceError`], the one list of failures; each door maps
+//!   it to its protocol in one table.
+//!
+//! The doors (`http`, `cli`) translate their protocol into these calls and
+//! the answers back; none of them reaches the store itself. No SQL and no
+//! HTTP here: the service talks to the allocator, the serials and the
+//! [`Store`] traits.
+
+use std::sync::Arc;
+
+use crate::allocator::{Allocator, AllocatorConfig, BufferSnapshot};
+use crate::domain::SeqName;
+use crate::serial::{PeriodStatus, Serials, SystemWallClock, WallClock};
+use crate::store::{stripes::StripeStatus, Store, StoreError};
+
+pub mod admin;
+pub mod error;
+pub mod issue;
+
+pub use admin::{CreateRequest, PatchRequest, PurgeReport, SerialFields};
+pub use error::ServiceError;
+pub use issue::{Many, One};
+
+/// Issues and administers sequences over one store. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Service {
+    store: Arc<dyn Store>,
+    allocator: Allocator,
+    serials: Serials,
+}
+
+impl Service {
+    /// A service over `store`, on the real clocks.
+    pub fn new(store: Arc<dyn Store>, config: AllocatorConfig) -> Self {
+        let allocator = Allocator::new(store.clone(), config);
+        Self::with_parts(store, allocator, Arc::new(SystemWallClock))
+    }
+
+    /// A service over `store` with its allocator (built over the same
+    /// store, with any clock and step policy) and the serials' wall clock.
+    pub fn with_parts(store: Arc<dyn Store>, allocator: Allocator, wall: Arc<dyn WallClock>) -> Self {
+        let serials = Serials::new(allocator.clone(), store.clone(), wall);
+        Service {
+            store,
+            allocator,
+            serials,
+        }
+    }
+
+    /// The allocator (buffers, their state and statistics).
+    pub fn allocator(&self) -> &Allocator {
+        &self.allocator
+    }
+
+    /// The serial numbers (periods, their state, the settings refresh).
+    pub fn serials(&self) -> &Serials {
+        &self.serials
+    }
+
+    /// The largest step a sequence may be given.
+    pub fn max_step(&self) -> i64 {
+        self.allocator.config().max_step
+    }
+
+    /// How many stripes (databases) the store spans.
+    pub fn stripes(&self) -> usize {
+        self.store.stripe_status().len()
+    }
+
+    /// The state of each stripe, in order.
+    pub fn stripe_status(&self) -> Vec<StripeStatus> {
+        self.store.stripe_status()
+    }
+
+    /// The backend's name (`postgres`, `mysql`, `sqlite`, ...).
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+
+    /// Whether the database answers and its schema is what this binary needs.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.store.ping().await
+    }
+
+    /// This instance's buffer of `name`, if it served it.
+    pub fn buffer(&self, name: &SeqName) -> Option<BufferSnapshot> {
+        self.allocator.snapshot(name)
+    }
+
+    /// A serial sequence's current period in this instance, if it served it.
+    pub fn period(&self, name: &SeqName) -> Option<PeriodStatus> {
+        self.serials.status(name)
+    }
+}

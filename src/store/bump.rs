@@ -1,0 +1,488 @@
+//! What every backend's [`Catalog::bump`] shares: the checks of a request,
+//! the plan (all rows or none), and the transaction that runs a backend's
+//! statements ([`BumpSql`]).
+
+#![allow(unused_imports)]
+
+use std::borrow::Cow;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::retry::retrying;
+use super::*;
+use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
+
+/// Rejects a bump no backend should run: `by` below 1, or an empty list of
+/// names (which would be an empty SQL `IN ()`).
+pub(crate) fn check_bump_request(names: Option<&[SeqName]>, by: i64) -> Result<(), StoreError> {
+    if by < 1 {
+        return Err(StoreError::Config(format!(
+            "invalid bump {by}: must be from 1 to {}",
+            i64::MAX
+        )));
+    }
+    if names.is_some_and(|n| n.is_empty()) {
+        return Err(StoreError::Config("a bump needs at least one name".into()));
+    }
+    Ok(())
+}
+
+/// Checks a bump of `by` against the rows read for it (`(name, max_id)`,
+/// in any order) and returns the plan in name order, or the refusal naming
+/// every requested name without a row and every row that would pass
+/// `i64::MAX`.
+pub(crate) fn plan_bump(
+    names: Option<&[SeqName]>,
+    rows: Vec<(String, i64)>,
+    by: i64,
+) -> Result<Vec<Bumped>, StoreError> {
+    let rows: std::collections::BTreeMap<String, i64> = rows.into_iter().collect();
+    let missing: std::collections::BTreeSet<&str> = names
+        .unwrap_or_default()
+        .iter()
+        .map(SeqName::as_str)
+        .filter(|n| !rows.contains_key(*n))
+        .collect();
+    let refusal = BumpRefusal {
+        missing: missing.into_iter().map(str::to_string).collect(),
+        overflow: rows
+            .iter()
+            .filter(|(_, max_id)| max_id.checked_add(by).is_none())
+            .map(|(name, _)| name.clone())
+            .collect(),
+    };
+    if refusal != BumpRefusal::default() {
+        return Err(StoreError::BumpRefused(refusal));
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(name, old_max_id)| Bumped {
+            name,
+            old_max_id,
+            new_max_id: old_max_id + by,
+        })
+        .collect())
+}
+
+/// Checks that the bump's `UPDATE` changed exactly the planned rows; any
+/// other count (a row created meanwhile under `--all`) must roll it back.
+pub(crate) fn check_bumped(plan: &[Bumped], affected: u64) -> Result<(), StoreError> {
+    if affected == plan.len() as u64 {
+        Ok(())
+    } else {
+        Err(StoreError::Unavailable(format!(
+            "bump changed {affected} rows where {} were planned; rolled back, nothing changed",
+            plan.len()
+        )))
+    }
+}
+
+/// The statement bound inside a bump's transaction (see
+/// `BumpSql::widen_bound`).
+pub(crate) const BUMP_STATEMENT_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The statements of [`Catalog::bump`] on one backend; [`run_bump`] runs them
+/// with the checks and the transaction every backend shares.
+#[async_trait]
+pub(crate) trait BumpSql: Send + Sync {
+    /// The sqlx database.
+    type Db: sqlx::Database;
+    /// The statement that opens the bump's transaction.
+    const BEGIN: &'static str = "BEGIN";
+
+    /// Run first in the bump's transaction: lifts the pool's statement
+    /// bound, made for a segment fetch, to [`BUMP_STATEMENT_BOUND`] for this
+    /// transaction only (an operator's bump of every row reads and updates
+    /// them all). The lock bound stays. Nothing where the bound is per
+    /// session only.
+    async fn widen_bound(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+    ) -> Result<(), sqlx::Error> {
+        let _ = conn;
+        Ok(())
+    }
+
+    /// Reads `(name, max_id)` of the rows a bump touches (the named ones, or
+    /// all); with `lock`, holds their row locks until the transaction ends.
+    async fn read_bump(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        names: Option<&[SeqName]>,
+        lock: bool,
+    ) -> Result<Vec<(String, i64)>, sqlx::Error>;
+
+    /// Adds `by` to `max_id` of those rows in one statement, sparing any that
+    /// would pass `i64::MAX`, and returns how many rows it changed.
+    async fn add_bump(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        names: Option<&[SeqName]>,
+        by: i64,
+    ) -> Result<u64, sqlx::Error>;
+}
+
+/// [`Catalog::bump`] on a backend's pool: a dry run plans from a plain read; a
+/// bump reads under row locks, plans (or refuses), updates, checks the count
+/// and commits, all in one transaction (dropped, hence rolled back, on error).
+/// A conflict runs the whole transaction again ([`retrying!`]); a refusal or
+/// a miscount ends it, rolled back, with that error.
+pub(crate) async fn run_bump<B: BumpSql>(
+    pool: &sqlx::Pool<B::Db>,
+    names: Option<&[SeqName]>,
+    by: i64,
+    mode: BumpMode,
+) -> Result<Vec<Bumped>, StoreError> {
+    check_bump_request(names, by)?;
+    let backend = backend_of::<B::Db>();
+    if mode == BumpMode::DryRun {
+        let rows = retrying!(
+            backend,
+            async {
+                let mut conn = pool.acquire().await?;
+                B::read_bump(&mut conn, names, false).await
+            }
+            .await
+        )
+        .map_err(unavailable)?;
+        return plan_bump(names, rows, by);
+    }
+    retrying!(
+        backend,
+        async {
+            let mut tx = pool.begin_with(B::BEGIN).await?;
+            B::widen_bound(&mut tx).await?;
+            let rows = B::read_bump(&mut tx, names, true).await?;
+            let plan = match plan_bump(names, rows, by) {
+                Ok(plan) => plan,
+                refused => return Ok(refused),
+            };
+            let counted = check_bumped(&plan, B::add_bump(&mut tx, names, by).await?);
+            if counted.is_ok() {
+                tx.commit().await?;
+            }
+            Ok(counted.map(|()| plan))
+        }
+        .await
+    )
+    .map_err(unavailable)?
+}
+
+/// [`BumpSql::read_bump`]: runs `read` + [`names_in`]`(names, "WHERE")` +
+/// `suffix`, binding [`bump_binds`].
+pub(crate) async fn fetch_bump_rows<DB, O>(
+    conn: &mut DB::Connection,
+    dialect: Dialect,
+    read: &str,
+    suffix: &str,
+    names: Option<&[SeqName]>,
+) -> Result<Vec<O>, sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    O: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+{
+    let sql = format!("{read}{}{suffix}", names_in(names, "WHERE", dialect, 1));
+    let binds = bump_binds(names);
+    let mut query = sqlx::query_as::<DB, O>(&sql);
+    for bind in &binds {
+        query = query.bind(bind.as_str());
+    }
+    query.fetch_all(conn).await
+}
+
+/// [`BumpSql::add_bump`]: runs `update` + [`names_in`]`(names, "AND")`,
+/// bound as `by`, `by`, then [`bump_binds`].
+pub(crate) async fn execute_bump<DB>(
+    conn: &mut DB::Connection,
+    dialect: Dialect,
+    update: &str,
+    names: Option<&[SeqName]>,
+    by: i64,
+) -> Result<DB::QueryResult, sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+{
+    let sql = format!("{update}{}", names_in(names, "AND", dialect, 3));
+    let binds = bump_binds(names);
+    let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
+    for bind in &binds {
+        query = query.bind(bind.as_str());
+    }
+    query.execute(conn).await
+}
+
+/// The rows a bump of `names` touches, as a condition: `" <keyword> (name IN
+/// (p, ...) OR (n >= p AND n < p) OR ...)"`, the named rows and, per name,
+/// the byte range of its period counters
+/// ([`period_rows_range`](crate::domain::period_rows_range); ranges, not
+/// `LIKE`, whose `_` would match any character). One placeholder per value
+/// of [`bump_binds`], in its order: `?`, or on PostgreSQL `$first`,
+/// `$first+1`, ... with the ranges compared on `name COLLATE "C"` (byte
+/// order, which the index of migration 0003 serves). Nothing for all rows.
+pub(crate) fn names_in(
+    names: Option<&[SeqName]>,
+    keyword: &str,
+    dialect: Dialect,
+    first: usize,
+) -> String {
+    let Some(names) = names else {
+        return String::new();
+    };
+    let mut next = first;
+    let mut placeholder = || match dialect {
+        Dialect::Postgres => {
+            next += 1;
+            format!("${}", next - 1)
+        }
+        Dialect::Mysql | Dialect::Sqlite => "?".to_string(),
+    };
+    let bytes = match dialect {
+        Dialect::Postgres => "name COLLATE \"C\"",
+        Dialect::Mysql | Dialect::Sqlite => "name",
+    };
+    let named: Vec<String> = names.iter().map(|_| placeholder()).collect();
+    let mut terms = vec![format!("name IN ({})", named.join(", "))];
+    for _ in names {
+        let (low, high) = (placeholder(), placeholder());
+        terms.push(format!("({bytes} >= {low} AND {bytes} < {high})"));
+    }
+    format!(" {keyword} ({})", terms.join(" OR "))
+}
+
+/// The values [`names_in`]'s placeholders take: the names, then each name's
+/// counter range (low, high).
+pub(crate) fn bump_binds(names: Option<&[SeqName]>) -> Vec<String> {
+    let names = names.unwrap_or_default();
+    let mut binds: Vec<String> = names.iter().map(|n| n.as_str().to_string()).collect();
+    for name in names {
+        let (low, high) = crate::domain::period_rows_range(name);
+        binds.extend([low, high]);
+    }
+    binds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<SeqName> {
+        list.iter().map(|n| SeqName::parse(n).unwrap()).collect()
+    }
+
+    fn rows(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+        list.iter().map(|(n, m)| (n.to_string(), *m)).collect()
+    }
+
+    #[test]
+    fn plan_bump_refuses_missing_names_and_overflowing_rows_together() {
+        let asked = names(&["z", "full", "a", "gone", "gone"]);
+        let read = rows(&[("z", 1), ("full", i64::MAX - 4), ("a", 0)]);
+        match plan_bump(Some(&asked), read, 5) {
+            Err(StoreError::BumpRefused(r)) => {
+                assert_eq!(r.missing, ["gone"]);
+                assert_eq!(r.overflow, ["full"]);
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plan_bump_orders_by_name_and_may_reach_i64_max_exactly() {
+        let asked = names(&["b", "a", "b"]);
+        let read = rows(&[("b", i64::MAX - 5), ("a", 10)]);
+        let plan = plan_bump(Some(&asked), read, 5).unwrap();
+        let got: Vec<(&str, i64, i64)> = plan
+            .iter()
+            .map(|b| (b.name.as_str(), b.old_max_id, b.new_max_id))
+            .collect();
+        assert_eq!(got, [("a", 10, 15), ("b", i64::MAX - 5, i64::MAX)]);
+    }
+
+    #[test]
+    fn check_bump_request_rejects_a_by_below_one_and_an_empty_name_list() {
+        assert!(check_bump_request(None, 1).is_ok());
+        assert!(check_bump_request(None, i64::MAX).is_ok());
+        assert!(matches!(
+            check_bump_request(None, 0),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            check_bump_request(None, -1),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            check_bump_request(Some(&[]), 1),
+            Err(StoreError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn check_bumped_accepts_only_the_planned_count() {
+        let plan = plan_bump(None, rows(&[("a", 0), ("b", 0)]), 1).unwrap();
+        assert!(check_bumped(&plan, 2).is_ok());
+        assert!(matches!(
+            check_bumped(&plan, 1),
+            Err(StoreError::Unavailable(_))
+        ));
+        assert!(matches!(
+            check_bumped(&plan, 3),
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn bump_refusal_message_names_at_most_twenty_per_list() {
+        let refusal = BumpRefusal {
+            missing: (0..25).map(|i| format!("m{i:02}")).collect(),
+            overflow: vec!["full".into()],
+        };
+        let msg = refusal.to_string();
+        assert!(msg.starts_with("not found: 'm00', 'm01'"), "{msg}");
+        assert!(msg.contains("'m19', ... and 5 more;"), "{msg}");
+        assert!(!msg.contains("'m20'"), "{msg}");
+        assert!(
+            msg.ends_with("max_id would pass 9223372036854775807: 'full'"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn names_in_matches_each_name_and_its_counter_range_one_placeholder_a_value() {
+        assert_eq!(names_in(None, "WHERE", Dialect::Sqlite, 1), "");
+        let asked = names(&["a", "b"]);
+        assert_eq!(
+            names_in(Some(&asked), "AND", Dialect::Mysql, 1),
+            " AND (name IN (?, ?) OR (name >= ? AND name < ?) OR (name >= ? AND name < ?))"
+        );
+        assert_eq!(
+            names_in(Some(&asked), "AND", Dialect::Postgres, 3),
+            " AND (name IN ($3, $4) OR (name COLLATE \"C\" >= $5 AND name COLLATE \"C\" < $6) \
+             OR (name COLLATE \"C\" >= $7 AND name COLLATE \"C\" < $8))"
+        );
+        assert_eq!(
+            bump_binds(Some(&asked)),
+            ["a", "b", "a@", "a@:", "b@", "b@:"]
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_bump_is_all_or_nothing_and_a_dry_run_writes_nothing() {
+        let store = memory::MemoryStore::new();
+        store.insert("a", 10, 1);
+        store.insert("b", 20, 1);
+        let asked = names(&["a", "nope"]);
+        let refused = store.bump(Some(&asked), 5, BumpMode::Apply).await;
+        assert!(matches!(refused, Err(StoreError::BumpRefused(_))));
+        let planned = store.bump(None, 5, BumpMode::DryRun).await.unwrap();
+        assert_eq!(planned.len(), 2);
+        assert_eq!((store.max_id("a"), store.max_id("b")), (Some(10), Some(20)));
+        store.bump(None, 5, BumpMode::Apply).await.unwrap();
+        assert_eq!((store.max_id("a"), store.max_id("b")), (Some(15), Some(25)));
+    }
+
+    #[tokio::test]
+    async fn memory_list_page_reads_names_above_after_and_says_if_more_follow() {
+        let store = memory::MemoryStore::new();
+        for n in ["b", "a", "C", "a.b"] {
+            store.insert(n, 0, 1);
+        }
+        let first = store.list_page(None, None, 2).await.unwrap();
+        let got: Vec<&str> = first.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!((got, first.more), (vec!["C", "a"], true));
+        let rest = store
+            .list_page(None, Some(&names(&["a"])[0]), 2)
+            .await
+            .unwrap();
+        let got: Vec<&str> = rest.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!((got, rest.more), (vec!["a.b", "b"], false));
+    }
+
+    fn prefix(p: &str) -> NamePrefix {
+        NamePrefix::parse(p).unwrap()
+    }
+
+    #[test]
+    fn the_names_end_is_the_character_above_every_name_character() {
+        assert_eq!(NAMES_END, crate::domain::ABOVE_NAME_CHARS.to_string());
+    }
+
+    #[test]
+    fn a_page_range_has_one_lower_bound_the_higher_of_after_and_prefix() {
+        let (p, below, above) = (prefix("m"), names(&["a"]), names(&["m.x"]));
+        let range = |prefix, after, limit| {
+            let r = page_range(prefix, after, limit);
+            (r.lower, r.lower_op(), r.upper.into_owned(), r.read)
+        };
+        assert_eq!(range(None, None, 100), ("", ">", "{".into(), 101));
+        assert_eq!(range(None, Some(&above[0]), 5), ("m.x", ">", "{".into(), 6));
+        assert_eq!(range(Some(&p), None, 1), ("m", ">=", "m{".into(), 2));
+        assert_eq!(
+            range(Some(&p), Some(&below[0]), 1),
+            ("m", ">=", "m{".into(), 2)
+        );
+        assert_eq!(
+            range(Some(&p), Some(&above[0]), 1),
+            ("m.x", ">", "m{".into(), 2)
+        );
+        assert_eq!(range(None, None, 5000).3, i64::from(MAX_PAGE) + 1);
+    }
+
+    #[test]
+    fn a_page_range_past_the_prefix_is_empty() {
+        let p = prefix("m");
+        let (inside, at_end, past) = (names(&["mz"]), names(&["m"]), names(&["n"]));
+        assert!(!page_range(Some(&p), Some(&inside[0]), 10).is_empty());
+        assert!(!page_range(Some(&p), Some(&at_end[0]), 10).is_empty());
+        assert!(page_range(Some(&p), Some(&past[0]), 10).is_empty());
+        assert!(!page_range(None, Some(&past[0]), 10).is_empty());
+    }
+
+    #[tokio::test]
+    async fn memory_list_page_narrows_to_the_prefix_and_ends_with_it() {
+        let store = memory::MemoryStore::new();
+        for n in ["a", "a.b", "a-b", "a:b", "a_b", "ab", "b", "A"] {
+            store.insert(n, 0, 1);
+        }
+        let read = |prefix: &'static str, after: Option<&'static str>, limit| {
+            let store = &store;
+            async move {
+                let after = after.map(|a| names(&[a]).remove(0));
+                let page = store
+                    .list_page(Some(&self::prefix(prefix)), after.as_ref(), limit)
+                    .await
+                    .unwrap();
+                let got: Vec<String> = page.rows.iter().map(|r| r.name.to_string()).collect();
+                (got, page.more)
+            }
+        };
+        let all_a = ["a", "a-b", "a.b", "a:b", "a_b", "ab"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(read("a", None, 10).await, (all_a.clone(), false));
+        assert_eq!(read("a", None, 6).await, (all_a.clone(), false));
+        assert_eq!(read("a", None, 5).await, (all_a[..5].to_vec(), true));
+        assert_eq!(
+            read("a", Some("a:b"), 10).await,
+            (all_a[4..].to_vec(), false)
+        );
+        assert_eq!(read("a", Some("ab"), 10).await, (vec![], false));
+        assert_eq!(read("a", Some("b"), 10).await, (vec![], false));
+        assert_eq!(read("a", Some("A"), 1).await, (vec!["a".into()], true));
+        assert_eq!(read("a.", None, 10).await, (vec!["a.b".into()], false));
+        assert_eq!(read("c", None, 10).await, (vec![], false));
+    }
+
+    #[test]
+    fn reservation_rejects_inconsistent_values() {
+        assert!(reservation(100, 10, 10, "instance").is_ok());
+        assert!(reservation(100, 0, 10, "instance").is_err());
+        assert!(reservation(100, 10, 0, "instance").is_err());
+        assert!(reservation(i64::MIN, 10, 10, "instance").is_err());
+    }
+}

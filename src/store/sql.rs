@@ -1,0 +1,617 @@
+//! What the SQL backends share: the page and name reads, the compare-and-set,
+//! the narrowing of driver errors, the reading of rows and reservations, and
+//! the schema and serial checks. Each statement is written once here where
+//! the dialects agree.
+
+#![allow(unused_imports)]
+
+use std::borrow::Cow;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::retry::retrying;
+use super::*;
+use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
+
+/// The names one page read covers, in byte order: those above `lower` (or
+/// at it, when `inclusive`) and below `upper`, at most `read` rows (one more
+/// than the page's limit, to learn whether more follow).
+///
+/// A lower and an upper bound on the name are a range an index on the names
+/// serves, whatever the backend; there is only ever ONE lower bound, so no
+/// planner can seek on the weaker of two and filter the rest (SQLite would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PageRange<'a> {
+    pub(crate) lower: &'a str,
+    pub(crate) inclusive: bool,
+    pub(crate) upper: Cow<'a, str>,
+    pub(crate) read: i64,
+}
+
+impl PageRange<'_> {
+    /// The comparison of the lower bound: `>` or `>=`.
+    pub(crate) fn lower_op(&self) -> &'static str {
+        if self.inclusive {
+            ">="
+        } else {
+            ">"
+        }
+    }
+
+    /// Whether the range is empty for certain: its lower bound at or past
+    /// its upper one (`after` beyond the prefix's names).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lower >= &*self.upper
+    }
+}
+
+/// The range of [`Catalog::list_page`]`(prefix, after, limit)`.
+///
+/// - The upper bound is `prefix + "{"` ([`NamePrefix::upper_bound`]: exactly
+///   the names starting with `prefix` lie in `[prefix, prefix{)`), or `"{"`
+///   without a prefix, above every valid name (names begin with a letter or
+///   a digit; rows inserted by SQL with other names are not listed anyway).
+/// - The lower bound is the higher of `after` (exclusive) and `prefix`
+///   (inclusive): when `after >= prefix`, `name > after` implies
+///   `name >= prefix`; otherwise `name >= prefix` implies `name > after`.
+///   Without either, `> ""`: every name.
+pub(crate) fn page_range<'a>(
+    prefix: Option<&'a NamePrefix>,
+    after: Option<&'a SeqName>,
+    limit: u32,
+) -> PageRange<'a> {
+    let upper = prefix.map_or(Cow::Borrowed(NAMES_END), |p| Cow::Owned(p.upper_bound()));
+    let (lower, inclusive) = match (prefix, after) {
+        (Some(p), Some(a)) if a.as_str() < p.as_str() => (p.as_str(), true),
+        (Some(p), None) => (p.as_str(), true),
+        (_, Some(a)) => (a.as_str(), false),
+        (None, None) => ("", false),
+    };
+    PageRange {
+        lower,
+        inclusive,
+        upper,
+        read: i64::from(limit.min(MAX_PAGE)) + 1,
+    }
+}
+
+/// The statement of [`Catalog::list_page`] on the backends whose `name`
+/// compares in byte order by itself, MySQL/MariaDB (`utf8mb4_bin`) and
+/// SQLite (the default `BINARY` collation): names compared with `lower_op`
+/// (`>` or `>=`) to the first `?` and below the second, at most the third
+/// `?` of rows, in name order. The primary key's index serves the range and
+/// the order.
+pub fn binary_page_sql(lower_op: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM sequences \
+         WHERE name {lower_op} ? AND name < ? AND {NOT_COUNTER} ORDER BY name LIMIT ?"
+    )
+}
+
+/// The columns of a [`SequenceRow`], in the order `NaiveRow` (and
+/// MySQL's row) expects.
+pub const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering, \
+     counter_start, format, reset, time_zone, overflow";
+
+/// Leaves out the period counters of serial sequences (`name@key`, see
+/// [`crate::domain::is_period_counter`]) from lists: they are rows of the
+/// table, not sequences.
+pub const NOT_COUNTER: &str = "name NOT LIKE '%@%'";
+
+/// `"{"`: above every valid name in byte order (see
+/// [`crate::domain::ABOVE_NAME_CHARS`]).
+pub(crate) const NAMES_END: &str = "{";
+
+/// [`Catalog::list_page`] on a backend's pool: runs the statement
+/// `sql(lower_op)` (rows of the table's columns whose name compares with
+/// `lower_op` (`>` or `>=`) to the first bind and is below the second, in
+/// name order, at most the third bind) and converts the rows read with
+/// `convert`.
+pub(crate) async fn fetch_page<DB, R>(
+    pool: &sqlx::Pool<DB>,
+    sql: fn(&str) -> String,
+    prefix: Option<&NamePrefix>,
+    after: Option<&SeqName>,
+    limit: u32,
+    convert: fn(R) -> Option<SequenceRow>,
+) -> Result<SequencePage, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+{
+    let range = page_range(prefix, after, limit);
+    if range.is_empty() {
+        return Ok(SequencePage::from_read(Vec::<R>::new(), limit, convert));
+    }
+    let sql = sql(range.lower_op());
+    let rows: Vec<R> = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, R>(&sql)
+            .bind(range.lower)
+            .bind(&*range.upper)
+            .bind(range.read)
+            .fetch_all(pool)
+            .await
+    )
+    .map_err(unavailable)?;
+    Ok(SequencePage::from_read(rows, limit, convert))
+}
+
+/// Most names one statement of [`Catalog::settings_of`] asks for: every
+/// backend takes this many binds in one statement (SQLite's historic limit
+/// is 999), and an `IN` list of this size is one index probe per name.
+pub const SETTINGS_CHUNK: usize = 500;
+
+/// `SELECT` of the rows named by `n` placeholders, as MySQL/MariaDB and
+/// SQLite write them (`?`).
+pub fn named_rows_sql(n: usize) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM sequences WHERE name IN ({})",
+        vec!["?"; n].join(", ")
+    )
+}
+
+/// [`Catalog::settings_of`] on a backend's pool: runs `sql(n)` (the rows of
+/// the table's columns whose name is one of `n` binds) once per
+/// [`SETTINGS_CHUNK`] names and converts the rows read with `convert`
+/// (a row that does not convert is left out).
+pub(crate) async fn fetch_named<DB, R>(
+    pool: &sqlx::Pool<DB>,
+    sql: fn(usize) -> String,
+    names: &[SeqName],
+    convert: fn(R) -> Option<SequenceRow>,
+) -> Result<Vec<SequenceRow>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+{
+    let mut rows = Vec::with_capacity(names.len());
+    for chunk in names.chunks(SETTINGS_CHUNK) {
+        let sql = sql(chunk.len());
+        let read: Vec<R> = retrying!(backend_of::<DB>(), {
+            let mut query = sqlx::query_as::<DB, R>(&sql);
+            for name in chunk {
+                query = query.bind(name.as_str());
+            }
+            query.fetch_all(pool).await
+        })
+        .map_err(unavailable)?;
+        rows.extend(read.into_iter().filter_map(convert));
+    }
+    Ok(rows)
+}
+
+/// [`Segments::compare_and_set_max_id`] on a backend's pool: runs `update`
+/// (binds, in this order: new, name, expected; `max_id = new` where the
+/// name and the expected value match), then, if it changed no row, `exists` (bind: name)
+/// to tell a moved row (false) from a missing one ([`StoreError::NotFound`]);
+/// `affected` reads the backend's count of changed rows.
+/// `new == expected` only reads: a database may count an update that
+/// changes nothing as no row.
+pub(crate) async fn compare_and_set<DB>(
+    pool: &sqlx::Pool<DB>,
+    update: &str,
+    exists: &str,
+    affected: fn(&DB::QueryResult) -> u64,
+    name: &SeqName,
+    expected: i64,
+    new: i64,
+) -> Result<bool, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let mut held = pool::Held::acquire(pool).await?;
+    if new != expected {
+        let done = retrying!(
+            backend_of::<DB>(),
+            sqlx::query::<DB>(update)
+                .bind(new)
+                .bind(name.as_str())
+                .bind(expected)
+                .execute(held.conn())
+                .await
+        )
+        .map(|r| affected(&r));
+        held = match done {
+            Ok(1) => {
+                held.finish(Ok(()))?;
+                return Ok(true);
+            }
+            Ok(_) => held,
+            Err(e) => return held.finish(Err(e)),
+        };
+    }
+    let row = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, (i64,)>(exists)
+            .bind(name.as_str())
+            .fetch_optional(held.conn())
+            .await
+    );
+    match held.finish(row)? {
+        Some((max_id,)) => Ok(new == expected && max_id == expected),
+        None => Err(StoreError::NotFound),
+    }
+}
+
+/// The backend's short name ([`Schema::backend`]) for a sqlx database, for
+/// [`retrying!`]'s metric and logs in code shared by the backends.
+pub(crate) fn backend_of<DB: sqlx::Database>() -> &'static str {
+    match DB::NAME {
+        "PostgreSQL" => Dialect::Postgres,
+        "MySQL" => Dialect::Mysql,
+        _ => Dialect::Sqlite,
+    }
+    .name()
+}
+
+/// Narrows a driver error to [`StoreError`]: configuration problems become
+/// [`StoreError::Config`], everything else [`StoreError::Unavailable`] with the
+/// driver's text (for logs only).
+pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
+    match e {
+        sqlx::Error::Configuration(e) => StoreError::Config(e.to_string()),
+        sqlx::Error::Database(db) if db.is_check_violation() => StoreError::Invalid(db.to_string()),
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}
+
+/// Narrows an `INSERT` error: a unique violation means the name is taken.
+pub(crate) fn insert_failed(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists,
+        _ => unavailable(e),
+    }
+}
+
+/// `start - 1`, the `max_id` of a new sequence; `start` was validated (>= 1),
+/// this only guards against a hand-built [`NewSequence`].
+pub(crate) fn initial_max_id(seq: &NewSequence) -> Result<i64, StoreError> {
+    seq.start
+        .checked_sub(1)
+        .filter(|m| *m >= 0)
+        .ok_or_else(|| StoreError::Config(format!("invalid start {}: must be >= 1", seq.start)))
+}
+
+/// One row as PostgreSQL and SQLite return it (`TIMESTAMP` without zone, in UTC).
+pub(crate) type NaiveRow = (
+    String,
+    i64,
+    i64,
+    String,
+    chrono::NaiveDateTime,
+    chrono::NaiveDateTime,
+    String,
+    i64,
+    Option<String>,
+    String,
+    String,
+    String,
+);
+
+/// The columns `counter_start, format, reset, time_zone, overflow` of a row.
+#[derive(Debug)]
+pub(crate) struct SerialColumns {
+    pub(crate) counter_start: i64,
+    pub(crate) format: Option<String>,
+    pub(crate) reset: String,
+    pub(crate) time_zone: String,
+    pub(crate) overflow: String,
+}
+
+/// Converts a fetched [`NaiveRow`] (`None` for an invalid stored name).
+pub(crate) fn naive_row(
+    (
+        name,
+        max_id,
+        step,
+        description,
+        created_at,
+        updated_at,
+        ordering,
+        counter_start,
+        format,
+        reset,
+        time_zone,
+        overflow,
+    ): NaiveRow,
+) -> Option<SequenceRow> {
+    let serial = SerialColumns {
+        counter_start,
+        format,
+        reset,
+        time_zone,
+        overflow,
+    };
+    row_from_columns(
+        name,
+        max_id,
+        step,
+        description,
+        created_at.and_utc(),
+        updated_at.and_utc(),
+        &ordering,
+        serial,
+    )
+}
+
+/// Like [`naive_row`] for a row looked up by a valid name, which must convert.
+pub(crate) fn naive_found_row(row: NaiveRow) -> Result<SequenceRow, StoreError> {
+    naive_row(row)
+        .ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
+}
+
+/// Builds a [`SequenceRow`] from the columns of the table, or `None` when the
+/// stored name is not a valid [`SeqName`] (a row an operator inserted by hand
+/// with a name the API could never ask for). Serial settings that do not
+/// parse (a hand-edited `format`) keep the row, with its
+/// [`SequenceRow::problem`] naming the field: reads, lists and repairs see
+/// it, requests for it are refused.
+#[allow(clippy::too_many_arguments)] // one per column of the table
+pub(crate) fn row_from_columns(
+    name: String,
+    max_id: i64,
+    step: i64,
+    description: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    ordering: &str,
+    columns: SerialColumns,
+) -> Option<SequenceRow> {
+    let Ok(name) = SeqName::parse(&name) else {
+        tracing::warn!(name = %crate::domain::escape_controls(&name), "ignoring a row of `sequences` whose name is not a valid sequence name");
+        return None;
+    };
+    let (serial, problem) = match &columns.format {
+        None => (None, None),
+        Some(format) => match crate::domain::SerialSettings::from_columns(
+            format,
+            &columns.reset,
+            &columns.time_zone,
+            &columns.overflow,
+        ) {
+            Ok(settings) => (Some(settings), None),
+            Err(e) => {
+                let problem = RowProblem {
+                    field: e.field(),
+                    message: e.to_string(),
+                };
+                tracing::warn!(sequence = %name, %problem, "a row of `sequences` has serial settings seqd cannot use");
+                (None, Some(problem))
+            }
+        },
+    };
+    Some(SequenceRow {
+        name,
+        max_id,
+        step,
+        description,
+        ordering: IdOrdering::from_column(ordering),
+        created_at,
+        updated_at,
+        counter_start: columns.counter_start,
+        serial,
+        problem,
+    })
+}
+
+/// Why a reserving statement updated no row, from the row's `format IS NOT
+/// NULL` read afterwards (`None`: no row): [`StoreError::NotFound`],
+/// [`StoreError::Serial`] (the row issues serial numbers) or
+/// [`StoreError::Exhausted`].
+pub(crate) fn refused(serial: Option<bool>) -> StoreError {
+    match serial {
+        None => StoreError::NotFound,
+        Some(true) => StoreError::Serial,
+        Some(false) => StoreError::Exhausted,
+    }
+}
+
+/// Whether the schema is as current as this seqd needs, for readiness
+/// (docs/design.md, "Readiness"): one query counts the migrations of this
+/// binary that `seqd_migrations` records as applied. When one is missing,
+/// `check` (the store's [`Schema::check_schema`], which also accepts a history
+/// still kept in `_sqlx_migrations`) gives the verdict and names what is
+/// missing as [`StoreError::Migration`]. A database that does not answer, or
+/// has no `seqd_migrations`, is [`StoreError::Unavailable`].
+pub(crate) async fn schema_ready<DB, F>(
+    pool: &sqlx::Pool<DB>,
+    dialect: Dialect,
+    check: F,
+) -> Result<(), StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    F: std::future::Future<Output = Result<(), StoreError>>,
+{
+    let mut held = pool::Held::acquire(pool).await?;
+    let sql = dialect.applied_count_sql();
+    let row = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, (i64,)>(sql)
+            .fetch_one(held.conn())
+            .await
+    );
+    let (applied,) = held.finish(row)?;
+    if applied == dialect.migrations().len() as i64 {
+        return Ok(());
+    }
+    check.await
+}
+
+/// Reads whether `name` issues serial numbers (`None`: no row), with
+/// `sql` (bind: the name; one integer column, 1 for a serial row).
+pub(crate) async fn read_serial_flag<DB>(
+    pool: &sqlx::Pool<DB>,
+    sql: &str,
+    name: &SeqName,
+) -> Result<Option<bool>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let mut held = pool::Held::acquire(pool).await?;
+    let row = retrying!(
+        backend_of::<DB>(),
+        sqlx::query_as::<DB, (i64,)>(sql)
+            .bind(name.as_str())
+            .fetch_optional(held.conn())
+            .await
+    );
+    Ok(held.finish(row)?.map(|(flag,)| flag != 0))
+}
+
+/// The values of `format, reset, time_zone, overflow` for settings
+/// (`None`: a plain sequence, the columns' defaults).
+pub(crate) fn serial_values(
+    serial: Option<&crate::domain::SerialSettings>,
+) -> (Option<String>, &'static str, String, &'static str) {
+    match serial {
+        Some(s) => (
+            Some(s.format.to_string()),
+            s.reset.as_str(),
+            s.time_zone.clone(),
+            s.overflow.as_str(),
+        ),
+        None => (None, "never", "UTC".to_owned(), "refuse"),
+    }
+}
+
+/// Checks a period key before it goes into a row name: at most
+/// [`crate::domain::MAX_PERIOD_KEY_LEN`] ASCII digits.
+pub(crate) fn check_period_key(key: &str) -> Result<(), StoreError> {
+    if key.len() <= crate::domain::MAX_PERIOD_KEY_LEN && key.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(StoreError::Config(format!(
+            "invalid period key {key:?}: at most {} digits",
+            crate::domain::MAX_PERIOD_KEY_LEN
+        )))
+    }
+}
+
+/// The row names of the counters of `parent` with these keys (checked).
+pub(crate) fn counter_names(parent: &SeqName, keys: &[String]) -> Result<Vec<String>, StoreError> {
+    keys.iter()
+        .map(|key| {
+            check_period_key(key)?;
+            Ok(parent.period_counter(key).as_str().to_owned())
+        })
+        .collect()
+}
+
+/// A [`PeriodRow`] from a counter row named `name` in the range that starts
+/// at `low` (`parent@`).
+pub(crate) fn period_row(
+    low: &str,
+    name: &str,
+    max_id: i64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+) -> PeriodRow {
+    PeriodRow {
+        key: name.get(low.len()..).unwrap_or_default().to_owned(),
+        max_id,
+        created_at,
+        updated_at,
+    }
+}
+
+/// Builds a [`Reservation`] from what one reserving statement returned,
+/// checking it is consistent (a positive size within the row's range).
+pub(crate) fn reservation(
+    max_id: i64,
+    size: i64,
+    row_step: i64,
+    ordering: &str,
+) -> Result<Reservation, StoreError> {
+    if size >= 1 && row_step >= 1 && max_id.checked_sub(size).is_some() {
+        Ok(Reservation {
+            max_id,
+            size,
+            row_step,
+            ordering: IdOrdering::from_column(ordering),
+        })
+    } else {
+        Err(StoreError::Unavailable(format!(
+            "inconsistent reservation from the database: max_id={max_id} size={size} step={row_step}"
+        )))
+    }
+}
+
+/// One backend's reserving statements, each run once. The flow around them
+/// ([`reserve_flow`], [`reserve_within_flow`]) is the same on every backend
+/// and written once: the retry at the row's own step near `i64::MAX`, and
+/// the reason a statement matched no row.
+#[async_trait]
+pub(crate) trait ReserveOnce: Send + Sync {
+    /// The reserving statement at `max(step, min_size)`, once; `None` when
+    /// it matched no row (missing, full, or serial).
+    async fn reserve_once(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+    ) -> Result<Option<Reservation>, StoreError>;
+
+    /// The exact reserving statement (`n`, never past `cap`), once; `None`
+    /// when it matched no row.
+    async fn reserve_within_once(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Option<Reservation>, StoreError>;
+
+    /// Why a reserving statement on `name` matched no row.
+    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError>;
+}
+
+/// [`Segments::reserve`] over a backend's statements.
+pub(crate) async fn reserve_flow<S: ReserveOnce + ?Sized>(
+    store: &S,
+    name: &SeqName,
+    min_size: i64,
+) -> Result<Reservation, StoreError> {
+    if let Some(r) = store.reserve_once(name, min_size).await? {
+        return Ok(r);
+    }
+    // Near i64::MAX a large request may not fit while the row's own step does.
+    if min_size > 1 {
+        if let Some(r) = store.reserve_once(name, 1).await? {
+            return Ok(r);
+        }
+    }
+    Err(store.refusal(name).await?)
+}
+
+/// [`Segments::reserve_within`] over a backend's statements.
+pub(crate) async fn reserve_within_flow<S: ReserveOnce + ?Sized>(
+    store: &S,
+    name: &SeqName,
+    n: i64,
+    cap: i64,
+) -> Result<Reservation, StoreError> {
+    match store.reserve_within_once(name, n, cap).await? {
+        Some(r) => Ok(r),
+        None => Err(store.refusal(name).await?),
+    }
+}

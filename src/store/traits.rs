@@ -1,0 +1,274 @@
+//! The storage traits, split by who needs what (docs/design.md, "The
+//! storage traits"): [`Segments`] for the allocator, [`Catalog`] for the
+//! service's admin calls, [`Schema`] and [`StripeRecords`] for start-up and
+//! the operators' tools, and [`Store`], all four together.
+
+use async_trait::async_trait;
+
+use super::stripes::{self, StripeRecord};
+use super::{
+    BumpMode, Bumped, MigrateMode, PeriodRow, Reservation, SequencePage, SequencePatch,
+    SequenceRow, StoreError,
+};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
+
+/// What the allocator needs of a store: reserving ranges of IDs and giving
+/// back the unused top of one.
+///
+/// Implementations must make [`Segments::reserve`] atomic: two concurrent
+/// callers (in one process or in many) never receive overlapping ranges.
+#[async_trait]
+pub trait Segments: Send + Sync + 'static {
+    /// Reserves the next range of `name`: adds `max(row.step, min_size)` to
+    /// `max_id` in one atomic operation and returns the range that operation
+    /// added. Fails with [`StoreError::Exhausted`] when the addition would pass
+    /// `i64::MAX` even at the row's own step, [`StoreError::NotFound`] when
+    /// no row has this name, and [`StoreError::Serial`] (changing nothing)
+    /// when the row issues serial numbers (`format` is not NULL). The same
+    /// holds for [`Segments::reserve_above`] and [`Segments::reserve_exact`].
+    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError>;
+
+    /// [`Segments::reserve`] for a caller that already holds IDs of `name` up
+    /// to `floor` (its high-water mark, 0 if none). A store over several
+    /// databases (stripes) lifts a database that lags below `floor` past it
+    /// in the reserving statement, so the caller's IDs keep increasing when
+    /// it moves between databases. A single database ignores `floor`: its
+    /// row below the mark is a regression, which the allocator detects,
+    /// reports and skips.
+    async fn reserve_above(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+        floor: i64,
+    ) -> Result<Reservation, StoreError> {
+        let _ = floor;
+        self.reserve(name, min_size).await
+    }
+
+    /// Sets `max_id` of the row `name` to `new` if it is still `expected`,
+    /// in one statement (a compare-and-set); true when it was set, false
+    /// when the row holds another value. [`StoreError::NotFound`] when no
+    /// row has this name.
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Reserves exactly `n` IDs (1..) of `name` in one atomic operation,
+    /// whatever its step: a global sequence's merged requests.
+    /// [`StoreError::Exhausted`] when that would pass `i64::MAX`,
+    /// [`StoreError::NotFound`] when no row has this name.
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        self.reserve_within(name, n, i64::MAX).await
+    }
+
+    /// [`Segments::reserve_exact`] that never moves `max_id` past `cap`: adds
+    /// exactly `n` (1..) in one statement when `max_id + n <= cap`, and
+    /// otherwise changes nothing and answers [`StoreError::Exhausted`]. A
+    /// serial period's counter under `{seq:0N}` (`cap` its capacity), so
+    /// that no number of instances reserving at once can pass it, and a
+    /// request that does not fit consumes nothing (docs/design.md, "Serial
+    /// numbers").
+    async fn reserve_within(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        let _ = (name, n, cap);
+        Err(StoreError::Config(
+            "this store cannot reserve a bounded exact count (serial capacity, global ordering)"
+                .into(),
+        ))
+    }
+
+    /// Gives back unused IDs at the top of a reservation: lowers `max_id`
+    /// of `name` from `top` (the last ID of the caller's last reservation)
+    /// to `keep`, only if it is still `top` (nobody reserved since); true
+    /// when it did. One compare-and-set; a store over several databases
+    /// sends it to the one `top` came from.
+    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
+        self.compare_and_set_max_id(name, top, keep).await
+    }
+}
+
+/// The sequences as rows: create, read, list, change, bump, and the period
+/// counter rows of serial sequences. What the service's admin calls and the
+/// operators' tools need.
+#[async_trait]
+pub trait Catalog: Send + Sync + 'static {
+    /// Inserts a new row with `max_id = start - 1`.
+    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError>;
+
+    /// Creates the counter row of period `key` of serial sequence `parent`
+    /// (`parent@key`) if it does not exist, in one statement that tolerates
+    /// other instances doing the same at once: `max_id = counter_start - 1`,
+    /// the parent's `step` and `ordering`. True when this call inserted it.
+    /// [`StoreError::NotFound`] when `parent` has no row.
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        let _ = (parent, key);
+        Err(StoreError::Config(
+            "serial numbers: not built for this store yet".into(),
+        ))
+    }
+
+    /// The counter rows of serial sequence `parent`, ordered by key.
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        let _ = parent;
+        Err(StoreError::Config(
+            "serial numbers: not built for this store yet".into(),
+        ))
+    }
+
+    /// Deletes the counter rows of `parent` with these keys; the number
+    /// deleted.
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        let _ = (parent, keys);
+        Err(StoreError::Config(
+            "serial numbers: not built for this store yet".into(),
+        ))
+    }
+
+    /// Reads one row.
+    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError>;
+
+    /// Reads the rows of `names` (those that exist, in no particular
+    /// order; a row whose settings do not parse is left out): what each
+    /// instance reads every few seconds to apply settings changed elsewhere
+    /// (docs/design.md, "Settings changes reach every instance"). The
+    /// backends read [`SETTINGS_CHUNK`](super::SETTINGS_CHUNK) names per statement; this default
+    /// reads them one by one.
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        let mut rows = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(row) = self.get(name).await? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Reads every row, ordered by name.
+    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError>;
+
+    /// Reads one page: at most `limit` (1..=[`MAX_PAGE`](super::MAX_PAGE)) rows whose name
+    /// starts with `prefix` (any name when `None`) and is above `after` (all
+    /// such rows when `None`), ordered by name in byte order, as
+    /// [`Catalog::list`] is; [`SequencePage::more`] says whether more rows
+    /// with the prefix follow.
+    ///
+    /// The database reads only the page (plus one row), in time independent
+    /// of the table's size: the prefix is the range `[prefix, prefix{)` of
+    /// the names in byte order (see [`NamePrefix::upper_bound`]), which the
+    /// index on the names serves (PostgreSQL: the one on
+    /// `name COLLATE "C"`, `migrations/postgres/0003_*`).
+    async fn list_page(
+        &self,
+        prefix: Option<&NamePrefix>,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError>;
+
+    /// Changes `step` and/or `description` of an existing row.
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError>;
+
+    /// Raises `max_id` by `by` (1..=`i64::MAX`) on every row named in `names`
+    /// (duplicates count once) and on every period counter row of each
+    /// (`name@key`, the byte range
+    /// [`period_rows_range`](crate::domain::period_rows_range), so `ord` never
+    /// matches `order@...` nor does `o_d` match `ord@...`), or on every row
+    /// when `names` is `None`, in one transaction: all rows or none. A serial
+    /// sequence's own row hands out nothing; its counters are what a lagging
+    /// replica lost, so they are fenced with it. Returns each row's `max_id`
+    /// before and after, ordered by name.
+    ///
+    /// A name without a row, or a row (a counter included) that would pass
+    /// `i64::MAX`, refuses the whole bump with [`StoreError::BumpRefused`]
+    /// naming them all. The rows are read under their row locks (SQLite: the
+    /// database's write lock) and changed by one set-based
+    /// `max_id = max_id + by`, so reservations running meanwhile serialise
+    /// with it: none is lost, and the values returned are exact. With
+    /// [`BumpMode::DryRun`] the same checks run on a plain read and nothing
+    /// is written.
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError>;
+}
+
+/// The schema and the database behind a store: migrations, the schema
+/// check, reachability and the backend's name.
+#[async_trait]
+pub trait Schema: Send + Sync + 'static {
+    /// Applies the embedded migrations of this backend (idempotent), with
+    /// seqd's own migrator (see [`migrator`](super::migrator)); fails with
+    /// [`StoreError::Migration`].
+    async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// Checks that every migration of this backend is applied, running no
+    /// DDL; fails with [`StoreError::Migration`] naming what is missing.
+    /// A store without a schema (in memory) has nothing to check.
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Prepares the schema as `mode` says: [`Schema::migrate`],
+    /// [`Schema::check_schema`], or nothing.
+    async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
+        match mode {
+            MigrateMode::Auto => self.migrate().await,
+            MigrateMode::Check => self.check_schema().await,
+            MigrateMode::Off => Ok(()),
+        }
+    }
+
+    /// Checks that the database answers and the schema is in place.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// A short name of the backend for logs and the monitor ("postgres", ...).
+    fn backend(&self) -> &'static str;
+}
+
+/// The stripe record of a database (`seqd_stripe`) and the state of the
+/// stripes of a store over several databases.
+#[async_trait]
+pub trait StripeRecords: Send + Sync + 'static {
+    /// The state of each stripe of a store over several databases; empty for
+    /// a single database.
+    fn stripe_status(&self) -> Vec<stripes::StripeStatus> {
+        Vec::new()
+    }
+
+    /// This database's stripe record (`seqd_stripe`), `None` when it has no
+    /// row. A missing table is [`StoreError::Migration`] (the schema is
+    /// behind); [`stripes::record::bind_stripes`] decides what that means
+    /// (under `--migrate off`, with one database: no record).
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError>;
+
+    /// Writes this database's stripe record and returns the row in force
+    /// afterwards. `replace = false`: inserts `record` only if there is no
+    /// row (race-free: of two writers one inserts, the other gets its row);
+    /// `replace = true`: inserts it or overwrites index, count and block,
+    /// keeping the row's `database_id`. A record no layout can have
+    /// (index not below count, block below 1) is [`StoreError::Invalid`].
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError>;
+}
+
+/// Everything a store is: [`Segments`], [`Catalog`], [`Schema`] and
+/// [`StripeRecords`]. Each backend implements the four; code that needs
+/// only one part (the allocator: [`Segments`]) takes only that part.
+pub trait Store: Segments + Catalog + Schema + StripeRecords {}
+
+impl<T: Segments + Catalog + Schema + StripeRecords + ?Sized> Store for T {}

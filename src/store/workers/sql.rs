@@ -1,0 +1,373 @@
+//! [`WorkerLeases`] on the SQL backends, once: [`SqlWorkerLeases`] over the
+//! pool of any database that is a [`LeaseDb`]. Each operation is one
+//! statement (see [`super`] for their preconditions), written once below
+//! with what a dialect writes differently beside it; the types a backend
+//! binds and reads are its [`LeaseDb`] (`postgres/workers.rs`,
+//! `mysql/workers.rs`, `sqlite/workers.rs`).
+
+use std::sync::OnceLock;
+
+use async_trait::async_trait;
+use sqlx::Pool;
+
+use super::{check_owner, worker_row, WorkerLeases, WorkerRow};
+use crate::store::migrator::{create_schema_sql, Dialect, Migrator, PoolRef, SchemaSetup};
+use crate::store::pool::Held;
+use crate::store::retry::retrying;
+use crate::store::{insert_failed, unavailable, StoreError, StoreOptions};
+
+/// What a backend's sqlx database brings to [`SqlWorkerLeases`]: its
+/// dialect and the Rust types of its `workers` columns.
+pub(crate) trait LeaseDb: sqlx::Database {
+    /// The dialect of its statements; its name is the backend's
+    /// ([`WorkerLeases::backend`], the label of [`retrying!`]).
+    const DIALECT: Dialect;
+
+    /// The pool, for the migrator.
+    fn pool_ref(pool: &Pool<Self>) -> PoolRef<'_>;
+
+    /// What `worker_id` is bound as.
+    type WorkerId: for<'q> sqlx::Encode<'q, Self> + sqlx::Type<Self> + Send;
+
+    /// A worker ID as bound.
+    fn worker_id(id: u32) -> Self::WorkerId;
+
+    /// What `owner` is read as: text, or its bytes ([`owner_text`]).
+    type Owner: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + Into<Vec<u8>> + Send + Unpin;
+
+    /// How many rows a statement matched.
+    fn rows_affected(done: &Self::QueryResult) -> u64;
+}
+
+/// An owner as read: its bytes as UTF-8, any invalid sequence replaced (as
+/// [`String::from_utf8_lossy`] does; valid text is taken as it is).
+fn owner_text(read: impl Into<Vec<u8>>) -> String {
+    String::from_utf8(read.into())
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Makes sqlx database `$db` a [`LeaseDb`] of dialect `$dialect` (also
+/// its [`PoolRef`] variant), binding `worker_id` as `$worker_id` (converted
+/// from `u32` with `as`) and reading `owner` as `$owner`. One line per
+/// backend, in its `workers.rs`.
+macro_rules! lease_db {
+    ($db:ty: $dialect:ident, worker_id as $worker_id:ty, owner as $owner:ty) => {
+        impl $crate::store::workers::LeaseDb for $db {
+            const DIALECT: $crate::store::migrator::Dialect =
+                $crate::store::migrator::Dialect::$dialect;
+            type WorkerId = $worker_id;
+            type Owner = $owner;
+
+            fn pool_ref(pool: &::sqlx::Pool<Self>) -> $crate::store::migrator::PoolRef<'_> {
+                $crate::store::migrator::PoolRef::$dialect(pool)
+            }
+
+            fn worker_id(id: u32) -> $worker_id {
+                id as $worker_id
+            }
+
+            fn rows_affected(done: &Self::QueryResult) -> u64 {
+                done.rows_affected()
+            }
+        }
+    };
+}
+pub(crate) use lease_db;
+
+/// The statements of one dialect, each with one placeholder per bind, in
+/// bind order.
+struct Statements {
+    /// Bind: the bound of worker IDs. Reads `(worker_id, owner,
+    /// lease_until, last_timestamp)`.
+    list: String,
+    /// Binds: worker_id, owner, lease_until, last_timestamp.
+    insert: String,
+    /// Compare-and-set on the row as read, and only if its lease expired or
+    /// is ours. Binds: owner, lease_until, last_timestamp, worker_id, seen
+    /// owner, seen lease_until, seen last_timestamp, now, owner.
+    claim: String,
+    /// Binds: lease_until, lease_until, worker_id, owner.
+    renew: String,
+    /// Binds: last_timestamp, worker_id, owner.
+    release: String,
+}
+
+impl Statements {
+    /// The statements of `dialect`, built once.
+    fn of(dialect: Dialect) -> &'static Statements {
+        static BUILT: [OnceLock<Statements>; 3] = [const { OnceLock::new() }; 3];
+        BUILT[dialect as usize].get_or_init(|| Statements::new(dialect))
+    }
+
+    /// Written with `?` placeholders, as MariaDB and SQLite take them;
+    /// PostgreSQL's are numbered.
+    fn new(dialect: Dialect) -> Statements {
+        let sql = |text: &str| match dialect {
+            Dialect::Postgres => numbered(text),
+            Dialect::Mysql | Dialect::Sqlite => text.to_owned(),
+        };
+        // `worker_id` read as a 64-bit integer: PostgreSQL's `INTEGER` and
+        // MariaDB's `INT` are 32-bit.
+        let worker_id = match dialect {
+            Dialect::Postgres => "worker_id::BIGINT",
+            Dialect::Mysql => "CAST(worker_id AS SIGNED)",
+            Dialect::Sqlite => "worker_id",
+        };
+        // The larger of two values: SQLite's two-argument `MAX`.
+        let greatest = match dialect {
+            Dialect::Postgres | Dialect::Mysql => "GREATEST",
+            Dialect::Sqlite => "MAX",
+        };
+        Statements {
+            list: sql(&format!(
+                "SELECT {worker_id}, owner, lease_until, last_timestamp \
+                 FROM workers WHERE worker_id < ? ORDER BY worker_id"
+            )),
+            insert: sql("INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) \
+                 VALUES (?, ?, ?, ?)"),
+            claim: sql("UPDATE workers \
+                 SET owner = ?, lease_until = ?, last_timestamp = ?, updated_at = CURRENT_TIMESTAMP \
+                 WHERE worker_id = ? AND owner = ? AND lease_until = ? AND last_timestamp = ? \
+                   AND (lease_until < ? OR owner = ?)"),
+            renew: sql(&format!(
+                "UPDATE workers \
+                 SET lease_until = ?, last_timestamp = {greatest}(last_timestamp, ?), \
+                     updated_at = CURRENT_TIMESTAMP \
+                 WHERE worker_id = ? AND owner = ?"
+            )),
+            release: sql("UPDATE workers \
+                 SET lease_until = 0, last_timestamp = ?, updated_at = CURRENT_TIMESTAMP \
+                 WHERE worker_id = ? AND owner = ?"),
+        }
+    }
+}
+
+/// `sql` with its `?` placeholders numbered, as PostgreSQL writes them:
+/// `$1`, `$2`, ... (no `?` stands for anything else in these statements).
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    for (n, part) in sql.split('?').enumerate() {
+        if n > 0 {
+            out.push('$');
+            out.push_str(&n.to_string());
+        }
+        out.push_str(part);
+    }
+    out
+}
+
+/// Worker leases in a PostgreSQL, MariaDB/MySQL or SQLite database
+/// ([`crate::store::postgres::PgWorkerLeases`], ...).
+#[derive(Debug)]
+pub struct SqlWorkerLeases<DB: sqlx::Database> {
+    pool: Pool<DB>,
+    setup: SchemaSetup,
+}
+
+impl<DB: sqlx::Database> Clone for SqlWorkerLeases<DB> {
+    fn clone(&self) -> Self {
+        SqlWorkerLeases {
+            pool: self.pool.clone(),
+            setup: self.setup.clone(),
+        }
+    }
+}
+
+impl<DB: sqlx::Database> SqlWorkerLeases<DB> {
+    /// The leases over `pool`, shared with the sequence store of the
+    /// same database; [`WorkerLeases::migrate`] does what `options`'
+    /// `migrate` says (in its `schema`, on PostgreSQL).
+    pub(crate) fn over(pool: Pool<DB>, options: &StoreOptions) -> Self {
+        SqlWorkerLeases {
+            pool,
+            setup: SchemaSetup {
+                mode: options.migrate,
+                schema: options.schema.clone(),
+            },
+        }
+    }
+
+    /// Uses an existing pool (e.g. the sequence store's, as
+    /// [`crate::store::postgres::PostgresStore::pool`] gives it).
+    pub fn from_pool(pool: Pool<DB>) -> Self {
+        SqlWorkerLeases {
+            pool,
+            setup: SchemaSetup::default(),
+        }
+    }
+}
+
+/// Runs statement `$sql` with binds `$bind` on a connection held from the
+/// pool of `$leases`, again on a conflict ([`retrying!`]), and settles the
+/// connection with the error narrowed by `$narrow`: whether it matched one
+/// row. (A macro for the reason [`retrying!`] is one.)
+macro_rules! one_row {
+    ($leases:expr, $sql:expr, $narrow:expr, [$($bind:expr),* $(,)?]) => {{
+        let mut held = Held::acquire(&$leases.pool).await?;
+        let done = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query::<DB>($sql)
+                $(.bind($bind))*
+                .execute(held.conn())
+                .await
+        );
+        held.finish_with(done, $narrow)
+            .map(|done| DB::rows_affected(&done) == 1)
+    }};
+}
+
+#[async_trait]
+impl<DB> WorkerLeases for SqlWorkerLeases<DB>
+where
+    DB: LeaseDb,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    (i64, DB::Owner, i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    async fn migrate(&self) -> Result<(), StoreError> {
+        // Only PostgreSQL puts the tables in a schema (`--schema`), which
+        // `auto` creates if missing.
+        let create_schema = match DB::DIALECT {
+            Dialect::Postgres => create_schema_sql(self.setup.schema.as_deref()),
+            Dialect::Mysql | Dialect::Sqlite => None,
+        };
+        Migrator::prepare(DB::pool_ref(&self.pool), self.setup.mode, create_schema).await
+    }
+
+    async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
+        let rows: Result<Vec<(i64, DB::Owner, i64, i64)>, _> = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as::<DB, _>(&Statements::of(DB::DIALECT).list)
+                .bind(i64::from(below))
+                .fetch_all(held.conn())
+                .await
+        );
+        held.finish(rows)?
+            .into_iter()
+            .map(|(w, o, l, t)| worker_row(w, owner_text(o), l, t))
+            .collect()
+    }
+
+    async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
+        check_owner(&row.owner)?;
+        let inserted = one_row!(
+            self,
+            &Statements::of(DB::DIALECT).insert,
+            insert_failed,
+            [
+                DB::worker_id(row.worker_id),
+                row.owner.as_str(),
+                row.lease_until,
+                row.last_timestamp,
+            ]
+        );
+        match inserted {
+            Err(StoreError::AlreadyExists) => Ok(false),
+            other => other,
+        }
+    }
+
+    async fn claim(
+        &self,
+        seen: &WorkerRow,
+        owner: &str,
+        lease_until: i64,
+        last_timestamp: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        check_owner(owner)?;
+        one_row!(
+            self,
+            &Statements::of(DB::DIALECT).claim,
+            unavailable,
+            [
+                owner,
+                lease_until,
+                last_timestamp,
+                DB::worker_id(seen.worker_id),
+                seen.owner.as_str(),
+                seen.lease_until,
+                seen.last_timestamp,
+                now,
+                owner,
+            ]
+        )
+    }
+
+    async fn renew(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
+        one_row!(
+            self,
+            &Statements::of(DB::DIALECT).renew,
+            unavailable,
+            [lease_until, lease_until, DB::worker_id(worker_id), owner]
+        )
+    }
+
+    async fn release(
+        &self,
+        worker_id: u32,
+        owner: &str,
+        last_timestamp: i64,
+    ) -> Result<bool, StoreError> {
+        one_row!(
+            self,
+            &Statements::of(DB::DIALECT).release,
+            unavailable,
+            [last_timestamp, DB::worker_id(worker_id), owner]
+        )
+    }
+
+    fn backend(&self) -> &'static str {
+        DB::DIALECT.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_dialect_writes_its_placeholders_and_functions() {
+        let renew = |d| Statements::of(d).renew.clone();
+        assert_eq!(
+            renew(Dialect::Postgres),
+            "UPDATE workers SET lease_until = $1, last_timestamp = GREATEST(last_timestamp, $2), \
+             updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND owner = $4"
+        );
+        assert_eq!(
+            renew(Dialect::Mysql),
+            "UPDATE workers SET lease_until = ?, last_timestamp = GREATEST(last_timestamp, ?), \
+             updated_at = CURRENT_TIMESTAMP WHERE worker_id = ? AND owner = ?"
+        );
+        assert_eq!(
+            renew(Dialect::Sqlite),
+            "UPDATE workers SET lease_until = ?, last_timestamp = MAX(last_timestamp, ?), \
+             updated_at = CURRENT_TIMESTAMP WHERE worker_id = ? AND owner = ?"
+        );
+        for (dialect, column) in [
+            (Dialect::Postgres, "worker_id::BIGINT"),
+            (Dialect::Mysql, "CAST(worker_id AS SIGNED)"),
+            (Dialect::Sqlite, "worker_id"),
+        ] {
+            let list = &Statements::of(dialect).list;
+            assert!(
+                list.starts_with(&format!("SELECT {column}, owner,")),
+                "{list}"
+            );
+        }
+        let claim = &Statements::of(Dialect::Postgres).claim;
+        assert!(
+            claim.ends_with("AND (lease_until < $8 OR owner = $9)"),
+            "{claim}"
+        );
+        assert!(!claim.contains('?'), "{claim}");
+    }
+}
