@@ -24,7 +24,7 @@ use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StoreOptions,
 };
-use seqd::store::{Catalog, Schema, Segments, StripeRecords};
+use seqd::store::{Catalog, Schema, Segments, StripeRecords, Tokens};
 
 /// A store that fails every operation while `down` is set (a stripe cut).
 struct Switch {
@@ -128,6 +128,9 @@ impl StripeRecords for Switch {
         self.inner.put_stripe_record(r, replace).await
     }
 }
+
+/// Keeps no client tokens.
+impl Tokens for Switch {}
 
 fn name(s: &str) -> SeqName {
     SeqName::parse(s).unwrap()

@@ -208,7 +208,7 @@ async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
 }
 
 /// The service over the databases of `db`, for one command.
-async fn service(db: &DatabaseArgs) -> anyhow::Result<Service> {
+pub(crate) async fn service(db: &DatabaseArgs) -> anyhow::Result<Service> {
     let config = AllocatorConfig {
         max_step: db.max_step,
         ..AllocatorConfig::default()

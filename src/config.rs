@@ -17,6 +17,7 @@ pub use settings::Settings;
 
 use crate::store::migrator::SchemaSetup;
 use crate::store::{Dialect, MigrateMode};
+use crate::service::ClientAuth;
 
 /// The default database: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";
@@ -55,6 +56,46 @@ pub enum Command {
     /// Set up stripes: one sequence over several databases (operators).
     #[command(subcommand)]
     Stripes(StripesCommand),
+    /// Client tokens: who may draw IDs from which sequences (operators).
+    #[command(subcommand)]
+    Tokens(TokensCommand),
+}
+
+/// Operators' commands on the client tokens (`--client-auth on`).
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Make a token and print it, once (only its SHA-256 is stored).
+    Create {
+        /// Its unique label: 1 to 64 characters of A-Z a-z 0-9 . _ -.
+        #[arg(long)]
+        label: String,
+        /// A name prefix it covers (repeat for several); `*` covers every name.
+        #[arg(long = "prefix", required = true)]
+        prefixes: Vec<String>,
+        /// Its rights: draw, read or draw,read.
+        #[arg(long, default_value = "draw")]
+        can: String,
+        /// How long it works, e.g. 90d or 12h; forever when absent.
+        #[arg(long)]
+        expires: Option<String>,
+        #[allow(missing_docs)] // flattened: documented by its own fields
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+    /// List every token (never its text): label, prefixes, rights, state.
+    List {
+        #[allow(missing_docs)] // flattened: documented by its own fields
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+    /// Revoke a token: refused by every instance within 5 s.
+    Revoke {
+        /// The token's label.
+        label: String,
+        #[allow(missing_docs)] // flattened: documented by its own fields
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
 }
 
 /// Operators' commands on the stripe set.
@@ -395,6 +436,12 @@ pub struct ServeArgs {
     /// open on a loopback listener only.
     #[arg(long, env = "SEQD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
+    /// `on`: drawing IDs (every route) needs a client token with `draw`
+    /// covering the name, listing and reading sequences one with `read`
+    /// (`seqd tokens create`); the admin token may do everything. `off`:
+    /// anyone who reaches the port may draw from and list every sequence.
+    #[arg(long, env = "SEQD_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off)]
+    pub client_auth: ClientAuth,
     /// How long a segment should last at the measured rate.
     #[arg(long, env = "SEQD_SEGMENT_TARGET", default_value = "10m", value_parser = humantime::parse_duration)]
     pub segment_target: Duration,

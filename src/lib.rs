@@ -48,6 +48,7 @@ service_only! {
     pub mod service;
     pub mod startup;
     pub mod stripes_cli;
+    pub mod tokens_cli;
 }
 
 #[cfg(seqd_loom)]

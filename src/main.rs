@@ -80,5 +80,9 @@ async fn run() -> anyhow::Result<()> {
             seqd::telemetry::init(Default::default());
             seqd::stripes_cli::run(cmd).await
         }
+        Some(Command::Tokens(cmd)) => {
+            seqd::telemetry::init(Default::default());
+            seqd::tokens_cli::run(cmd).await
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::service::Service;
+use crate::service::{Access, ClientAuth, Service};
 use crate::config::{ServeArgs, Settings};
 use crate::http::{router_with_limits, AdminAuth, AppState};
 use crate::store::{self, Store, WorkerLeases};
@@ -40,6 +40,7 @@ pub async fn run(
             .join(" "),
         listen = %addr,
         admin_auth = admin.describe(),
+        client_auth = ?settings.client_auth,
         "seqd started"
     );
     if matches!(admin, AdminAuth::OpenOnLoopback) {
@@ -47,7 +48,19 @@ pub async fn run(
             "no admin token set: admin calls are open to anyone on this host (loopback listener)"
         );
     }
-    let service = Service::new(store, settings.allocator.clone());
+    if settings.client_auth == ClientAuth::Off && !addr.ip().is_loopback() {
+        tracing::warn!(
+            "--client-auth off: anyone who reaches this port may draw IDs from and list every sequence"
+        );
+    }
+    // The metrics recorder first: the token set's counters are taken when
+    // it is read, before the router (which would install it) is built.
+    crate::http::metrics::handle();
+    let access = Access::new(settings.client_auth, admin.clone());
+    let service = Service::new(store, settings.allocator.clone()).with_access(access);
+    // Tokens made or revoked elsewhere reach this instance; the task ends
+    // with the service.
+    service.start_token_refresh().await;
     let allocator = service.allocator().clone();
     // Settings changed elsewhere reach this instance; the task ends with
     // the router (which holds the serials).
@@ -55,7 +68,7 @@ pub async fn run(
     let state = AppState {
         snowflake: snowflake.clone(),
         metrics_top: settings.metrics_top,
-        ..AppState::new(service, admin)
+        ..AppState::serving(service)
     };
     let app = router_with_limits(state, &settings.limits);
 

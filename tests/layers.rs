@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("cli", 7),
     ("leaf", 7),
     ("stripes_cli", 7),
+    ("tokens_cli", 7),
     ("startup", 8),
 ];
 

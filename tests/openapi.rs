@@ -186,27 +186,49 @@ async fn the_document_is_valid_openapi_3() {
         "the codes are enumerated"
     );
 
-    // The admin bearer scheme, on create and patch only.
-    let scheme = &doc["components"]["securitySchemes"]["admin_token"];
-    assert_eq!(
-        (scheme["type"].as_str(), scheme["scheme"].as_str()),
-        (Some("http"), Some("bearer")),
-        "{scheme}"
-    );
+    // The admin bearer scheme on the admin calls; the client-token scheme
+    // (or the admin token, or none under --client-auth off) with 401 and
+    // 403 on every drawing and reading call; nothing on the others.
+    for name in ["admin_token", "client_token"] {
+        let scheme = &doc["components"]["securitySchemes"][name];
+        assert_eq!(
+            (scheme["type"].as_str(), scheme["scheme"].as_str()),
+            (Some("http"), Some("bearer")),
+            "{scheme}"
+        );
+    }
+    let mut client_ops = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             let admin = matches!(
                 (method.as_str(), path.as_str()),
                 ("post", "/v1/sequences") | ("patch", "/v1/sequences/{name}")
-            );
+            ) || path.starts_with("/v1/tokens");
+            let reading = method == "get"
+                && matches!(path.as_str(), "/v1/sequences" | "/v1/sequences/{name}");
+            let drawing = path.ends_with("/next")
+                || path.ends_with("/batch")
+                || path.starts_with("/api/segment/get/")
+                || path.starts_with("/api/snowflake/get/");
             let expected = if admin {
                 json!([{"admin_token": []}])
+            } else if reading || drawing {
+                client_ops += 1;
+                for status in ["401", "403"] {
+                    assert!(
+                        op["responses"][status].is_object(),
+                        "{method} {path} lacks {status}"
+                    );
+                }
+                json!([{"client_token": []}, {"admin_token": []}, {}])
             } else {
                 Value::Null
             };
             assert_eq!(op["security"], expected, "{method} {path}");
         }
     }
+    // next, batch and snowflake's two (GET and POST each), two Leaf routes, two reads.
+    assert_eq!(client_ops, 12);
     s.stop().await;
 }
 

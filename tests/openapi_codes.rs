@@ -33,7 +33,7 @@ use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError,
     StripeRecord,
 };
-use seqd::store::{Catalog, Schema, Segments, StripeRecords};
+use seqd::store::{Catalog, Schema, Segments, StripeRecords, Tokens};
 use serde_json::{json, Value};
 use server::TestServer;
 
@@ -209,6 +209,9 @@ impl StripeRecords for MisconfiguredStore {
     }
 }
 
+/// Keeps no client tokens.
+impl Tokens for MisconfiguredStore {}
+
 /// The snowflake route most codes are provoked on.
 const SNOWFLAKE_NEXT: &str = "/v1/snowflake/next";
 
@@ -301,6 +304,51 @@ async fn provoke(code: ErrorCode) -> Sent {
         }
         SequenceNotFound => {
             send(&plain().await, "GET", "/v1/sequences/nope/next", next, None).await
+        }
+        Forbidden => {
+            // A token that covers `a` only, drawing from `order`.
+            let s = memory_server_with(&store, Limits::default(), |settings| {
+                settings.client_auth = seqd::service::ClientAuth::On;
+            })
+            .await;
+            let body = json!({"label": "a-only", "prefixes": ["a"], "rights": ["draw"]});
+            let made = send(&s, "POST", "/v1/tokens", Some("/v1/tokens"), Some(body)).await;
+            assert_eq!(made.status, 201, "{made:?}");
+            let path = "/v1/sequences/order/next";
+            let resp = s
+                .http
+                .get(s.url(path))
+                .bearer_auth(made.body["token"].as_str().unwrap())
+                .send()
+                .await
+                .unwrap();
+            Sent {
+                method: "GET",
+                path: path.into(),
+                template: next,
+                status: resp.status().as_u16(),
+                retry_after: resp.headers().contains_key("retry-after"),
+                body: resp.json().await.unwrap(),
+            }
+        }
+        TokenExists => {
+            let s = plain().await;
+            let body = json!({"label": "twice", "prefixes": ["*"], "rights": ["read"]});
+            let tokens = Some("/v1/tokens");
+            let first = send(&s, "POST", "/v1/tokens", tokens, Some(body.clone())).await;
+            assert_eq!(first.status, 201, "{first:?}");
+            send(&s, "POST", "/v1/tokens", tokens, Some(body)).await
+        }
+        TokenNotFound => {
+            let template = Some("/v1/tokens/{label}");
+            send(
+                &plain().await,
+                "DELETE",
+                "/v1/tokens/nobody",
+                template,
+                None,
+            )
+            .await
         }
         NotFound => send(&plain().await, "GET", "/no/such/route", None, None).await,
         MethodNotAllowed => send(&plain().await, "DELETE", "/v1/sequences", None, None).await,

@@ -7,6 +7,7 @@ use super::{Secret, ServeArgs};
 use crate::allocator::AllocatorConfig;
 use crate::http::limits::Limits;
 use crate::http::serve::ConnLimits;
+use crate::service::ClientAuth;
 use crate::store::migrator::SchemaSetup;
 use crate::store::{self, StoreOptions};
 
@@ -18,6 +19,8 @@ pub struct Settings {
     pub database_urls: Vec<String>,
     /// Admin bearer token, if any.
     pub admin_token: Option<Secret>,
+    /// Whether drawing and reading need a client token (`--client-auth`).
+    pub client_auth: ClientAuth,
     /// Allocator tuning.
     pub allocator: AllocatorConfig,
     /// Longest graceful shutdown waits for in-flight requests.
@@ -47,6 +50,7 @@ impl std::fmt::Debug for Settings {
         let Settings {
             database_urls,
             admin_token,
+            client_auth,
             allocator,
             shutdown_timeout,
             snowflake,
@@ -66,6 +70,7 @@ impl std::fmt::Debug for Settings {
                     .collect::<Vec<_>>(),
             )
             .field("admin_token", admin_token)
+            .field("client_auth", client_auth)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
             .field("snowflake", snowflake)
@@ -85,6 +90,7 @@ impl Settings {
         Settings {
             database_urls: vec![url.into()],
             admin_token: None,
+            client_auth: ClientAuth::Off,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -102,6 +108,7 @@ impl Settings {
         Settings {
             database_urls: args.db.urls(),
             admin_token: args.admin_token.clone(),
+            client_auth: args.client_auth,
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,

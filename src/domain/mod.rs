@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 pub mod secret;
 pub mod serial;
+pub mod token;
 
 pub use secret::Secret;
 

@@ -52,8 +52,13 @@ error_codes! {
     InvalidCount => BAD_REQUEST,
     /// 400: malformed body or a bad field.
     InvalidRequest => BAD_REQUEST,
-    /// 401: admin call without the right token.
+    /// 401: no token, or one that is unknown, expired or revoked (an admin
+    /// call without the admin token; under `--client-auth on`, a drawing or
+    /// reading call without a client token).
     Unauthorized => UNAUTHORIZED,
+    /// 403: a client token without the right, or not covering the name
+    /// (the same answer whether or not the sequence exists).
+    Forbidden => FORBIDDEN,
     /// 404: no such sequence.
     SequenceNotFound => NOT_FOUND,
     /// 404: no such route.
@@ -62,6 +67,10 @@ error_codes! {
     MethodNotAllowed => METHOD_NOT_ALLOWED,
     /// 408: the request took longer than the request timeout.
     RequestTimeout => REQUEST_TIMEOUT,
+    /// 409: a token create with a label already taken.
+    TokenExists => CONFLICT,
+    /// 404: no token has this label.
+    TokenNotFound => NOT_FOUND,
     /// 409: create of an existing name.
     SequenceExists => CONFLICT,
     /// 409: the sequence cannot go higher without passing `i64::MAX`.
@@ -128,9 +137,6 @@ pub enum ApiError {
     /// The body is larger than the server accepts.
     #[error("request body too large")]
     PayloadTooLarge,
-    /// An admin call without the right token.
-    #[error("{0}")]
-    Unauthorized(&'static str),
     /// What the service refused or failed (sequences, storage).
     #[error(transparent)]
     Service(ServiceError),
@@ -186,7 +192,6 @@ impl ApiError {
             InvalidCount(_) => ErrorCode::InvalidCount,
             InvalidRequest(_) => ErrorCode::InvalidRequest,
             PayloadTooLarge => ErrorCode::PayloadTooLarge,
-            Unauthorized(_) => ErrorCode::Unauthorized,
             Service(e) => service_code(e),
             RequestTimeout => ErrorCode::RequestTimeout,
             Overloaded => ErrorCode::Overloaded,
@@ -269,6 +274,10 @@ fn service_code(e: &ServiceError) -> ErrorCode {
         ServiceError::SerialExhausted(..) => ErrorCode::SerialExhausted,
         ServiceError::Misconfigured(..) => ErrorCode::SequenceMisconfigured,
         ServiceError::Unavailable => ErrorCode::StorageUnavailable,
+        ServiceError::Unauthorized(_) => ErrorCode::Unauthorized,
+        ServiceError::Forbidden => ErrorCode::Forbidden,
+        ServiceError::TokenExists(_) => ErrorCode::TokenExists,
+        ServiceError::TokenNotFound(_) => ErrorCode::TokenNotFound,
         ServiceError::BumpRefused(_) | ServiceError::Internal => ErrorCode::Internal,
     }
 }
@@ -287,6 +296,10 @@ impl IntoResponse for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if let ApiError::Snowflake(SnowflakeError::ClockMovedBackwards { behind_ms }) = &self {
             // Seconds until the clock is back where it was.

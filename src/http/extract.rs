@@ -6,12 +6,13 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request};
 use axum::http::header::{AUTHORIZATION, HOST};
 use axum::http::request::Parts;
+use axum::http::HeaderValue;
 use serde::de::DeserializeOwned;
-use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use super::{AdminAuth, AppState};
+use super::AppState;
 use crate::domain::{Count, SeqName, SeqNameRef};
+use crate::service::{ClientAuth, Presented, Want};
 
 /// The `{name}` path segment as an owned [`SeqName`], validated at
 /// extraction (`invalid_name` otherwise).
@@ -226,7 +227,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// Proof that the caller may use admin calls (create, patch).
+/// Proof that the caller may use admin calls (create, patch, tokens): the
+/// service's [`crate::service::Access`] decides, from the Bearer token and
+/// whether the request names a loopback host.
 #[derive(Debug)]
 pub struct Admin;
 
@@ -237,34 +240,60 @@ impl FromRequestParts<AppState> for Admin {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        match &state.admin {
-            AdminAuth::OpenOnLoopback if names_loopback(parts) => Ok(Admin),
-            AdminAuth::OpenOnLoopback => Err(ApiError::Unauthorized(
-                "admin calls without a token need a loopback Host header (localhost, 127.0.0.0/8 or \
-                 [::1]); this request names another host, as a web page reaching this port through \
-                 DNS rebinding would. Call through a loopback address, or set SEQD_ADMIN_TOKEN",
-            )),
-            AdminAuth::Refused => Err(ApiError::Unauthorized(
-                "admin calls are disabled: the server listens on a non-loopback address and no \
-                 SEQD_ADMIN_TOKEN is set",
-            )),
-            AdminAuth::Token(expected) => {
-                let given = parts
-                    .headers
-                    .get(AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(bearer_token)
-                    .unwrap_or("");
-                if bool::from(given.as_bytes().ct_eq(expected.expose().as_bytes())) {
-                    Ok(Admin)
-                } else {
-                    Err(ApiError::Unauthorized(
-                        "admin calls need Authorization: Bearer <SEQD_ADMIN_TOKEN>",
-                    ))
-                }
-            }
+        let presented = Presented {
+            token: bearer_of(parts),
+            local: names_loopback(parts),
+        };
+        state
+            .service
+            .access()
+            .authorize(presented, Want::Admin)
+            .map(|_| Admin)
+            .map_err(ApiError::from)
+    }
+}
+
+/// What a caller of a drawing or reading route presented: its Bearer
+/// token, read only under `--client-auth on` (otherwise nothing is looked
+/// at). [`Who::presented`] hands it to the service, which decides.
+#[derive(Debug, Default)]
+pub struct Who(Option<HeaderValue>);
+
+impl Who {
+    /// The credentials, for the service.
+    pub fn presented(&self) -> Presented<'_> {
+        Presented {
+            token: self
+                .0
+                .as_ref()
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer_token),
+            local: false,
         }
     }
+}
+
+impl FromRequestParts<AppState> for Who {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(match state.service.access().client_auth() {
+            ClientAuth::Off => Who(None),
+            ClientAuth::On => Who(parts.headers.get(AUTHORIZATION).cloned()),
+        })
+    }
+}
+
+/// The Bearer token of the request's `Authorization` header, if any.
+fn bearer_of(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token)
 }
 
 /// The token of an `Authorization` value in the Bearer scheme, whose name

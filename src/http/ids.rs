@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{count_from_query, PathSeqNameRef, WantsText};
+use super::extract::{count_from_query, PathSeqNameRef, WantsText, Who};
 use super::AppState;
 use crate::allocator::Batch;
 use crate::domain::SeqNameRef;
@@ -44,10 +44,11 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 pub async fn next(
     State(st): State<AppState>,
     name: PathSeqNameRef,
+    who: Who,
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
     let name = name.get();
-    let (id, serial) = match st.service.next(name).await? {
+    let (id, serial) = match st.service.next(who.presented(), name).await? {
         One::Plain(id) if text => return Ok(text_id(id)),
         One::Serial { serial, .. } if text => return Ok(respond(TEXT, serial)),
         One::Plain(id) => (id, None),
@@ -94,11 +95,12 @@ pub async fn next(
 pub async fn batch(
     State(st): State<AppState>,
     name: PathSeqNameRef,
+    who: Who,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     let name = name.get();
     let count = count_from_query(q.as_deref())?;
-    let ids = st.service.batch(name, count).await?;
+    let ids = st.service.batch(who.presented(), name, count).await?;
     Ok(respond(JSON, batch_json(name, ids.ids(), ids.serials())))
 }
 
@@ -125,8 +127,9 @@ pub async fn batch(
 pub async fn leaf_get(
     State(st): State<AppState>,
     name: PathSeqNameRef,
+    who: Who,
 ) -> Result<Response, ApiError> {
-    match st.service.next(name.get()).await? {
+    match st.service.next(who.presented(), name.get()).await? {
         One::Plain(id) => Ok(text_id(id)),
         One::Serial { serial, .. } => Ok(respond(TEXT, serial)),
     }

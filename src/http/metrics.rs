@@ -194,6 +194,10 @@ pub fn started_at() -> SystemTime {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "seqd_ids_drawn_total",
+        "IDs drawn, by client token label (`none`: no token, under --client-auth off; `admin`: the admin token)."
+    );
     describe_histogram!(
         SEGMENT_FETCH_DURATION,
         "Latency of successful segment fetches, all sequences together, in seconds."

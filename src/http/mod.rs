@@ -9,7 +9,6 @@ use axum::routing::{get, MethodRouter};
 use axum::Router;
 
 use crate::service::Service;
-use crate::domain::Secret;
 
 pub mod error;
 pub mod extract;
@@ -25,48 +24,19 @@ pub mod reads;
 pub mod sequences;
 pub mod serve;
 pub mod snowflake;
+pub mod tokens;
 
 use error::ApiError;
 
-/// Who may call the admin routes.
-#[derive(Debug, Clone)]
-pub enum AdminAuth {
-    /// Callers must send `Authorization: Bearer <token>`.
-    Token(Secret),
-    /// No token set and a loopback listener: admin calls are open.
-    OpenOnLoopback,
-    /// No token set and a non-loopback listener: admin calls are refused.
-    Refused,
-}
-
-impl AdminAuth {
-    /// The mode for a token (if any) and whether the listener is loopback.
-    pub fn decide(token: Option<Secret>, loopback: bool) -> Self {
-        match (token, loopback) {
-            (Some(t), _) => AdminAuth::Token(t),
-            (None, true) => AdminAuth::OpenOnLoopback,
-            (None, false) => AdminAuth::Refused,
-        }
-    }
-
-    /// A short description for the start-up log and the monitor.
-    pub fn describe(&self) -> &'static str {
-        match self {
-            AdminAuth::Token(_) => "bearer token required",
-            AdminAuth::OpenOnLoopback => "open (no token set, loopback listener only)",
-            AdminAuth::Refused => "disabled (no token set, non-loopback listener)",
-        }
-    }
-}
+pub use crate::service::AdminAuth;
 
 /// What every handler can reach. Cloned once per request by the handlers'
 /// `State` extractor: every field is a shared handle, so that costs no allocation.
 #[derive(Clone)]
 pub struct AppState {
-    /// The service every route calls: issuing and administering.
+    /// The service every route calls: issuing, administering, and who may
+    /// do what.
     pub service: Service,
-    /// Admin authorization mode.
-    pub admin: AdminAuth,
     /// The snowflake service, when this instance serves snowflake IDs.
     pub snowflake: Option<crate::snowflake::Snowflake>,
     /// The bound on the database reads of unauthenticated routes.
@@ -77,12 +47,19 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of an instance serving `service`'s sequences, without
+    /// The state of an instance serving `service`'s sequences, with admin
+    /// calls as `admin` says (and `service`'s `--client-auth`), without
     /// snowflake IDs, with the default limits.
     pub fn new(service: Service, admin: AdminAuth) -> Self {
+        let access = crate::service::Access::new(service.access().client_auth(), admin);
+        Self::serving(service.with_access(access))
+    }
+
+    /// The state of an instance serving `service`, with its access rules,
+    /// without snowflake IDs, with the default limits.
+    pub fn serving(service: Service) -> Self {
         AppState {
             service,
-            admin,
             snowflake: None,
             reads: reads::ReadGate::default(),
             metrics_top: metrics::DEFAULT_TOP,
@@ -178,6 +155,17 @@ fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)
                 .head(ids::head_get_post),
         ),
         ("/v1/snowflake/decode/{id}", get(snowflake::decode)),
+        (
+            "/v1/tokens",
+            get(tokens::list)
+                .post(tokens::create)
+                .layer(DefaultBodyLimit::max(limits.body_bytes))
+                .layer(axum::middleware::from_fn_with_state(
+                    limits.body_bytes,
+                    limits::refuse_announced_overflow,
+                )),
+        ),
+        ("/v1/tokens/{label}", axum::routing::delete(tokens::revoke)),
         (
             "/api/snowflake/get/{key}",
             get(snowflake::leaf_get).head(ids::head_get),

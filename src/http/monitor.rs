@@ -118,12 +118,12 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
     Json(Info {
         version: env!("CARGO_PKG_VERSION"),
         backend: st.service.backend(),
-        admin_auth: match st.admin {
+        admin_auth: match st.service.access().admin() {
             AdminAuth::Token(_) => "token",
             AdminAuth::OpenOnLoopback => "open_loopback",
             AdminAuth::Refused => "refused",
         },
-        admin_auth_description: st.admin.describe(),
+        admin_auth_description: st.service.access().admin().describe(),
         started_at: super::metrics::started_at().into(),
         segment_target_secs: config.segment_target.as_secs_f64(),
         max_step: config.max_step,

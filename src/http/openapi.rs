@@ -31,7 +31,7 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use super::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use super::extract::PathParam;
-use super::{health, ids, metrics, monitor, sequences, snowflake};
+use super::{health, ids, metrics, monitor, sequences, snowflake, tokens};
 
 /// Name of the admin bearer-token security scheme in the document.
 pub const ADMIN_SECURITY: &str = "admin_token";
@@ -66,6 +66,9 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         monitor::asset,
         monitor::info,
         openapi_json,
+        tokens::list,
+        tokens::create,
+        tokens::revoke,
     ),
     components(schemas(
         ErrorBody,
@@ -92,12 +95,18 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         snowflake::SnowflakeIdDoc,
         snowflake::SnowflakeBatchDoc,
         snowflake::SnowflakeDecodedDoc,
+        tokens::TokenList,
+        tokens::MadeTokenBody,
+        tokens::RevokedBody,
+        crate::service::tokens::NewToken,
+        crate::service::tokens::TokenView,
     )),
-    modifiers(&AdminBearer, &UniqueOperationIds),
+    modifiers(&AdminBearer, &ClientTokens, &UniqueOperationIds),
     tags(
         (name = "ids", description = "Issuing IDs (the hot path)"),
         (name = "sequences", description = "Creating, listing, reading and changing sequences"),
         (name = "snowflake", description = "Time-ordered snowflake IDs (no sequence, no database round trip per ID)"),
+        (name = "tokens", description = "Client tokens: who may draw IDs from which sequences (admin)"),
         (name = "operations", description = "Health, readiness, metrics, the monitor page and this document"),
     )
 )]
@@ -122,6 +131,83 @@ impl Modify for AdminBearer {
                     .build(),
             ),
         );
+    }
+}
+
+/// Name of the client-token security scheme in the document.
+pub const CLIENT_SECURITY: &str = "client_token";
+
+/// The routes that draw IDs or read sequences: under `--client-auth on`
+/// they need a client token (or the admin token), and answer 401 and 403.
+pub const CLIENT_ROUTES: [&str; 8] = [
+    "/v1/sequences/{name}/next",
+    "/v1/sequences/{name}/batch",
+    "/v1/sequences",
+    "/v1/sequences/{name}",
+    "/api/segment/get/{key}",
+    "/v1/snowflake/next",
+    "/v1/snowflake/batch",
+    "/api/snowflake/get/{key}",
+];
+
+/// Adds the client-token scheme, and to every drawing and reading
+/// operation (GET on `/v1/sequences` and `/v1/sequences/{name}`; every
+/// method of the ID routes) its security (a client token, the admin token,
+/// or none under `--client-auth off`) and its 401 and 403 answers.
+struct ClientTokens;
+
+impl Modify for ClientTokens {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::SecurityRequirement;
+        use utoipa::openapi::{Ref, ResponseBuilder};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            CLIENT_SECURITY,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`Authorization: Bearer seqd_...`, a client token (`seqd tokens create`).                          Needed under `--client-auth on` only: `draw` covering the name for the ID                          routes (the name `snowflake` for snowflake IDs), `read` for reading and                          listing sequences. The admin token may do everything.",
+                    ))
+                    .build(),
+            ),
+        );
+        let answer = |text: &str| {
+            ResponseBuilder::new()
+                .description(text)
+                .content(
+                    "application/json",
+                    utoipa::openapi::ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if !CLIENT_ROUTES.contains(&path.as_str()) {
+                continue;
+            }
+            for (method, op) in operations(item) {
+                let Some(op) = op.as_mut() else { continue };
+                let reading = matches!(path.as_str(), "/v1/sequences" | "/v1/sequences/{name}");
+                if reading && method != "get" {
+                    continue;
+                }
+                op.security = Some(vec![
+                    SecurityRequirement::new(CLIENT_SECURITY, Vec::<String>::new()),
+                    SecurityRequirement::new(ADMIN_SECURITY, Vec::<String>::new()),
+                    SecurityRequirement::default(),
+                ]);
+                op.responses.responses.insert(
+                    "401".into(),
+                    answer("`unauthorized` (`--client-auth on`): no token, or one unknown, expired or revoked").into(),
+                );
+                op.responses.responses.insert(
+                    "403".into(),
+                    answer("`forbidden` (`--client-auth on`): the token lacks the right or does not cover the name (the same whether or not the sequence exists)").into(),
+                );
+            }
+        }
     }
 }
 

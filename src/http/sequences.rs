@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{exact_integer, Admin, JsonBody, PathSeqName};
+use super::extract::{exact_integer, Admin, JsonBody, PathSeqName, Who};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
 use crate::domain::{NamePrefix, SeqName};
@@ -320,19 +320,17 @@ pub async fn create(
 )]
 pub async fn list(
     State(st): State<AppState>,
+    who: Who,
     RawQuery(query): RawQuery,
 ) -> Result<Json<SequencePageView>, ApiError> {
     let q = PageQuery::parse(query.as_deref())?;
-    let page = st
-        .reads
-        .run(st.service.list_page(q.prefix.as_ref(), q.after.as_ref(), q.limit))
-        .await??;
-    let next = page
-        .more
-        .then(|| page.rows.last().map(|r| r.name.clone()))
-        .flatten();
+    let list = st.service.list_for(who.presented(), q.prefix.as_ref(), q.after.as_ref(), q.limit);
+    let page = st.reads.run(list).await??;
     let sequences = page.rows.into_iter().map(|r| view(&st, r)).collect();
-    Ok(Json(SequencePageView { sequences, next }))
+    Ok(Json(SequencePageView {
+        sequences,
+        next: page.next,
+    }))
 }
 
 /// `GET /v1/sequences/{name}`.
@@ -353,8 +351,9 @@ pub async fn list(
 pub async fn get(
     State(st): State<AppState>,
     PathSeqName(name): PathSeqName,
+    who: Who,
 ) -> Result<impl IntoResponse, ApiError> {
-    let row = st.reads.run(st.service.get(&name)).await??;
+    let row = st.reads.run(st.service.get_for(who.presented(), &name)).await??;
     Ok(Json(view(&st, row)))
 }
 

@@ -14,9 +14,12 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{count_from_query, PathParam, WantsText};
+use super::extract::{count_from_query, PathParam, WantsText, Who};
 use super::ids::{respond, text_id, JSON};
 use super::AppState;
+use crate::domain::SeqNameRef;
+use crate::service::access::SNOWFLAKE_NAME;
+use crate::service::{Access, Caller, Want};
 use crate::snowflake::layout::iso_ms;
 use crate::snowflake::Snowflake;
 
@@ -32,6 +35,34 @@ impl FromRequestParts<AppState> for Service {
             .clone()
             .map(Service)
             .ok_or(ApiError::SnowflakeDisabled)
+    }
+}
+
+/// The snowflake service for a caller allowed to draw from it: under
+/// `--client-auth on`, a token with `draw` covering the name `snowflake`
+/// ([`SNOWFLAKE_NAME`]). Its handlers count what they drew.
+pub struct Drawing {
+    sf: Snowflake,
+    caller: Caller,
+    access: Access,
+}
+
+impl Drawing {
+    fn drew(&self, n: usize) {
+        self.caller.drew(&self.access, n as u64);
+    }
+}
+
+impl FromRequestParts<AppState> for Drawing {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        let Service(sf) = Service::from_request_parts(parts, st).await?;
+        let Ok(who) = Who::from_request_parts(parts, st).await;
+        let access = st.service.access().clone();
+        let name = SeqNameRef::parse(SNOWFLAKE_NAME).expect("a valid name");
+        let caller = access.authorize(who.presented(), Want::Draw(name))?;
+        Ok(Drawing { sf, caller, access })
     }
 }
 
@@ -56,8 +87,9 @@ impl FromRequestParts<AppState> for Service {
             `clock_stalled`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn next(Service(sf): Service, WantsText(text): WantsText) -> Result<Response, ApiError> {
-    let id = sf.next().await.map_err(ApiError::from_snowflake)?;
+pub async fn next(d: Drawing, WantsText(text): WantsText) -> Result<Response, ApiError> {
+    let id = d.sf.next().await.map_err(ApiError::from_snowflake)?;
+    d.drew(1);
     if text {
         return Ok(text_id(id));
     }
@@ -87,12 +119,14 @@ pub async fn next(Service(sf): Service, WantsText(text): WantsText) -> Result<Re
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn batch(Service(sf): Service, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+pub async fn batch(d: Drawing, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
-    let ids = sf
+    let ids = d
+        .sf
         .batch(count.get() as usize)
         .await
         .map_err(ApiError::from_snowflake)?;
+    d.drew(ids.len());
     Ok(respond(JSON, batch_json(&ids)))
 }
 
@@ -154,8 +188,9 @@ pub async fn decode(
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn leaf_get(Service(sf): Service) -> Result<Response, ApiError> {
-    let id = sf.next().await.map_err(ApiError::from_snowflake)?;
+pub async fn leaf_get(d: Drawing) -> Result<Response, ApiError> {
+    let id = d.sf.next().await.map_err(ApiError::from_snowflake)?;
+    d.drew(1);
     Ok(text_id(id))
 }
 

@@ -7,7 +7,7 @@
 //! routes and the CLI hand in the fields as their users sent them and get
 //! rows or a [`ServiceError`] back.
 
-use super::{Service, ServiceError};
+use super::{Presented, Service, ServiceError, Want};
 use crate::domain::{
     validate_description, validate_step, NamePrefix, NewSequence, IdOrdering, ParseError, SeqName,
     SerialSettings,
@@ -81,6 +81,15 @@ pub struct PurgeReport {
     pub plan: PurgePlan,
     /// Rows deleted (`None` on a dry run).
     pub deleted: Option<u64>,
+}
+
+/// One page of sequences as a caller sees it.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    /// The rows the caller may see.
+    pub rows: Vec<SequenceRow>,
+    /// The `after` of the next page; `None` on the last one.
+    pub next: Option<SeqName>,
 }
 
 impl Service {
@@ -211,6 +220,36 @@ impl Service {
         limit: u32,
     ) -> Result<SequencePage, ServiceError> {
         Ok(self.store.list_page(prefix, after, limit).await?)
+    }
+
+    /// [`Service::get`] for a caller who presented `who` (the `read` right
+    /// covering `name` under `--client-auth on`). A name outside the token
+    /// is refused the same whether or not it exists.
+    pub async fn get_for(&self, who: Presented<'_>, name: &SeqName) -> Result<SequenceRow, ServiceError> {
+        self.access.authorize(who, Want::Read(name.into()))?;
+        self.get(name).await
+    }
+
+    /// [`Service::list_page`] for a caller who presented `who`: a client
+    /// token (with `read`) sees only the names it covers, so a page may
+    /// hold fewer than `limit` rows; `next` is where the next page starts
+    /// whatever was left out.
+    pub async fn list_for(
+        &self,
+        who: Presented<'_>,
+        prefix: Option<&NamePrefix>,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<ListPage, ServiceError> {
+        let caller = self.access.authorize(who, Want::List)?;
+        let page = self.list_page(prefix, after, limit).await?;
+        let next = page
+            .more
+            .then(|| page.rows.last().map(|r| r.name.clone()))
+            .flatten();
+        let mut rows = page.rows;
+        rows.retain(|r| caller.sees(r.name.as_str()));
+        Ok(ListPage { rows, next })
     }
 
     /// Raises `max_id` of `names` (every sequence with `None`) by `by`,

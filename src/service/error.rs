@@ -42,6 +42,19 @@ pub enum ServiceError {
     /// A bump refused as a whole (nothing written).
     #[error("nothing bumped: {0}")]
     BumpRefused(BumpRefusal),
+    /// No credentials, or ones that are unknown, expired or revoked.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// A valid token without the right, or not covering the name (the
+    /// same answer whether or not the sequence exists).
+    #[error("this token may not do that with this sequence")]
+    Forbidden,
+    /// A token create with a label (or a text) already taken.
+    #[error("a token labelled '{0}' already exists (labels stay taken after a revoke)")]
+    TokenExists(String),
+    /// No token has this label.
+    #[error("no token is labelled '{0}'")]
+    TokenNotFound(String),
     /// No IDs in memory and the database unreachable or too slow.
     #[error("storage unavailable")]
     Unavailable,

@@ -10,7 +10,7 @@
 //! [`IssueError::Plain`]) is the allocator asked once more; a second change
 //! within the same call is answered `unavailable`, never looped on.
 
-use super::{Service, ServiceError};
+use super::{Presented, Service, ServiceError, Want};
 use crate::allocator::{AllocError, Batch};
 use crate::domain::{Count, SeqNameRef};
 use crate::serial::{IssueError, Issued};
@@ -61,9 +61,36 @@ impl Many {
 }
 
 impl Service {
-    /// The next ID of `name` (its serial number for a serial sequence).
-    pub async fn next<'n>(&self, name: impl Into<SeqNameRef<'n>>) -> Result<One, ServiceError> {
+    /// The next ID of `name` (its serial number for a serial sequence),
+    /// for a caller who presented `who`.
+    pub async fn next<'n>(
+        &self,
+        who: Presented<'_>,
+        name: impl Into<SeqNameRef<'n>>,
+    ) -> Result<One, ServiceError> {
         let name = name.into();
+        let caller = self.access.authorize(who, Want::Draw(name))?;
+        let one = self.next_of(name).await?;
+        caller.drew(&self.access, 1);
+        Ok(one)
+    }
+
+    /// `count` IDs of `name`, strictly increasing (serial numbers for a
+    /// serial sequence, all of one period), for a caller who presented `who`.
+    pub async fn batch<'n>(
+        &self,
+        who: Presented<'_>,
+        name: impl Into<SeqNameRef<'n>>,
+        count: Count,
+    ) -> Result<Many, ServiceError> {
+        let name = name.into();
+        let caller = self.access.authorize(who, Want::Draw(name))?;
+        let many = self.batch_of(name, count).await?;
+        caller.drew(&self.access, u64::from(count.get()));
+        Ok(many)
+    }
+
+    async fn next_of(&self, name: SeqNameRef<'_>) -> Result<One, ServiceError> {
         match self.allocator.next(name).await {
             Ok(id) => Ok(One::Plain(id)),
             Err(AllocError::Serial) => match self.serials.issue(name, 1).await {
@@ -75,14 +102,7 @@ impl Service {
         }
     }
 
-    /// `count` IDs of `name`, strictly increasing (serial numbers for a
-    /// serial sequence, all of one period).
-    pub async fn batch<'n>(
-        &self,
-        name: impl Into<SeqNameRef<'n>>,
-        count: Count,
-    ) -> Result<Many, ServiceError> {
-        let name = name.into();
+    async fn batch_of(&self, name: SeqNameRef<'_>, count: Count) -> Result<Many, ServiceError> {
         match self.allocator.batch(name, count).await {
             Ok(batch) => Ok(Many::Plain(batch)),
             Err(AllocError::Serial) => match self.serials.issue(name, u64::from(count.get())).await

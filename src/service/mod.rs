@@ -20,11 +20,14 @@ use crate::domain::SeqName;
 use crate::serial::{PeriodStatus, Serials, SystemWallClock, WallClock};
 use crate::store::{stripes::StripeStatus, Store, StoreError};
 
+pub mod access;
 pub mod admin;
 pub mod error;
 pub mod issue;
+pub mod tokens;
 
-pub use admin::{CreateRequest, PatchRequest, PurgeReport, SerialFields};
+pub use access::{Access, AdminAuth, Caller, ClientAuth, Presented, Want};
+pub use admin::{CreateRequest, ListPage, PatchRequest, PurgeReport, SerialFields};
 pub use error::ServiceError;
 pub use issue::{Many, One};
 
@@ -34,6 +37,7 @@ pub struct Service {
     store: Arc<dyn Store>,
     allocator: Allocator,
     serials: Serials,
+    access: Access,
 }
 
 impl Service {
@@ -51,7 +55,34 @@ impl Service {
             store,
             allocator,
             serials,
+            access: Access::new(ClientAuth::Off, AdminAuth::OpenOnLoopback),
         }
+    }
+
+    /// This service with the access rules `access` (by default:
+    /// `--client-auth off`, admin calls open on loopback).
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// Who may do what.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// Reads the token set now and starts its refresh (nothing under
+    /// `--client-auth off`). A failed first read is logged; the refresh
+    /// reads again.
+    pub async fn start_token_refresh(&self) -> Option<tokio::task::JoinHandle<()>> {
+        if self.access.client_auth() == ClientAuth::Off {
+            return None;
+        }
+        if let Err(e) = self.access.refresh(&*self.store).await {
+            tracing::warn!(error = %e, "reading the client tokens failed; every token is refused until a read succeeds");
+        }
+        let store: Arc<dyn crate::store::Tokens> = self.store.clone();
+        self.access.spawn_refresh(store)
     }
 
     /// The allocator (buffers, their state and statistics).

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::PeriodRow;
 use super::StripeRecord;
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
-use super::{Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
+use super::{Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, TokenRow, Tokens};
 use crate::domain::{is_period_counter, period_rows_range, NamePrefix, NewSequence, SeqName};
 use crate::store::{Catalog, Schema, Segments, StripeRecords};
 use std::ops::Bound::{Excluded, Included};
@@ -41,6 +41,8 @@ pub struct MemoryStore {
     gate: watch::Sender<bool>,
     total_reserves: AtomicU64,
     stripe: Mutex<Option<StripeRecord>>,
+    tokens: Mutex<BTreeMap<String, TokenRow>>,
+    token_reads: AtomicU64,
 }
 
 impl Default for MemoryStore {
@@ -58,6 +60,8 @@ impl MemoryStore {
             gate: watch::Sender::new(true),
             total_reserves: AtomicU64::new(0),
             stripe: Mutex::new(None),
+            tokens: Mutex::new(BTreeMap::new()),
+            token_reads: AtomicU64::new(0),
         }
     }
 
@@ -523,5 +527,35 @@ impl StripeRecords for MemoryStore {
             Some(_) => {}
         }
         Ok(stripe.clone().expect("written above"))
+    }
+}
+
+impl MemoryStore {
+    /// How many times the token rows were read ([`Tokens::token_rows`]).
+    pub fn token_reads(&self) -> u64 {
+        self.token_reads.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl Tokens for MemoryStore {
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        self.token_reads.fetch_add(1, Ordering::Relaxed);
+        Ok(self.tokens.lock().unwrap().values().cloned().collect())
+    }
+
+    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
+        let mut tokens = self.tokens.lock().unwrap();
+        if tokens.contains_key(&row.label) || tokens.values().any(|t| t.hash == row.hash) {
+            return Err(StoreError::AlreadyExists);
+        }
+        tokens.insert(row.label.clone(), row.clone());
+        Ok(())
+    }
+
+    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+        let mut tokens = self.tokens.lock().unwrap();
+        let row = tokens.get_mut(label).ok_or(StoreError::NotFound)?;
+        Ok(row.revoked_at.is_none() && row.revoked_at.replace(at).is_none())
     }
 }

@@ -25,13 +25,13 @@ pub(crate) use bump::*;
 pub use rows::*;
 pub(crate) use sql::*;
 pub use sql::{binary_page_sql, named_rows_sql, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK};
-pub use traits::{Catalog, Schema, Segments, Store, StripeRecords};
+pub use traits::{Catalog, Schema, Segments, Store, StripeRecords, Tokens};
 pub use url::redact_url;
 
 /// The storage traits, for code that calls their methods on a concrete
 /// store: `use seqd::store::prelude::*;`.
 pub mod prelude {
-    pub use super::{Catalog, Schema, Segments, Store, StripeRecords};
+    pub use super::{Catalog, Schema, Segments, Store, StripeRecords, Tokens};
 }
 
 pub(crate) mod bump;
@@ -46,6 +46,7 @@ mod rows;
 pub(crate) mod sql;
 pub mod sqlite;
 pub mod stripes;
+pub(crate) mod tokens;
 mod traits;
 mod url;
 pub mod workers;

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::*;
+use crate::domain::token::{Rights, Scope, TokenError, TokenHash, TokenLabel, TokenRecord};
 use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
 
 /// One row of the `sequences` table.
@@ -235,4 +236,56 @@ pub enum StoreError {
     /// (its counters are the rows of its periods).
     #[error("sequence issues serial numbers")]
     Serial,
+}
+
+/// A row of `seqd_tokens` as stored (docs/api.md, "Client tokens"): text and
+/// milliseconds since the Unix epoch. [`TokenRow::record`] reads it into a
+/// checked [`TokenRecord`]; a row written by SQL may not be one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRow {
+    /// The unique label.
+    pub label: String,
+    /// The SHA-256 of the token, 64 hex digits.
+    pub hash: String,
+    /// The name prefixes it covers, joined by commas (`*`: every name).
+    pub prefixes: String,
+    /// `draw`, `read` or `draw,read`.
+    pub rights: String,
+    /// When it was made.
+    pub created_at: i64,
+    /// When it stops working, if set.
+    pub expires_at: Option<i64>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<i64>,
+}
+
+impl TokenRow {
+    /// The row of `record`.
+    pub fn of(record: &TokenRecord) -> Self {
+        TokenRow {
+            label: record.label.as_str().to_owned(),
+            hash: record.hash.to_hex(),
+            prefixes: record.scope.to_column(),
+            rights: record.rights.to_column().to_owned(),
+            created_at: record.created_at.timestamp_millis(),
+            expires_at: record.expires_at.map(|t| t.timestamp_millis()),
+            revoked_at: record.revoked_at.map(|t| t.timestamp_millis()),
+        }
+    }
+
+    /// The checked token of this row, or what is wrong with it.
+    pub fn record(&self) -> Result<TokenRecord, TokenError> {
+        let time = |ms: i64| {
+            DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::MIN_UTC)
+        };
+        Ok(TokenRecord {
+            label: TokenLabel::parse(&self.label)?,
+            hash: TokenHash::from_hex(&self.hash)?,
+            scope: Scope::from_column(&self.prefixes)?,
+            rights: Rights::parse(&self.rights)?,
+            created_at: time(self.created_at),
+            expires_at: self.expires_at.map(time),
+            revoked_at: self.revoked_at.map(time),
+        })
+    }
 }

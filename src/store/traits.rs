@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::stripes::{self, StripeRecord};
 use super::{
     BumpMode, Bumped, MigrateMode, PeriodRow, Reservation, SequencePage, SequencePatch,
-    SequenceRow, StoreError,
+    SequenceRow, StoreError, TokenRow,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 
@@ -266,9 +266,39 @@ pub trait StripeRecords: Send + Sync + 'static {
     ) -> Result<StripeRecord, StoreError>;
 }
 
-/// Everything a store is: [`Segments`], [`Catalog`], [`Schema`] and
-/// [`StripeRecords`]. Each backend implements the four; code that needs
-/// only one part (the allocator: [`Segments`]) takes only that part.
-pub trait Store: Segments + Catalog + Schema + StripeRecords {}
+/// The client tokens (`seqd_tokens`, docs/api.md, "Client tokens"): rows
+/// as stored; the service checks them ([`TokenRow::record`]) and holds the
+/// set in memory. On a stripe set they live on the first stripe. A store
+/// that keeps no tokens (a test's wrapper) takes the defaults, which
+/// answer [`StoreError::Config`].
+#[async_trait]
+pub trait Tokens: Send + Sync + 'static {
+    /// Every row, revoked and expired ones too, by label.
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        Err(no_tokens())
+    }
 
-impl<T: Segments + Catalog + Schema + StripeRecords + ?Sized> Store for T {}
+    /// Inserts a token; [`StoreError::AlreadyExists`] when its label (or
+    /// its hash) is taken.
+    async fn insert_token(&self, _row: &TokenRow) -> Result<(), StoreError> {
+        Err(no_tokens())
+    }
+
+    /// Marks token `label` revoked at `at` (milliseconds since the epoch):
+    /// `true` when this call revoked it, `false` when it was already;
+    /// [`StoreError::NotFound`] when there is no such token.
+    async fn revoke_token(&self, _label: &str, _at: i64) -> Result<bool, StoreError> {
+        Err(no_tokens())
+    }
+}
+
+fn no_tokens() -> StoreError {
+    StoreError::Config("this store keeps no client tokens".into())
+}
+
+/// Everything a store is: [`Segments`], [`Catalog`], [`Schema`],
+/// [`StripeRecords`] and [`Tokens`]. Each backend implements the five; code
+/// that needs only one part (the allocator: [`Segments`]) takes only that part.
+pub trait Store: Segments + Catalog + Schema + StripeRecords + Tokens {}
+
+impl<T: Segments + Catalog + Schema + StripeRecords + Tokens + ?Sized> Store for T {}

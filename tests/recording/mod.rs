@@ -13,7 +13,7 @@ use seqd::store::{
     BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
     StripeRecord,
 };
-use seqd::store::{Catalog, Schema, Segments, StripeRecords};
+use seqd::store::{Catalog, Schema, Segments, StripeRecords, TokenRow, Tokens};
 
 /// `inner`, recording as it goes.
 pub struct Recording {
@@ -135,5 +135,20 @@ impl StripeRecords for Recording {
         replace: bool,
     ) -> Result<StripeRecord, StoreError> {
         self.inner.put_stripe_record(record, replace).await
+    }
+}
+
+#[async_trait]
+impl Tokens for Recording {
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        self.inner.token_rows().await
+    }
+
+    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
+        self.inner.insert_token(row).await
+    }
+
+    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+        self.inner.revoke_token(label, at).await
     }
 }

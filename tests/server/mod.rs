@@ -349,6 +349,11 @@ impl Process {
         assert!(status.success(), "kill -{sig} {}", self.pid);
     }
 
+    /// Every log line read so far, as written (but the start-up line).
+    pub fn all_logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
     /// Every log line (parsed JSON) read so far whose `message` is `message`.
     pub fn log_lines(&self, message: &str) -> Vec<serde_json::Value> {
         self.logs

@@ -620,3 +620,5 @@ impl BumpSql for MySqlStore {
         Ok(done.rows_affected())
     }
 }
+
+crate::store::tokens::sql_tokens!(MySqlStore, sqlx::MySql);

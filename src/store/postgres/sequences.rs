@@ -533,3 +533,5 @@ impl BumpSql for PostgresStore {
         Ok(done.rows_affected())
     }
 }
+
+crate::store::tokens::sql_tokens!(PostgresStore, sqlx::Postgres);

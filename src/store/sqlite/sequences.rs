@@ -492,3 +492,5 @@ impl BumpSql for SqliteStore {
         Ok(done.rows_affected())
     }
 }
+
+crate::store::tokens::sql_tokens!(SqliteStore, sqlx::Sqlite);

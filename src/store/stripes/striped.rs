@@ -35,6 +35,7 @@ use crate::store::{
     SequenceRow, Store, StoreError,
 };
 use crate::store::{Catalog, Schema, Segments, StripeRecords};
+use crate::store::{TokenRow, Tokens};
 
 /// Counter: operations raced to the next stripe because the one tried had
 /// not answered within `--failover-after`. (The state, reservations and
@@ -887,5 +888,23 @@ impl StripeRecords for StripedStore {
 
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.status()
+    }
+}
+
+/// The tokens live on the first stripe (docs/operations.md, "Client
+/// tokens"): while it is down, instances keep the set they read last, and
+/// no token is made or revoked.
+#[async_trait]
+impl Tokens for StripedStore {
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        self.inner.stripes[0].store.token_rows().await
+    }
+
+    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
+        self.inner.stripes[0].store.insert_token(row).await
+    }
+
+    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+        self.inner.stripes[0].store.revoke_token(label, at).await
     }
 }

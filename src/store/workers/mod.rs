@@ -26,7 +26,7 @@ use super::StoreError;
 mod sql;
 
 pub use sql::SqlWorkerLeases;
-pub(crate) use sql::{lease_db, LeaseDb};
+pub(crate) use sql::{lease_db, numbered, LeaseDb};
 
 /// Longest owner string stored (the column is `VARCHAR(64)`).
 pub const MAX_OWNER_LEN: usize = 64;

@@ -144,7 +144,7 @@ impl Statements {
 
 /// `sql` with its `?` placeholders numbered, as PostgreSQL writes them:
 /// `$1`, `$2`, ... (no `?` stands for anything else in these statements).
-fn numbered(sql: &str) -> String {
+pub(crate) fn numbered(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
     for (n, part) in sql.split('?').enumerate() {
         if n > 0 {

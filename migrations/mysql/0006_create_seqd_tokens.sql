@@ -1,0 +1,19 @@
+-- Client tokens (docs/api.md, "Client tokens"): who may draw IDs from which
+-- sequences, and read them, under --client-auth on. One row per token:
+-- `label` names it (unique, in the `seqd_ids_drawn_total{token}` series);
+-- `hash` is the SHA-256 of the token in hex, never the token itself;
+-- `prefixes` the names it covers, joined by commas (`*`: every name);
+-- `rights` `draw`, `read` or `draw,read`; the times are milliseconds since
+-- the Unix epoch, `expires_at` and `revoked_at` NULL when not set. A revoked
+-- token keeps its row (its label stays taken).
+CREATE TABLE seqd_tokens (
+    label      VARCHAR(64)   CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    hash       CHAR(64)      CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    prefixes   TEXT          NOT NULL,
+    rights     VARCHAR(16)   NOT NULL,
+    created_at BIGINT        NOT NULL,
+    expires_at BIGINT        NULL,
+    revoked_at BIGINT        NULL,
+    PRIMARY KEY (label),
+    UNIQUE KEY seqd_tokens_hash (hash)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;

@@ -1,0 +1,548 @@
+//! Who may do what (docs/design.md, "Client tokens"): the admin token, the
+//! client tokens and `--client-auth`, checked the same way for every door.
+//!
+//! The token set is held in memory ([`TokenSet`] behind an `ArcSwap`): every
+//! request reads it without a lock and without the database, and the
+//! refresh task ([`Access::spawn_refresh`]) replaces it whole every
+//! [`REFRESH_EVERY`], so a token made or revoked on any instance is in
+//! force here within one interval plus one read. A token nobody knows
+//! costs a SHA-256 and a map lookup, never a query; it may ask for an early
+//! refresh, at most one per [`NUDGE_EVERY`] whatever the number of guesses.
+//!
+//! A token is checked by the SHA-256 of what was presented, compared in
+//! constant time with the stored hash. Once a presented token has matched,
+//! the set remembers it (until the set is replaced) so that its next
+//! requests cost a hash-map lookup and a constant-time comparison of the
+//! text instead of a SHA-256 (docs/design.md, "The cost of a token").
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use chrono::{DateTime, Utc};
+use subtle::ConstantTimeEq;
+
+use super::ServiceError;
+use crate::domain::token::{Rights, TokenHash, TokenRecord};
+use crate::domain::{SeqNameRef, Secret};
+use crate::store::Tokens;
+
+/// How often every instance reads the token set again.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(2);
+
+/// The shortest time between two early refreshes asked for by unknown tokens.
+pub const NUDGE_EVERY: Duration = Duration::from_secs(1);
+
+/// The name snowflake draws are checked against: a token covering
+/// `snowflake` (or `*`) may draw snowflake IDs.
+pub const SNOWFLAKE_NAME: &str = "snowflake";
+
+/// `--client-auth`: whether drawing and reading need a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ClientAuth {
+    /// Anyone who reaches the port may draw and read (the default).
+    #[default]
+    Off,
+    /// Drawing needs a token with `draw` covering the name, reading one
+    /// with `read`; the admin token may do everything.
+    On,
+}
+
+/// Who may call the admin routes.
+#[derive(Debug, Clone)]
+pub enum AdminAuth {
+    /// Callers must present this token.
+    Token(Secret),
+    /// No token set and a loopback listener: admin calls are open to
+    /// callers the door vouches are local.
+    OpenOnLoopback,
+    /// No token set and a non-loopback listener: admin calls are refused.
+    Refused,
+}
+
+impl AdminAuth {
+    /// The mode for a token (if any) and whether the listener is loopback.
+    pub fn decide(token: Option<Secret>, loopback: bool) -> Self {
+        match (token, loopback) {
+            (Some(t), _) => AdminAuth::Token(t),
+            (None, true) => AdminAuth::OpenOnLoopback,
+            (None, false) => AdminAuth::Refused,
+        }
+    }
+
+    /// A short description for the start-up log and the monitor.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            AdminAuth::Token(_) => "bearer token required",
+            AdminAuth::OpenOnLoopback => "open (no token set, loopback listener only)",
+            AdminAuth::Refused => "disabled (no token set, non-loopback listener)",
+        }
+    }
+}
+
+/// What a call asks to do.
+#[derive(Debug, Clone, Copy)]
+pub enum Want<'a> {
+    /// Draw IDs of this name.
+    Draw(SeqNameRef<'a>),
+    /// Read this sequence.
+    Read(SeqNameRef<'a>),
+    /// List sequences (each token sees the names it covers).
+    List,
+    /// An admin call.
+    Admin,
+}
+
+/// What a door knows of its caller.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Presented<'a> {
+    /// The token presented, if any (a Bearer header, a `token` parameter,
+    /// RESP `AUTH`).
+    pub token: Option<&'a str>,
+    /// Whether the door vouches the caller is on this machine (HTTP: a
+    /// loopback `Host`), which opens admin calls when no admin token is set.
+    pub local: bool,
+}
+
+/// Who a call was allowed as.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// `--client-auth off`: anyone.
+    Open,
+    /// The admin token (or an open admin on loopback, for admin calls).
+    Admin,
+    /// A client token.
+    Token(Arc<Entry>),
+}
+
+impl Caller {
+    /// Whether this caller sees sequence `name` in a list.
+    pub fn sees(&self, name: &str) -> bool {
+        match self {
+            Caller::Open | Caller::Admin => true,
+            Caller::Token(e) => SeqNameRef::parse(name).is_ok_and(|n| e.record.scope.covers(n)),
+        }
+    }
+
+    /// Counts `n` IDs drawn by this caller (`seqd_ids_drawn_total{token}`).
+    pub fn drew(&self, access: &Access, n: u64) {
+        match self {
+            // Taken at first use: the metrics recorder is installed with
+            // the first router, after the rules are made.
+            Caller::Open => access.inner.drawn_open.get_or_init(|| drawn("none")).increment(n),
+            Caller::Admin => access.inner.drawn_admin.get_or_init(|| drawn("admin")).increment(n),
+            Caller::Token(e) => e.drawn.increment(n),
+        }
+    }
+}
+
+/// A token in force, as the set holds it.
+#[derive(Debug)]
+pub struct Entry {
+    /// Its row, checked.
+    pub record: TokenRecord,
+    drawn: metrics::Counter,
+}
+
+/// The tokens in force at the last read, and the presented texts found to
+/// match one of them since.
+#[derive(Debug, Default, Clone)]
+pub struct TokenSet {
+    /// By the first 8 bytes of the hash (the whole hash is compared).
+    by_hash: HashMap<u64, Vec<Arc<Entry>>>,
+    /// Presented texts that matched, by a keyed hash of the text.
+    known: HashMap<u64, (Box<str>, Arc<Entry>)>,
+    /// Which read this set came from; `known` is only added to the set
+    /// of the same read.
+    generation: u64,
+}
+
+impl TokenSet {
+    /// How many tokens are in force.
+    pub fn len(&self) -> usize {
+        self.by_hash.values().map(Vec::len).sum()
+    }
+
+    /// Whether no token is in force.
+    pub fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+}
+
+/// The access rules of one instance. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Access {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client_auth: ClientAuth,
+    admin: AdminAuth,
+    set: ArcSwap<TokenSet>,
+    /// The key of the hash of presented texts in `known`.
+    keys: foldhash::quality::RandomState,
+    generations: AtomicU64,
+    /// Milliseconds since `epoch` of the last early refresh asked for.
+    last_nudge: AtomicU64,
+    epoch: Instant,
+    nudge: tokio::sync::Notify,
+    drawn_open: OnceLock<metrics::Counter>,
+    drawn_admin: OnceLock<metrics::Counter>,
+    reads: AtomicU64,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("client_auth", &self.inner.client_auth)
+            .field("admin", &self.inner.admin.describe())
+            .field("tokens", &self.inner.set.load().len())
+            .finish()
+    }
+}
+
+/// The drawn-IDs counter of a caller label.
+fn drawn(label: &str) -> metrics::Counter {
+    metrics::counter!("seqd_ids_drawn_total", "token" => label.to_owned())
+}
+
+impl Access {
+    /// The rules of an instance: `client_auth` for drawing and reading,
+    /// `admin` for admin calls; the token set empty until the first read.
+    pub fn new(client_auth: ClientAuth, admin: AdminAuth) -> Self {
+        Access {
+            inner: Arc::new(Inner {
+                client_auth,
+                admin,
+                set: ArcSwap::from_pointee(TokenSet::default()),
+                keys: foldhash::quality::RandomState::default(),
+                generations: AtomicU64::new(0),
+                last_nudge: AtomicU64::new(0),
+                epoch: Instant::now(),
+                nudge: tokio::sync::Notify::new(),
+                drawn_open: OnceLock::new(),
+                drawn_admin: OnceLock::new(),
+                reads: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// `--client-auth`.
+    pub fn client_auth(&self) -> ClientAuth {
+        self.inner.client_auth
+    }
+
+    /// The admin rule.
+    pub fn admin(&self) -> &AdminAuth {
+        &self.inner.admin
+    }
+
+    /// How many tokens are in force in this instance's set.
+    pub fn tokens_in_force(&self) -> usize {
+        self.inner.set.load().len()
+    }
+
+    /// How many times this instance read the token set.
+    pub fn reads(&self) -> u64 {
+        self.inner.reads.load(Ordering::Relaxed)
+    }
+
+    /// Whether `presented` may do `want`, and as whom.
+    pub fn authorize(&self, presented: Presented<'_>, want: Want<'_>) -> Result<Caller, ServiceError> {
+        let inner = &*self.inner;
+        if let Want::Admin = want {
+            return self.admin_call(presented);
+        }
+        if inner.client_auth == ClientAuth::Off {
+            return Ok(Caller::Open);
+        }
+        let Some(token) = presented.token else {
+            return Err(ServiceError::Unauthorized(
+                "this call needs a client token: Authorization: Bearer <token> (--client-auth on)",
+            ));
+        };
+        if self.is_admin_token(token) {
+            return Ok(Caller::Admin);
+        }
+        let Some(entry) = self.find(token) else {
+            self.nudge();
+            return Err(ServiceError::Unauthorized("unknown, expired or revoked token"));
+        };
+        if entry.record.expires_at.is_some_and(|e| Utc::now() >= e) {
+            return Err(ServiceError::Unauthorized("unknown, expired or revoked token"));
+        }
+        let Rights { draw, read } = entry.record.rights;
+        let allowed = match want {
+            Want::Draw(name) => draw && entry.record.scope.covers(name),
+            Want::Read(name) => read && entry.record.scope.covers(name),
+            Want::List => read,
+            Want::Admin => false,
+        };
+        if allowed {
+            Ok(Caller::Token(entry))
+        } else {
+            Err(ServiceError::Forbidden)
+        }
+    }
+
+    fn admin_call(&self, presented: Presented<'_>) -> Result<Caller, ServiceError> {
+        match &self.inner.admin {
+            AdminAuth::OpenOnLoopback if presented.local => Ok(Caller::Admin),
+            AdminAuth::OpenOnLoopback => Err(ServiceError::Unauthorized(
+                "admin calls without a token need a loopback Host header (localhost, 127.0.0.0/8 or \
+                 [::1]); this request names another host, as a web page reaching this port through \
+                 DNS rebinding would. Call through a loopback address, or set SEQD_ADMIN_TOKEN",
+            )),
+            AdminAuth::Refused => Err(ServiceError::Unauthorized(
+                "admin calls are disabled: the server listens on a non-loopback address and no \
+                 SEQD_ADMIN_TOKEN is set",
+            )),
+            AdminAuth::Token(_) if presented.token.is_some_and(|t| self.is_admin_token(t)) => {
+                Ok(Caller::Admin)
+            }
+            AdminAuth::Token(_) => Err(ServiceError::Unauthorized(
+                "admin calls need Authorization: Bearer <SEQD_ADMIN_TOKEN>",
+            )),
+        }
+    }
+
+    fn is_admin_token(&self, token: &str) -> bool {
+        match &self.inner.admin {
+            AdminAuth::Token(t) => bool::from(token.as_bytes().ct_eq(t.expose().as_bytes())),
+            _ => false,
+        }
+    }
+
+    /// The entry `token` matches, if any.
+    fn find(&self, token: &str) -> Option<Arc<Entry>> {
+        let set = self.inner.set.load();
+        let key = self.inner.keys.hash_one(token);
+        if let Some((text, entry)) = set.known.get(&key) {
+            if bool::from(text.as_bytes().ct_eq(token.as_bytes())) {
+                return Some(entry.clone());
+            }
+        }
+        let hash = TokenHash::of(token);
+        let entry = set
+            .by_hash
+            .get(&hash_key(&hash))?
+            .iter()
+            .find(|e| bool::from(e.record.hash.0.ct_eq(&hash.0)))?
+            .clone();
+        self.remember(set.generation, key, token, &entry);
+        Some(entry)
+    }
+
+    /// Adds a matched text to the set of read `generation` (a new set in
+    /// its place); nothing when the set was replaced since.
+    fn remember(&self, generation: u64, key: u64, token: &str, entry: &Arc<Entry>) {
+        self.inner.set.rcu(|cur| {
+            let mut next = TokenSet::clone(cur);
+            if next.generation == generation {
+                next.known.insert(key, (token.into(), entry.clone()));
+            }
+            next
+        });
+    }
+
+    /// Asks for an early refresh, at most once per [`NUDGE_EVERY`].
+    fn nudge(&self) {
+        let every = NUDGE_EVERY.as_millis() as u64;
+        // Offset by one interval so that the first nudge (last = 0) passes.
+        let now = self.inner.epoch.elapsed().as_millis() as u64 + every;
+        let last = self.inner.last_nudge.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= every
+            && self
+                .inner
+                .last_nudge
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.inner.nudge.notify_one();
+        }
+    }
+
+    /// Replaces the set with `rows` as read: the usable rows in force at
+    /// `now` (an unusable row is logged with its label and skipped; it
+    /// never hides the others). Matched texts of tokens whose row is
+    /// unchanged are kept.
+    pub fn replace(&self, records: Vec<TokenRecord>, now: DateTime<Utc>) {
+        let old = self.inner.set.load_full();
+        let generation = self.inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut next = TokenSet {
+            generation,
+            ..TokenSet::default()
+        };
+        let mut by_label: HashMap<String, Arc<Entry>> = HashMap::new();
+        for record in records.into_iter().filter(|r| r.in_force(now)) {
+            let entry = Arc::new(Entry {
+                drawn: drawn(record.label.as_str()),
+                record,
+            });
+            by_label.insert(entry.record.label.as_str().to_owned(), entry.clone());
+            next.by_hash
+                .entry(hash_key(&entry.record.hash))
+                .or_default()
+                .push(entry);
+        }
+        for (key, (text, was)) in &old.known {
+            if let Some(now) = by_label.get(was.record.label.as_str()) {
+                if now.record == was.record {
+                    next.known.insert(*key, (text.clone(), now.clone()));
+                }
+            }
+        }
+        self.inner.set.store(Arc::new(next));
+    }
+
+    /// Reads the token set from `store` once and puts it in force.
+    pub async fn refresh(&self, store: &dyn Tokens) -> Result<(), crate::store::StoreError> {
+        self.inner.reads.fetch_add(1, Ordering::Relaxed);
+        let rows = store.token_rows().await?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            match row.record() {
+                Ok(r) => records.push(r),
+                Err(problem) => crate::log_throttle::throttled!(
+                    warn,
+                    "a row of seqd_tokens cannot be used; it is skipped",
+                    Some(row.label.as_str()),
+                    label = %row.label,
+                    %problem
+                ),
+            }
+        }
+        self.replace(records, Utc::now());
+        Ok(())
+    }
+
+    /// Starts the refresh task: a read every [`REFRESH_EVERY`] and on an
+    /// early request; nothing under `--client-auth off`. It ends once every
+    /// handle on this `Access` is dropped.
+    pub fn spawn_refresh(&self, store: Arc<dyn Tokens>) -> Option<tokio::task::JoinHandle<()>> {
+        if self.inner.client_auth == ClientAuth::Off {
+            return None;
+        }
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        Some(tokio::spawn(async move {
+            let mut failing = false;
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let access = Access { inner };
+                let outcome = tokio::time::timeout(REFRESH_EVERY, access.refresh(&*store)).await;
+                match outcome {
+                    Ok(Ok(())) if failing => {
+                        failing = false;
+                        tracing::info!("reading the client tokens works again");
+                    }
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %e, "reading the client tokens failed; the last set read stays in force");
+                    }
+                    Err(_) if !failing => {
+                        failing = true;
+                        tracing::warn!("reading the client tokens timed out; the last set read stays in force");
+                    }
+                    _ => {}
+                }
+                // Held while waiting (at most one interval), then let go so
+                // that the task ends once nobody else holds the rules.
+                let _ = tokio::time::timeout(REFRESH_EVERY, access.inner.nudge.notified()).await;
+            }
+        }))
+    }
+}
+
+fn hash_key(hash: &TokenHash) -> u64 {
+    u64::from_le_bytes(hash.0[..8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::token::{new_token, Scope, TokenLabel};
+
+    fn record(label: &str, token: &str, rights: Rights, expires_at: Option<DateTime<Utc>>) -> TokenRecord {
+        TokenRecord {
+            label: TokenLabel::parse(label).unwrap(),
+            hash: TokenHash::of(token),
+            scope: Scope::parse(&["shop-"]).unwrap(),
+            rights,
+            created_at: Utc::now(),
+            expires_at,
+            revoked_at: None,
+        }
+    }
+
+    const DRAW: Rights = Rights { draw: true, read: false };
+
+    fn draw<'a>(token: &'a str, name: &'a str) -> (Presented<'a>, Want<'a>) {
+        let p = Presented { token: Some(token), local: false };
+        (p, Want::Draw(SeqNameRef::parse(name).unwrap()))
+    }
+
+    fn outcome(access: &Access, token: &str, name: &str) -> Result<(), String> {
+        let (p, w) = draw(token, name);
+        access.authorize(p, w).map(drop).map_err(|e| format!("{e:?}"))
+    }
+
+    #[test]
+    fn a_remembered_token_is_refused_once_the_set_no_longer_holds_it() {
+        let access = Access::new(ClientAuth::On, AdminAuth::Refused);
+        let t = new_token();
+        access.replace(vec![record("a", t.expose(), DRAW, None)], Utc::now());
+        assert_eq!(outcome(&access, t.expose(), "shop-1"), Ok(()));
+        // The second check is served from the remembered text.
+        assert_eq!(access.inner.set.load().known.len(), 1);
+        assert_eq!(outcome(&access, t.expose(), "shop-1"), Ok(()));
+        // A text differing in its last character is not taken for it.
+        let mut near = t.expose().to_owned();
+        near.pop();
+        near.push(if t.expose().ends_with('0') { '1' } else { '0' });
+        assert!(outcome(&access, &near, "shop-1").unwrap_err().contains("Unauthorized"));
+        // Revoked (the set read again without it): refused, cache or not.
+        access.replace(Vec::new(), Utc::now());
+        assert!(outcome(&access, t.expose(), "shop-1").unwrap_err().contains("Unauthorized"));
+        assert!(access.inner.set.load().known.is_empty());
+    }
+
+    #[test]
+    fn a_changed_row_is_not_served_from_the_remembered_entry() {
+        let access = Access::new(ClientAuth::On, AdminAuth::Refused);
+        let t = new_token();
+        access.replace(vec![record("a", t.expose(), DRAW, None)], Utc::now());
+        assert_eq!(outcome(&access, t.expose(), "shop-1"), Ok(()));
+        // The same token with its right narrowed to `read`.
+        let read = Rights { draw: false, read: true };
+        access.replace(vec![record("a", t.expose(), read, None)], Utc::now());
+        assert_eq!(outcome(&access, t.expose(), "shop-1"), Err("Forbidden".into()));
+    }
+
+    #[test]
+    fn expiry_rights_scope_and_the_admin_token() {
+        let access = Access::new(ClientAuth::On, AdminAuth::Token(Secret::new("root")));
+        let (live, old) = (new_token(), new_token());
+        let past = Utc::now() - chrono::Duration::seconds(1);
+        let soon = Utc::now() + chrono::Duration::milliseconds(30);
+        access.replace(
+            vec![record("live", live.expose(), DRAW, Some(soon)), record("old", old.expose(), DRAW, Some(past))],
+            Utc::now(),
+        );
+        assert_eq!(outcome(&access, live.expose(), "shop-1"), Ok(()));
+        assert_eq!(outcome(&access, live.expose(), "other"), Err("Forbidden".into()));
+        assert!(outcome(&access, old.expose(), "shop-1").unwrap_err().contains("Unauthorized"));
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        // Expired between two reads of the set: refused at the request.
+        assert!(outcome(&access, live.expose(), "shop-1").unwrap_err().contains("Unauthorized"));
+        assert_eq!(outcome(&access, "root", "anything"), Ok(()));
+        let none = Presented::default();
+        assert!(access.authorize(none, Want::List).is_err());
+        let off = Access::new(ClientAuth::Off, AdminAuth::Refused);
+        assert!(matches!(off.authorize(none, Want::List), Ok(Caller::Open)));
+        assert!(off.authorize(none, Want::Admin).is_err());
+    }
+}

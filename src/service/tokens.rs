@@ -1,0 +1,178 @@
+//! Making, listing and revoking client tokens (docs/api.md, "Client
+//! tokens"): the admin API and `seqd tokens` both call these.
+
+use chrono::{DateTime, Utc};
+
+use super::{Service, ServiceError};
+use crate::domain::token::{new_token, Rights, Scope, TokenHash, TokenLabel, TokenRecord};
+use crate::domain::Secret;
+use crate::store::{StoreError, TokenRow};
+
+/// What a new token is to be.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    /// Unique label: 1 to 64 characters of `A-Z a-z 0-9 . _ -`.
+    #[schema(example = "shop-42")]
+    pub label: String,
+    /// The name prefixes it covers; `*` covers every name.
+    #[schema(example = json!(["shop-42:"]))]
+    pub prefixes: Vec<String>,
+    /// `draw`, `read` or both.
+    #[schema(example = json!(["draw"]))]
+    pub rights: Vec<String>,
+    /// How long it works, e.g. `90d` or `12h`; forever when absent.
+    #[schema(example = "90d")]
+    pub expires_in: Option<String>,
+}
+
+/// A token just made: the only time its text is shown.
+#[derive(Debug, Clone)]
+pub struct MadeToken {
+    /// The token (`seqd_` and 64 hex digits).
+    pub token: Secret,
+    /// Its record as stored.
+    pub record: TokenRecord,
+}
+
+/// A token as listed: its row, and what state it is in.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct TokenView {
+    /// Its label.
+    pub label: String,
+    /// The prefixes it covers (`*`: every name).
+    pub prefixes: Vec<String>,
+    /// Its rights.
+    pub rights: Vec<String>,
+    /// When it was made.
+    pub created_at: Option<DateTime<Utc>>,
+    /// When it stops working, if set.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// `active`, `expired`, `revoked`, or `unusable: ...` (a row written by
+    /// SQL that seqd cannot read; it is skipped).
+    pub state: String,
+}
+
+impl TokenView {
+    /// The view of `record` at `now`.
+    pub fn of(record: &TokenRecord, now: DateTime<Utc>) -> Self {
+        let state = if record.revoked_at.is_some() {
+            "revoked"
+        } else if !record.in_force(now) {
+            "expired"
+        } else {
+            "active"
+        };
+        TokenView {
+            label: record.label.to_string(),
+            prefixes: record.scope.to_list(),
+            rights: record
+                .rights
+                .to_column()
+                .split(',')
+                .map(str::to_owned)
+                .collect(),
+            created_at: Some(record.created_at),
+            expires_at: record.expires_at,
+            revoked_at: record.revoked_at,
+            state: state.into(),
+        }
+    }
+}
+
+fn invalid(e: impl ToString) -> ServiceError {
+    ServiceError::InvalidRequest(e.to_string())
+}
+
+impl Service {
+    /// Makes a token and puts it in force on this instance at once (the
+    /// others within their token refresh). Its text is in the answer only.
+    pub async fn create_token(&self, req: NewToken) -> Result<MadeToken, ServiceError> {
+        let label = TokenLabel::parse(&req.label).map_err(invalid)?;
+        let scope = Scope::parse(&req.prefixes).map_err(invalid)?;
+        let rights = Rights::parse(&req.rights.join(",")).map_err(invalid)?;
+        let now = Utc::now();
+        let expires_at = match req.expires_in.as_deref() {
+            None => None,
+            Some(text) => {
+                let d = humantime::parse_duration(text)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .and_then(|d| chrono::Duration::from_std(d).ok())
+                    .and_then(|d| now.checked_add_signed(d))
+                    .ok_or_else(|| {
+                        invalid(format!("invalid expires_in {text:?}: a positive duration such as 90d or 12h"))
+                    })?;
+                Some(d)
+            }
+        };
+        let token = new_token();
+        let record = TokenRecord {
+            label,
+            hash: TokenHash::of(token.expose()),
+            scope,
+            rights,
+            created_at: now,
+            expires_at,
+            revoked_at: None,
+        };
+        match self.store.insert_token(&TokenRow::of(&record)).await {
+            Err(StoreError::AlreadyExists) => {
+                return Err(ServiceError::TokenExists(record.label.to_string()))
+            }
+            other => other?,
+        }
+        self.token_changed().await;
+        tracing::info!(label = %record.label, "client token created");
+        Ok(MadeToken { token, record })
+    }
+
+    /// Every token, by label, revoked and expired ones too.
+    pub async fn tokens(&self) -> Result<Vec<TokenView>, ServiceError> {
+        let now = Utc::now();
+        Ok(self
+            .store
+            .token_rows()
+            .await?
+            .into_iter()
+            .map(|row| match row.record() {
+                Ok(r) => TokenView::of(&r, now),
+                Err(problem) => TokenView {
+                    label: row.label,
+                    prefixes: Vec::new(),
+                    rights: Vec::new(),
+                    created_at: DateTime::from_timestamp_millis(row.created_at),
+                    expires_at: None,
+                    revoked_at: None,
+                    state: format!("unusable: {problem}"),
+                },
+            })
+            .collect())
+    }
+
+    /// Revokes token `label`: refused on this instance at once, on the
+    /// others within their token refresh. `false` when it was revoked
+    /// already.
+    pub async fn revoke_token(&self, label: &str) -> Result<bool, ServiceError> {
+        let at = Utc::now().timestamp_millis();
+        let revoked = match self.store.revoke_token(label, at).await {
+            Err(StoreError::NotFound) => return Err(ServiceError::TokenNotFound(label.to_owned())),
+            other => other?,
+        };
+        self.token_changed().await;
+        tracing::info!(label, "client token revoked");
+        Ok(revoked)
+    }
+
+    /// Reads the set again so that a change made here is in force here
+    /// before the answer (when tokens are checked at all).
+    async fn token_changed(&self) {
+        if self.access.client_auth() == super::ClientAuth::On {
+            if let Err(e) = self.access.refresh(&*self.store).await {
+                tracing::warn!(error = %e, "reading the client tokens after a change failed; the refresh reads again");
+            }
+        }
+    }
+}

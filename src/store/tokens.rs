@@ -1,0 +1,200 @@
+//! [`Tokens`] on the SQL backends, once: each statement of `seqd_tokens`
+//! written with `?` placeholders (numbered for PostgreSQL), run on the pool
+//! of any backend ([`sql_tokens!`] implements the trait in one line per
+//! backend, in its `sequences.rs`). A row is read as it is stored
+//! ([`TokenRow`]); the service decides what an unusable one means.
+
+use std::sync::OnceLock;
+
+use sqlx::Pool;
+
+use super::migrator::Dialect;
+use super::pool::Held;
+use super::retry::retrying;
+use super::workers::{numbered, LeaseDb};
+use super::{insert_failed, StoreError, TokenRow};
+
+/// The columns, in the order every statement binds and reads them.
+const COLUMNS: &str = "label, hash, prefixes, rights, created_at, expires_at, revoked_at";
+
+struct Statements {
+    /// Reads every row, by label.
+    list: String,
+    /// Binds the seven columns.
+    insert: String,
+    /// Binds: revoked_at, label.
+    revoke: String,
+    /// Bind: label. Reads `revoked_at`.
+    revoked_at: String,
+}
+
+impl Statements {
+    fn of(dialect: Dialect) -> &'static Statements {
+        static BUILT: [OnceLock<Statements>; 3] = [const { OnceLock::new() }; 3];
+        BUILT[dialect as usize].get_or_init(|| {
+            let sql = |text: String| match dialect {
+                Dialect::Postgres => numbered(&text),
+                Dialect::Mysql | Dialect::Sqlite => text,
+            };
+            // MariaDB reports a column of a binary collation as VARBINARY,
+            // which does not decode as text: read it as text.
+            let read = match dialect {
+                Dialect::Mysql => "CAST(label AS CHAR), CAST(hash AS CHAR), prefixes, rights, \
+                                   created_at, expires_at, revoked_at"
+                    .to_owned(),
+                Dialect::Postgres | Dialect::Sqlite => COLUMNS.to_owned(),
+            };
+            Statements {
+                list: sql(format!("SELECT {read} FROM seqd_tokens ORDER BY label")),
+                insert: sql(format!(
+                    "INSERT INTO seqd_tokens ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                )),
+                revoke: sql(
+                    "UPDATE seqd_tokens SET revoked_at = ? WHERE label = ? AND revoked_at IS NULL"
+                        .into(),
+                ),
+                revoked_at: sql("SELECT revoked_at FROM seqd_tokens WHERE label = ?".into()),
+            }
+        })
+    }
+}
+
+type Columns = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// Every row of `seqd_tokens`, by label.
+pub(crate) async fn rows<DB>(pool: &Pool<DB>) -> Result<Vec<TokenRow>, StoreError>
+where
+    DB: LeaseDb,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let mut held = Held::acquire(pool).await?;
+    let read: Result<Vec<Columns>, _> = retrying!(
+        DB::DIALECT.name(),
+        sqlx::query_as::<DB, Columns>(&Statements::of(DB::DIALECT).list)
+            .fetch_all(held.conn())
+            .await
+    );
+    Ok(held
+        .finish(read)?
+        .into_iter()
+        .map(
+            |(label, hash, prefixes, rights, created_at, expires_at, revoked_at)| TokenRow {
+                label,
+                hash,
+                prefixes,
+                rights,
+                created_at,
+                expires_at,
+                revoked_at,
+            },
+        )
+        .collect())
+}
+
+/// Inserts `row`; [`StoreError::AlreadyExists`] when its label (or hash)
+/// is taken.
+pub(crate) async fn insert<DB>(pool: &Pool<DB>, row: &TokenRow) -> Result<(), StoreError>
+where
+    DB: LeaseDb,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut held = Held::acquire(pool).await?;
+    let done = retrying!(
+        DB::DIALECT.name(),
+        sqlx::query::<DB>(&Statements::of(DB::DIALECT).insert)
+            .bind(row.label.as_str())
+            .bind(row.hash.as_str())
+            .bind(row.prefixes.as_str())
+            .bind(row.rights.as_str())
+            .bind(row.created_at)
+            .bind(row.expires_at)
+            .bind(row.revoked_at)
+            .execute(held.conn())
+            .await
+    );
+    held.finish_with(done, insert_failed).map(drop)
+}
+
+/// Marks `label` revoked at `at` (milliseconds): `true` when this call
+/// revoked it, `false` when it was revoked already; [`StoreError::NotFound`]
+/// when there is no such token.
+pub(crate) async fn revoke<DB>(pool: &Pool<DB>, label: &str, at: i64) -> Result<bool, StoreError>
+where
+    DB: LeaseDb,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    (Option<i64>,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let statements = Statements::of(DB::DIALECT);
+    let mut held = Held::acquire(pool).await?;
+    let done = retrying!(
+        DB::DIALECT.name(),
+        sqlx::query::<DB>(&statements.revoke)
+            .bind(at)
+            .bind(label)
+            .execute(held.conn())
+            .await
+    );
+    if DB::rows_affected(&held.finish(done)?) == 1 {
+        return Ok(true);
+    }
+    let mut held = Held::acquire(pool).await?;
+    let seen: Result<Option<(Option<i64>,)>, _> = retrying!(
+        DB::DIALECT.name(),
+        sqlx::query_as::<DB, (Option<i64>,)>(&statements.revoked_at)
+            .bind(label)
+            .fetch_optional(held.conn())
+            .await
+    );
+    match held.finish(seen)? {
+        Some(_) => Ok(false),
+        None => Err(StoreError::NotFound),
+    }
+}
+
+/// Implements [`Tokens`](crate::store::Tokens) for a SQL backend's store
+/// `$store` (with a `pool` field of the sqlx database `$db`).
+macro_rules! sql_tokens {
+    ($store:ty, $db:ty) => {
+        #[::async_trait::async_trait]
+        impl $crate::store::Tokens for $store {
+            async fn token_rows(
+                &self,
+            ) -> Result<Vec<$crate::store::TokenRow>, $crate::store::StoreError> {
+                $crate::store::tokens::rows::<$db>(&self.pool).await
+            }
+
+            async fn insert_token(
+                &self,
+                row: &$crate::store::TokenRow,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::tokens::insert::<$db>(&self.pool, row).await
+            }
+
+            async fn revoke_token(
+                &self,
+                label: &str,
+                at: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                $crate::store::tokens::revoke::<$db>(&self.pool, label, at).await
+            }
+        }
+    };
+}
+pub(crate) use sql_tokens;

@@ -1,0 +1,73 @@
+//! `seqd tokens create|list|revoke`: the operators' door to the client
+//! tokens (docs/api.md, "Client tokens"); the work is the service's
+//! (`service/tokens.rs`), run directly on the database.
+
+use anyhow::anyhow;
+
+use crate::cli::service;
+use crate::config::TokensCommand;
+use crate::service::tokens::{NewToken, TokenView};
+use crate::service::ServiceError;
+
+/// Runs one `seqd tokens` command.
+pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
+    match cmd {
+        TokensCommand::Create {
+            label,
+            prefixes,
+            can,
+            expires,
+            db,
+        } => {
+            let req = NewToken {
+                label: label.clone(),
+                prefixes: prefixes.clone(),
+                rights: can.split(',').map(|r| r.trim().to_owned()).collect(),
+                expires_in: expires.clone(),
+            };
+            let made = service(db).await?.create_token(req).await.map_err(door)?;
+            let view = TokenView::of(&made.record, chrono::Utc::now());
+            eprintln!(
+                "token '{}' made: {} on {}{}; it is shown this once, keep it now",
+                view.label,
+                view.rights.join(","),
+                view.prefixes.join(" "),
+                view.expires_at
+                    .map(|e| format!(", until {}", e.to_rfc3339()))
+                    .unwrap_or_default()
+            );
+            println!("{}", made.token.expose());
+        }
+        TokensCommand::List { db } => {
+            let tokens = service(db).await?.tokens().await.map_err(door)?;
+            println!("{:<24} {:<10} {:<20} {:<26} PREFIXES", "LABEL", "RIGHTS", "STATE", "EXPIRES");
+            for t in tokens {
+                println!(
+                    "{:<24} {:<10} {:<20} {:<26} {}",
+                    t.label,
+                    t.rights.join(","),
+                    t.state,
+                    t.expires_at.map(|e| e.to_rfc3339()).unwrap_or_else(|| "-".into()),
+                    t.prefixes.join(" ")
+                );
+            }
+        }
+        TokensCommand::Revoke { label, db } => {
+            let revoked = service(db).await?.revoke_token(label).await.map_err(door)?;
+            if revoked {
+                println!("token '{label}' revoked: every instance refuses it within 5 s");
+            } else {
+                println!("token '{label}' was revoked already");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CLI's words for a token command's failure.
+fn door(e: ServiceError) -> anyhow::Error {
+    match e {
+        ServiceError::Unavailable => anyhow!("the database is unreachable or too slow; nothing changed"),
+        e => anyhow::Error::new(e),
+    }
+}

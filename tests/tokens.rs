@@ -1,0 +1,640 @@
+//! Client tokens (docs/api.md, "Client tokens") through the HTTP door on
+//! every backend: each right on each route with a token that covers the
+//! name, one that does not, an expired one, a revoked one (here and on
+//! another instance), none; rotation; the admin routes and the CLI.
+
+mod common;
+mod server;
+
+use std::time::{Duration, Instant};
+
+use common::TestDb;
+use reqwest::{Method, StatusCode};
+use seqd::config::{Secret, Settings};
+use seqd::service::ClientAuth;
+use serde_json::{json, Value};
+use server::TestServer;
+
+const ADMIN: &str = "admin-secret-for-tests";
+
+fn settings(db: &TestDb) -> Settings {
+    Settings {
+        admin_token: Some(Secret::new(ADMIN)),
+        client_auth: ClientAuth::On,
+        ..Settings::for_database(db.url.clone())
+    }
+}
+
+/// `method path` with `token` as Bearer (none when `None`): status and body.
+async fn call(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut req = s.http.request(method, s.url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Makes a token through the admin API; its text.
+async fn make(
+    s: &TestServer,
+    label: &str,
+    prefixes: &[&str],
+    rights: &[&str],
+    expires: Option<&str>,
+) -> String {
+    let mut body = json!({"label": label, "prefixes": prefixes, "rights": rights});
+    if let Some(e) = expires {
+        body["expires_in"] = json!(e);
+    }
+    let resp = s
+        .http
+        .post(s.url("/v1/tokens"))
+        .bearer_auth(ADMIN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["label"], label);
+    assert_eq!(v["state"], "active");
+    v["token"].as_str().unwrap().to_owned()
+}
+
+async fn create_seq(s: &TestServer, name: &str) {
+    let resp = s
+        .http
+        .post(s.url("/v1/sequences"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": name, "start": 1, "step": 100}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED, "create {name}");
+}
+
+async fn revoke(s: &TestServer, label: &str) -> Value {
+    let (status, body) = call(
+        s,
+        Method::DELETE,
+        &format!("/v1/tokens/{label}"),
+        Some(ADMIN),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+#[track_caller]
+fn assert_code(got: &(StatusCode, Value), status: StatusCode, code: &str, what: &str) {
+    assert_eq!(got.0, status, "{what}: {}", got.1);
+    assert_eq!(got.1["error"]["code"], code, "{what}: {}", got.1);
+}
+
+/// The drawing routes of sequence `name`, with their methods.
+fn drawing(name: &str) -> Vec<(Method, String)> {
+    vec![
+        (Method::GET, format!("/v1/sequences/{name}/next")),
+        (Method::POST, format!("/v1/sequences/{name}/next")),
+        (Method::GET, format!("/v1/sequences/{name}/batch?count=3")),
+        (Method::POST, format!("/v1/sequences/{name}/batch?count=3")),
+        (Method::GET, format!("/api/segment/get/{name}")),
+    ]
+}
+
+const SNOWFLAKE: [&str; 3] = [
+    "/v1/snowflake/next",
+    "/v1/snowflake/batch?count=2",
+    "/api/snowflake/get/any",
+];
+
+async fn every_right_on_every_route(db: TestDb) {
+    let s = TestServer::start(settings(&db)).await;
+    create_seq(&s, "shop1-order").await;
+    create_seq(&s, "shop2-order").await;
+    let drawer = make(&s, "shop1-draw", &["shop1-"], &["draw"], None).await;
+    let reader = make(&s, "shop1-read", &["shop1-"], &["read"], None).await;
+    let all = make(&s, "everything", &["*"], &["draw", "read"], None).await;
+    let snow = make(&s, "snow", &["snowflake"], &["draw"], None).await;
+    let unknown = format!("seqd_{}", "0".repeat(64));
+
+    for (m, path) in drawing("shop1-order") {
+        let what = format!("{m} {path}");
+        assert_code(
+            &call(&s, m.clone(), &path, None).await,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            &what,
+        );
+        assert_code(
+            &call(&s, m.clone(), &path, Some(&unknown)).await,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            &what,
+        );
+        assert_code(
+            &call(&s, m.clone(), &path, Some(&reader)).await,
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &what,
+        );
+        assert_code(
+            &call(&s, m.clone(), &path, Some(&snow)).await,
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &what,
+        );
+        for ok in [&drawer, &all, &ADMIN.to_owned()] {
+            let got = call(&s, m.clone(), &path, Some(ok)).await;
+            assert_eq!(got.0, StatusCode::OK, "{what}: {}", got.1);
+        }
+    }
+    // Outside the token: the same 403 whether the sequence exists or not;
+    // inside it, a missing sequence is the usual 404.
+    for (m, path) in drawing("shop2-order")
+        .into_iter()
+        .chain(drawing("shop2-nothing"))
+    {
+        assert_code(
+            &call(&s, m, &path, Some(&drawer)).await,
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &path,
+        );
+    }
+    for (m, path) in drawing("shop1-nothing") {
+        assert_code(
+            &call(&s, m, &path, Some(&drawer)).await,
+            StatusCode::NOT_FOUND,
+            "sequence_not_found",
+            &path,
+        );
+    }
+    for path in SNOWFLAKE {
+        assert_code(
+            &call(&s, Method::GET, path, None).await,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            path,
+        );
+        assert_code(
+            &call(&s, Method::GET, path, Some(&drawer)).await,
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            path,
+        );
+        for ok in [&snow, &all] {
+            let got = call(&s, Method::GET, path, Some(ok)).await;
+            assert_eq!(got.0, StatusCode::OK, "{path}: {}", got.1);
+        }
+    }
+
+    // Reading one sequence.
+    let one = "/v1/sequences/shop1-order";
+    assert_code(
+        &call(&s, Method::GET, one, None).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        one,
+    );
+    assert_code(
+        &call(&s, Method::GET, one, Some(&drawer)).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        one,
+    );
+    assert_eq!(
+        call(&s, Method::GET, one, Some(&reader)).await.0,
+        StatusCode::OK
+    );
+    for other in ["/v1/sequences/shop2-order", "/v1/sequences/shop2-nothing"] {
+        assert_code(
+            &call(&s, Method::GET, other, Some(&reader)).await,
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            other,
+        );
+    }
+    // Listing: a token sees the names it covers, nothing of the others.
+    assert_code(
+        &call(&s, Method::GET, "/v1/sequences", None).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "list",
+    );
+    assert_code(
+        &call(&s, Method::GET, "/v1/sequences", Some(&drawer)).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        "list",
+    );
+    let names = |v: &Value| -> Vec<String> {
+        v["sequences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, scoped) = call(&s, Method::GET, "/v1/sequences", Some(&reader)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(names(&scoped), ["shop1-order"]);
+    let (_, every) = call(&s, Method::GET, "/v1/sequences", Some(&all)).await;
+    assert_eq!(names(&every), ["shop1-order", "shop2-order"]);
+    // A page walk with a scoped token ends, and never shows another's name.
+    let (_, first) = call(&s, Method::GET, "/v1/sequences?limit=1", Some(&reader)).await;
+    assert_eq!(names(&first), ["shop1-order"]);
+    let after = first["next"].as_str().expect("a next page").to_owned();
+    let (_, second) = call(
+        &s,
+        Method::GET,
+        &format!("/v1/sequences?limit=1&after={after}"),
+        Some(&reader),
+    )
+    .await;
+    assert!(names(&second).is_empty(), "{second}");
+    assert!(second["next"].is_null(), "{second}");
+
+    // Client tokens are not admin tokens.
+    for t in [&drawer, &all] {
+        let got = call(&s, Method::GET, "/v1/tokens", Some(t)).await;
+        assert_code(
+            &got,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "tokens with a client token",
+        );
+        let resp = s
+            .http
+            .post(s.url("/v1/sequences"))
+            .bearer_auth(t)
+            .json(&json!({"name": "shop1-new"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    }
+
+    // Revoked here: refused at once; expired: refused once its time passed.
+    let short = make(&s, "short", &["shop1-"], &["draw"], Some("2s")).await;
+    assert_eq!(
+        call(
+            &s,
+            Method::GET,
+            "/v1/sequences/shop1-order/next",
+            Some(&short)
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    let gone = make(&s, "gone", &["shop1-"], &["draw"], None).await;
+    assert_eq!(
+        call(
+            &s,
+            Method::GET,
+            "/v1/sequences/shop1-order/next",
+            Some(&gone)
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    assert_eq!(revoke(&s, "gone").await["revoked"], true);
+    assert_eq!(revoke(&s, "gone").await["revoked"], false);
+    assert_code(
+        &call(
+            &s,
+            Method::GET,
+            "/v1/sequences/shop1-order/next",
+            Some(&gone),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "revoked",
+    );
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    assert_code(
+        &call(
+            &s,
+            Method::GET,
+            "/v1/sequences/shop1-order/next",
+            Some(&short),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "expired",
+    );
+
+    // The list shows each state and never a token's text or hash.
+    let (status, list) = call(&s, Method::GET, "/v1/tokens", Some(ADMIN)).await;
+    assert_eq!(status, StatusCode::OK);
+    let state = |label: &str| {
+        list["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["label"] == label)
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state("gone"), "revoked");
+    assert_eq!(state("short"), "expired");
+    assert_eq!(state("shop1-draw"), "active");
+    let text = list.to_string();
+    for t in [&drawer, &reader, &all, &short, &gone] {
+        assert!(!text.contains(t.as_str()), "the list holds a token");
+        assert!(!text.contains(&hex_sha256(t)), "the list holds a hash");
+    }
+    s.stop().await;
+}
+
+fn hex_sha256(token: &str) -> String {
+    seqd::domain::token::TokenHash::of(token).to_hex()
+}
+
+async fn bad_requests_are_refused_and_labels_stay_taken(db: TestDb) {
+    let s = TestServer::start(settings(&db)).await;
+    make(&s, "taken", &["a"], &["draw"], None).await;
+    let post = |body: Value| {
+        let s = &s;
+        async move {
+            let resp = s
+                .http
+                .post(s.url("/v1/tokens"))
+                .bearer_auth(ADMIN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            (status, resp.json::<Value>().await.unwrap())
+        }
+    };
+    for (body, what) in [
+        (
+            json!({"label": "x y", "prefixes": ["a"], "rights": ["draw"]}),
+            "label",
+        ),
+        (
+            json!({"label": "admin", "prefixes": ["a"], "rights": ["draw"]}),
+            "reserved label",
+        ),
+        (
+            json!({"label": "x", "prefixes": [], "rights": ["draw"]}),
+            "no prefix",
+        ),
+        (
+            json!({"label": "x", "prefixes": ["bad prefix"], "rights": ["draw"]}),
+            "prefix",
+        ),
+        (
+            json!({"label": "x", "prefixes": ["a"], "rights": ["write"]}),
+            "right",
+        ),
+        (
+            json!({"label": "x", "prefixes": ["a"], "rights": ["draw"], "expires_in": "soon"}),
+            "expiry",
+        ),
+        (
+            json!({"label": "x", "prefixes": ["a"], "rights": ["draw"], "extra": 1}),
+            "unknown field",
+        ),
+    ] {
+        assert_code(
+            &post(body).await,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            what,
+        );
+    }
+    let dup = post(json!({"label": "taken", "prefixes": ["b"], "rights": ["read"]})).await;
+    assert_code(&dup, StatusCode::CONFLICT, "token_exists", "duplicate");
+    revoke(&s, "taken").await;
+    let again = post(json!({"label": "taken", "prefixes": ["b"], "rights": ["read"]})).await;
+    assert_code(
+        &again,
+        StatusCode::CONFLICT,
+        "token_exists",
+        "after a revoke",
+    );
+    let missing = call(&s, Method::DELETE, "/v1/tokens/nobody", Some(ADMIN)).await;
+    assert_code(
+        &missing,
+        StatusCode::NOT_FOUND,
+        "token_not_found",
+        "revoke of nobody",
+    );
+    assert_code(
+        &call(&s, Method::GET, "/v1/tokens", None).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "no admin token",
+    );
+    // Nothing refused was written.
+    let (_, list) = call(&s, Method::GET, "/v1/tokens", Some(ADMIN)).await;
+    assert_eq!(list["tokens"].as_array().unwrap().len(), 1, "{list}");
+    s.stop().await;
+}
+
+/// A token made on one instance works on another, and one revoked on one is
+/// refused by the other, each within the promised 5 s; two tokens over the
+/// same prefixes live side by side (rotation).
+async fn another_instance_follows_within_5s(db: TestDb) {
+    let a = TestServer::start(settings(&db)).await;
+    let b = TestServer::start(settings(&db)).await;
+    create_seq(&a, "rot-order").await;
+    let path = "/v1/sequences/rot-order/next";
+    let old = make(&a, "rot-v1", &["rot-"], &["draw"], None).await;
+    let until = |want: StatusCode, token: String| {
+        let b = &b;
+        async move {
+            let start = Instant::now();
+            loop {
+                let (status, _) = call(b, Method::GET, path, Some(&token)).await;
+                if status == want {
+                    return start.elapsed();
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(5),
+                    "instance B still answers {status}, not {want}, after 5 s"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    until(StatusCode::OK, old.clone()).await;
+    // Rotation: the new token beside the old one, both work on both.
+    let new = make(&a, "rot-v2", &["rot-"], &["draw"], None).await;
+    until(StatusCode::OK, new.clone()).await;
+    assert_eq!(
+        call(&a, Method::GET, path, Some(&old)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(&b, Method::GET, path, Some(&old)).await.0,
+        StatusCode::OK
+    );
+    revoke(&a, "rot-v1").await;
+    assert_eq!(
+        call(&a, Method::GET, path, Some(&old)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    until(StatusCode::UNAUTHORIZED, old.clone()).await;
+    assert_eq!(
+        call(&b, Method::GET, path, Some(&new)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(&a, Method::GET, path, Some(&new)).await.0,
+        StatusCode::OK
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// `--client-auth off` (the default) is today's behaviour: no token asked,
+/// and a token sent is not looked at.
+async fn off_asks_for_nothing(db: TestDb) {
+    let s = TestServer::start(Settings {
+        admin_token: Some(Secret::new(ADMIN)),
+        ..Settings::for_database(db.url.clone())
+    })
+    .await;
+    create_seq(&s, "open-order").await;
+    assert_eq!(
+        call(&s, Method::GET, "/v1/sequences/open-order/next", None)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(
+            &s,
+            Method::GET,
+            "/v1/sequences/open-order/next",
+            Some("seqd_nonsense")
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(&s, Method::GET, "/v1/sequences", None).await.0,
+        StatusCode::OK
+    );
+    s.stop().await;
+}
+
+/// `seqd tokens create|list|revoke` on the database: the token is printed
+/// once, only its SHA-256 stored, and an instance honours it.
+async fn the_cli_makes_lists_and_revokes(db: TestDb) {
+    let url = db.url.as_str();
+    let out = common::seqd_binary(&[
+        "tokens",
+        "create",
+        "--label",
+        "cli",
+        "--prefix",
+        "cli-",
+        "--prefix",
+        "x.",
+        "--can",
+        "draw,read",
+        "--expires",
+        "90d",
+        "--database-url",
+        url,
+    ])
+    .await;
+    let token = common::ok(&out).trim().to_owned();
+    assert!(token.starts_with("seqd_") && token.len() == 69, "{token}");
+    let rows = common::connect(&db).await.token_rows().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].hash, hex_sha256(&token));
+    assert_eq!(rows[0].prefixes, "cli-,x.");
+    assert_eq!(rows[0].rights, "draw,read");
+    assert!(rows[0].expires_at.is_some());
+
+    let s = TestServer::start(settings(&db)).await;
+    create_seq(&s, "cli-order").await;
+    assert_eq!(
+        call(
+            &s,
+            Method::GET,
+            "/v1/sequences/cli-order/next",
+            Some(&token)
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+
+    let listed = common::ok(&common::seqd_binary(&["tokens", "list", "--database-url", url]).await);
+    assert!(
+        listed.contains("cli") && listed.contains("active"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(&token) && !listed.contains(&rows[0].hash),
+        "{listed}"
+    );
+    let dup = common::seqd_binary(&[
+        "tokens",
+        "create",
+        "--label",
+        "cli",
+        "--prefix",
+        "y",
+        "--database-url",
+        url,
+    ])
+    .await;
+    assert!(!dup.status.success());
+    assert!(
+        String::from_utf8_lossy(&dup.stderr).contains("already exists"),
+        "{dup:?}"
+    );
+
+    common::ok(&common::seqd_binary(&["tokens", "revoke", "cli", "--database-url", url]).await);
+    let listed = common::ok(&common::seqd_binary(&["tokens", "list", "--database-url", url]).await);
+    assert!(listed.contains("revoked"), "{listed}");
+    let start = Instant::now();
+    while call(
+        &s,
+        Method::GET,
+        "/v1/sequences/cli-order/next",
+        Some(&token),
+    )
+    .await
+    .0 != StatusCode::UNAUTHORIZED
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "a token revoked by the CLI still works after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.stop().await;
+}
+
+per_backend!(
+    every_right_on_every_route,
+    bad_requests_are_refused_and_labels_stay_taken,
+    another_instance_follows_within_5s,
+    off_asks_for_nothing,
+    the_cli_makes_lists_and_revokes,
+);
