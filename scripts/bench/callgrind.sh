@@ -62,11 +62,13 @@ profile() {
     python3 "$ROOT/scripts/bench/cg_counts.py" "$name" "$req" "$file"
 }
 
-printf '%-10s %10s %14s %12s %12s\n' target requests 'instr/request' 'mallocs/req' 'clock/req'
+printf '%-12s %10s %14s %12s %12s\n' target requests 'instr/request' 'mallocs/req' 'clock/req'
 profile baseline 'listening on http://[0-9.:]*' "$BASE" 127.0.0.1:0
 profile seqd '"listen":"[0-9.:]*"' "$SEQD" --database-url "sqlite://$TMP/cg.db?mode=rwc" --listen 127.0.0.1:0 --log-format json
 # The same with --client-auth on and a client token on every request (the token made
 # by the CLI on the database first; admin calls stay open on the loopback listener).
 TOKEN=$("$SEQD" tokens create --label bench --prefix bench --database-url "sqlite://$TMP/cgt.db?mode=rwc" 2>/dev/null)
 AUTH=(-H "Authorization: Bearer $TOKEN")
+# What the header's bytes cost by themselves: sent, not looked at (--client-auth off).
+profile seqd-header '"listen":"[0-9.:]*"' "$SEQD" --database-url "sqlite://$TMP/cgh.db?mode=rwc" --listen 127.0.0.1:0 --log-format json
 profile seqd-token '"listen":"[0-9.:]*"' "$SEQD" --database-url "sqlite://$TMP/cgt.db?mode=rwc" --listen 127.0.0.1:0 --log-format json --client-auth on

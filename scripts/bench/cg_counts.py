@@ -34,7 +34,7 @@ def main():
                     calls["malloc"] += n
                 elif callee.startswith("clock_gettime"):
                     calls["clock"] += n
-    print("%-10s %10d %14.0f %12.1f %12.1f" % (
+    print("%-12s %10d %14.0f %12.1f %12.1f" % (
         name, requests, total / requests, calls["malloc"] / requests, calls["clock"] / requests))
 
 

@@ -180,7 +180,13 @@ pub struct TokenHash(pub [u8; 32]);
 impl TokenHash {
     /// The hash of `token` as presented.
     pub fn of(token: &str) -> Self {
-        TokenHash(Sha256::digest(token.as_bytes()).into())
+        Self::of_bytes(token.as_bytes())
+    }
+
+    /// The hash of `token` as presented, in bytes (a door need not check
+    /// that they are text).
+    pub fn of_bytes(token: &[u8]) -> Self {
+        TokenHash(Sha256::digest(token).into())
     }
 
     /// The column: 64 lowercase hex digits.

@@ -101,7 +101,7 @@ pub enum Want<'a> {
 pub struct Presented<'a> {
     /// The token presented, if any (a Bearer header, a `token` parameter,
     /// RESP `AUTH`).
-    pub token: Option<&'a str>,
+    pub token: Option<&'a [u8]>,
     /// Whether the door vouches the caller is on this machine (HTTP: a
     /// loopback `Host`), which opens admin calls when no admin token is set.
     pub local: bool,
@@ -152,9 +152,9 @@ pub struct Entry {
 #[derive(Debug, Default, Clone)]
 pub struct TokenSet {
     /// By the first 8 bytes of the hash (the whole hash is compared).
-    by_hash: HashMap<u64, Vec<Arc<Entry>>>,
+    by_hash: HashMap<u64, Vec<Arc<Entry>>, Keys>,
     /// Presented texts that matched, by a keyed hash of the text.
-    known: HashMap<u64, (Box<str>, Arc<Entry>)>,
+    known: HashMap<u64, (Box<[u8]>, Arc<Entry>), Keys>,
     /// Which read this set came from; `known` is only added to the set
     /// of the same read.
     generation: u64,
@@ -183,7 +183,7 @@ struct Inner {
     admin: AdminAuth,
     set: ArcSwap<TokenSet>,
     /// The key of the hash of presented texts in `known`.
-    keys: foldhash::quality::RandomState,
+    keys: foldhash::fast::RandomState,
     generations: AtomicU64,
     /// Milliseconds since `epoch` of the last early refresh asked for.
     last_nudge: AtomicU64,
@@ -218,7 +218,7 @@ impl Access {
                 client_auth,
                 admin,
                 set: ArcSwap::from_pointee(TokenSet::default()),
-                keys: foldhash::quality::RandomState::default(),
+                keys: foldhash::fast::RandomState::default(),
                 generations: AtomicU64::new(0),
                 last_nudge: AtomicU64::new(0),
                 epoch: Instant::now(),
@@ -309,23 +309,23 @@ impl Access {
         }
     }
 
-    fn is_admin_token(&self, token: &str) -> bool {
+    fn is_admin_token(&self, token: &[u8]) -> bool {
         match &self.inner.admin {
-            AdminAuth::Token(t) => bool::from(token.as_bytes().ct_eq(t.expose().as_bytes())),
+            AdminAuth::Token(t) => same_text(token, t.expose().as_bytes()),
             _ => false,
         }
     }
 
     /// The entry `token` matches, if any.
-    fn find(&self, token: &str) -> Option<Arc<Entry>> {
+    fn find(&self, token: &[u8]) -> Option<Arc<Entry>> {
         let set = self.inner.set.load();
         let key = self.inner.keys.hash_one(token);
         if let Some((text, entry)) = set.known.get(&key) {
-            if bool::from(text.as_bytes().ct_eq(token.as_bytes())) {
+            if same_text(text, token) {
                 return Some(entry.clone());
             }
         }
-        let hash = TokenHash::of(token);
+        let hash = TokenHash::of_bytes(token);
         let entry = set
             .by_hash
             .get(&hash_key(&hash))?
@@ -338,7 +338,7 @@ impl Access {
 
     /// Adds a matched text to the set of read `generation` (a new set in
     /// its place); nothing when the set was replaced since.
-    fn remember(&self, generation: u64, key: u64, token: &str, entry: &Arc<Entry>) {
+    fn remember(&self, generation: u64, key: u64, token: &[u8], entry: &Arc<Entry>) {
         self.inner.set.rcu(|cur| {
             let mut next = TokenSet::clone(cur);
             if next.generation == generation {
@@ -457,6 +457,30 @@ impl Access {
     }
 }
 
+/// The hasher of the set's maps, whose keys are hashes already (of the
+/// token, or a keyed one of the presented text): a few instructions per
+/// lookup; what a key finds is then compared whole.
+type Keys = foldhash::fast::FixedState;
+
+/// Whether `a` and `b` are the same bytes, in time that depends on their
+/// length only (a token's length is public: every token has 69 bytes):
+/// every byte is looked at, eight at a time, with no early exit.
+fn same_text(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (wa, ta) = a.as_chunks::<8>();
+    let (wb, tb) = b.as_chunks::<8>();
+    let mut diff = 0u64;
+    for (x, y) in wa.iter().zip(wb) {
+        diff |= u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y);
+    }
+    for (x, y) in ta.iter().zip(tb) {
+        diff |= u64::from(x ^ y);
+    }
+    bool::from(diff.ct_eq(&0))
+}
+
 fn hash_key(hash: &TokenHash) -> u64 {
     u64::from_le_bytes(hash.0[..8].try_into().expect("8 bytes"))
 }
@@ -481,13 +505,26 @@ mod tests {
     const DRAW: Rights = Rights { draw: true, read: false };
 
     fn draw<'a>(token: &'a str, name: &'a str) -> (Presented<'a>, Want<'a>) {
-        let p = Presented { token: Some(token), local: false };
+        let p = Presented { token: Some(token.as_bytes()), local: false };
         (p, Want::Draw(SeqNameRef::parse(name).unwrap()))
     }
 
     fn outcome(access: &Access, token: &str, name: &str) -> Result<(), String> {
         let (p, w) = draw(token, name);
         access.authorize(p, w).map(drop).map_err(|e| format!("{e:?}"))
+    }
+
+    #[test]
+    fn same_text_compares_every_byte() {
+        let a = b"seqd_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert!(same_text(a, a));
+        for i in 0..a.len() {
+            let mut b = *a;
+            b[i] ^= 1;
+            assert!(!same_text(a, &b), "a difference at byte {i}");
+        }
+        assert!(!same_text(a, &a[..68]));
+        assert!(same_text(b"", b""));
     }
 
     #[test]
