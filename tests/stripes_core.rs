@@ -302,3 +302,30 @@ async fn the_allocator_keeps_order_and_uniqueness_while_stripes_fail_in_turn() {
     // every stripe served some of them
     assert_eq!(served.len(), 3, "{served:?}");
 }
+
+/// The client tokens of a stripe set live on its first stripe: written
+/// there only, read from there, revoked there (docs/api.md, "Client tokens").
+#[tokio::test]
+async fn tokens_live_on_the_first_stripe() {
+    let (mems, set) = stripes(3);
+    let row = seqd::store::TokenRow {
+        label: "t".into(),
+        hash: "ab".repeat(32),
+        prefixes: "*".into(),
+        rights: "draw".into(),
+        created_at: 1,
+        expires_at: None,
+        revoked_at: None,
+    };
+    set.insert_token(&row).await.unwrap();
+    assert!(matches!(set.insert_token(&row).await, Err(StoreError::AlreadyExists)));
+    assert_eq!(mems[0].token_rows().await.unwrap(), vec![row.clone()]);
+    for m in &mems[1..] {
+        assert!(m.token_rows().await.unwrap().is_empty());
+    }
+    assert_eq!(set.token_rows().await.unwrap(), vec![row]);
+    assert!(set.revoke_token("t", 5).await.unwrap());
+    assert_eq!(mems[0].token_rows().await.unwrap()[0].revoked_at, Some(5));
+    assert!(!set.revoke_token("t", 6).await.unwrap());
+    assert!(matches!(set.revoke_token("nobody", 6).await, Err(StoreError::NotFound)));
+}
