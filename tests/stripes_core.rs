@@ -318,7 +318,10 @@ async fn tokens_live_on_the_first_stripe() {
         revoked_at: None,
     };
     set.insert_token(&row).await.unwrap();
-    assert!(matches!(set.insert_token(&row).await, Err(StoreError::AlreadyExists)));
+    assert!(matches!(
+        set.insert_token(&row).await,
+        Err(StoreError::AlreadyExists)
+    ));
     assert_eq!(mems[0].token_rows().await.unwrap(), vec![row.clone()]);
     for m in &mems[1..] {
         assert!(m.token_rows().await.unwrap().is_empty());
@@ -327,5 +330,8 @@ async fn tokens_live_on_the_first_stripe() {
     assert!(set.revoke_token("t", 5).await.unwrap());
     assert_eq!(mems[0].token_rows().await.unwrap()[0].revoked_at, Some(5));
     assert!(!set.revoke_token("t", 6).await.unwrap());
-    assert!(matches!(set.revoke_token("nobody", 6).await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        set.revoke_token("nobody", 6).await,
+        Err(StoreError::NotFound)
+    ));
 }

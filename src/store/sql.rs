@@ -615,3 +615,51 @@ pub(crate) async fn reserve_within_flow<S: ReserveOnce + ?Sized>(
         None => Err(store.refusal(name).await?),
     }
 }
+
+/// Implements [`Segments`] for a SQL backend's store `$store` (with a `pool`
+/// field, and the statements `SET_MAX_ID_IF` and `READ_MAX_ID` in its
+/// module), whose statements answer `$result`: the reserving flows over its
+/// [`ReserveOnce`], and the compare-and-set. One line per backend, in its
+/// `sequences.rs`.
+macro_rules! sql_segments {
+    ($store:ty, $result:ty) => {
+        #[::async_trait::async_trait]
+        impl $crate::store::Segments for $store {
+            async fn reserve(
+                &self,
+                name: &$crate::domain::SeqName,
+                min_size: i64,
+            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+                $crate::store::sql::reserve_flow(self, name, min_size).await
+            }
+
+            async fn reserve_within(
+                &self,
+                name: &$crate::domain::SeqName,
+                n: i64,
+                cap: i64,
+            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+                $crate::store::sql::reserve_within_flow(self, name, n, cap).await
+            }
+
+            async fn compare_and_set_max_id(
+                &self,
+                name: &$crate::domain::SeqName,
+                expected: i64,
+                new: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                $crate::store::sql::compare_and_set(
+                    &self.pool,
+                    SET_MAX_ID_IF,
+                    READ_MAX_ID,
+                    <$result>::rows_affected,
+                    name,
+                    expected,
+                    new,
+                )
+                .await
+            }
+        }
+    };
+}
+pub(crate) use sql_segments;

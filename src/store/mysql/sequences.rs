@@ -23,19 +23,19 @@ use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
 use crate::store::retry::retrying;
-use crate::store::sql::{reserve_flow, reserve_within_flow, ReserveOnce};
+use crate::store::sql::ReserveOnce;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
-    binary_page_sql, check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id,
-    insert_failed, period_row, read_serial_flag, refused, reservation, row_from_columns,
-    serial_values, unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow,
-    SerialColumns, StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
+    binary_page_sql, check_period_key, counter_names, fetch_page, initial_max_id, insert_failed,
+    period_row, read_serial_flag, refused, reservation, row_from_columns, serial_values,
+    unavailable, PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, SerialColumns,
+    StoreError, StoreOptions, COLUMNS, NOT_COUNTER,
 };
 use crate::store::{
     execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
 use crate::store::{fetch_named, named_rows_sql};
-use crate::store::{Catalog, Schema, Segments, StripeRecords};
+use crate::store::{Catalog, Schema, StripeRecords};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
 /// `?` unless that would pass `i64::MAX`. Binds: min_size, name, min_size.
@@ -321,39 +321,7 @@ impl ReserveOnce for MySqlStore {
     }
 }
 
-#[async_trait]
-impl Segments for MySqlStore {
-    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        reserve_flow(self, name, min_size).await
-    }
-
-    async fn reserve_within(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
-        reserve_within_flow(self, name, n, cap).await
-    }
-
-    async fn compare_and_set_max_id(
-        &self,
-        name: &SeqName,
-        expected: i64,
-        new: i64,
-    ) -> Result<bool, StoreError> {
-        compare_and_set(
-            &self.pool,
-            SET_MAX_ID_IF,
-            READ_MAX_ID,
-            sqlx::mysql::MySqlQueryResult::rows_affected,
-            name,
-            expected,
-            new,
-        )
-        .await
-    }
-}
+crate::store::sql::sql_segments!(MySqlStore, sqlx::mysql::MySqlQueryResult);
 
 #[async_trait]
 impl Catalog for MySqlStore {

@@ -18,19 +18,19 @@ use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::database::{open_pool, Backend};
 use crate::store::migrator::{Dialect, MigrateMode, Migrator, PoolRef};
 use crate::store::pool::Held;
-use crate::store::sql::{reserve_flow, reserve_within_flow, ReserveOnce};
+use crate::store::sql::ReserveOnce;
 use crate::store::stripes::record::{self, StripeRecord};
 use crate::store::{
-    binary_page_sql, check_period_key, compare_and_set, counter_names, fetch_page, initial_max_id,
-    insert_failed, period_row, read_serial_flag, refused, reservation, serial_values, unavailable,
-    PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, StoreOptions,
-    COLUMNS, NOT_COUNTER,
+    binary_page_sql, check_period_key, counter_names, fetch_page, initial_max_id, insert_failed,
+    period_row, read_serial_flag, refused, reservation, serial_values, unavailable, PeriodRow,
+    Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, StoreOptions, COLUMNS,
+    NOT_COUNTER,
 };
 use crate::store::{
     execute_bump, fetch_bump_rows, run_bump, schema_ready, BumpMode, BumpSql, Bumped,
 };
 use crate::store::{fetch_named, named_rows_sql};
-use crate::store::{Catalog, Schema, Segments, StripeRecords};
+use crate::store::{Catalog, Schema, StripeRecords};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
 /// `i64::MAX`, and returns the new `max_id`, the amount added and the row's
@@ -216,39 +216,7 @@ impl ReserveOnce for SqliteStore {
     }
 }
 
-#[async_trait]
-impl Segments for SqliteStore {
-    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        reserve_flow(self, name, min_size).await
-    }
-
-    async fn reserve_within(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
-        reserve_within_flow(self, name, n, cap).await
-    }
-
-    async fn compare_and_set_max_id(
-        &self,
-        name: &SeqName,
-        expected: i64,
-        new: i64,
-    ) -> Result<bool, StoreError> {
-        compare_and_set(
-            &self.pool,
-            SET_MAX_ID_IF,
-            READ_MAX_ID,
-            sqlx::sqlite::SqliteQueryResult::rows_affected,
-            name,
-            expected,
-            new,
-        )
-        .await
-    }
-}
+crate::store::sql::sql_segments!(SqliteStore, sqlx::sqlite::SqliteQueryResult);
 
 #[async_trait]
 impl Catalog for SqliteStore {
