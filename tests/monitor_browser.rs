@@ -491,3 +491,56 @@ async fn monitor_page_searches_and_pages_a_hundred_thousand_sequences_one_page_a
     browser.close().await;
     srv.stop().await;
 }
+
+/// Under `--client-auth on` the page says a token is needed, and opened as
+/// `/#token=...` lists what that token may read, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_under_client_auth_lists_what_its_token_reads() {
+    let Some((chromium, chromedriver)) = browser_tools() else {
+        return;
+    };
+    let db = common::test_db(common::Backend::Sqlite)
+        .await
+        .expect("sqlite test database");
+    let srv = TestServer::start(Settings {
+        client_auth: seqd::service::ClientAuth::On,
+        ..Settings::for_database(db.url.clone())
+    })
+    .await;
+    // Admin calls are open on the loopback listener (no admin token).
+    srv.create("shop1-order", 1, 10).await;
+    srv.create("shop2-order", 1, 10).await;
+    let made = srv
+        .send_json(
+            reqwest::Method::POST,
+            "/v1/tokens",
+            &json!({"label": "monitor", "prefixes": ["shop1-"], "rights": ["read"]}),
+        )
+        .await;
+    assert_eq!(made.status(), 201);
+    let token = made.json::<serde_json::Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&srv.url("/")).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !browser.source().await.contains("client tokens are on") {
+        assert!(
+            Instant::now() < deadline,
+            "the page does not say a token is needed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    browser
+        .open(&srv.url(&format!("/?from=link#token={token}")))
+        .await;
+    browser.wait_page(1).await;
+    browser.wait_refreshes(1).await;
+    let html = browser.source().await;
+    assert_eq!(shown_names(&html), ["shop1-order"]);
+    assert!(!html.contains(&token), "the token stays out of the page");
+    browser.close().await;
+    srv.stop().await;
+}

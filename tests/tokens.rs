@@ -128,6 +128,7 @@ async fn every_right_on_every_route(db: TestDb) {
     let all = make(&s, "everything", &["*"], &["draw", "read"], None).await;
     let snow = make(&s, "snow", &["snowflake"], &["draw"], None).await;
     let unknown = format!("seqd_{}", "0".repeat(64));
+    assert_eq!(s.get_json("/v1/info").await["client_auth"], "on");
 
     for (m, path) in drawing("shop1-order") {
         let what = format!("{m} {path}");
@@ -515,6 +516,7 @@ async fn off_asks_for_nothing(db: TestDb) {
     })
     .await;
     create_seq(&s, "open-order").await;
+    assert_eq!(s.get_json("/v1/info").await["client_auth"], "off");
     assert_eq!(
         call(&s, Method::GET, "/v1/sequences/open-order/next", None)
             .await

@@ -22,6 +22,7 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody};
 use super::extract::PathParam;
 use super::{AdminAuth, AppState};
+use crate::service::ClientAuth;
 
 const INDEX_HTML: &str = include_str!("monitor/index.html");
 const MONITOR_CSS: &str = include_str!("monitor/monitor.css");
@@ -95,6 +96,8 @@ pub struct Info {
     pub admin_auth: &'static str,
     /// The same, in words.
     pub admin_auth_description: &'static str,
+    /// `--client-auth`: `on` or `off`.
+    pub client_auth: &'static str,
     /// When this process started serving.
     pub started_at: DateTime<Utc>,
     /// `--segment-target`, in seconds.
@@ -124,6 +127,10 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
             AdminAuth::Refused => "refused",
         },
         admin_auth_description: st.service.access().admin().describe(),
+        client_auth: match st.service.access().client_auth() {
+            ClientAuth::On => "on",
+            ClientAuth::Off => "off",
+        },
         started_at: super::metrics::started_at().into(),
         segment_target_secs: config.segment_target.as_secs_f64(),
         max_step: config.max_step,
@@ -146,6 +153,9 @@ pub struct InfoDoc {
     pub admin_auth: String,
     /// The same, in words.
     pub admin_auth_description: String,
+    /// `--client-auth`: `on` (drawing and reading need a client token) or `off`.
+    #[schema(example = "on")]
+    pub client_auth: String,
     /// When this process started serving.
     pub started_at: DateTime<Utc>,
     /// `--segment-target`, in seconds.

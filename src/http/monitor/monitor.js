@@ -34,12 +34,29 @@
     });
   }
 
+  // Under --client-auth on, listing needs a token with `read`: opened as
+  // /#token=seqd_..., the page keeps it for this tab (the fragment never
+  // reaches the server or its logs) and sends it as a Bearer token.
+  const token = (() => {
+    const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem('seqd-token', decodeURIComponent(m[1]));
+      history.replaceState(null, '', location.pathname + location.search);
+    }
+    return sessionStorage.getItem('seqd-token');
+  })();
+
   async function getJson(path, signal) {
-    const resp = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' }, signal });
+    const headers = { accept: 'application/json' };
+    if (token) headers.authorization = 'Bearer ' + token;
+    const resp = await fetch(path, { cache: 'no-store', headers, signal });
     const body = await resp.text();
     if (!resp.ok) {
       let detail = 'HTTP ' + resp.status;
       try { detail += ' ' + JSON.parse(body).error.code; } catch (_) { /* not our error body */ }
+      if (resp.status === 401 || resp.status === 403) {
+        detail += ': client tokens are on; open this page as /#token=<a token with read>';
+      }
       throw new Error(path + ': ' + detail);
     }
     return parseJson(body);
