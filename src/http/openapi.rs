@@ -99,6 +99,8 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         tokens::MadeTokenBody,
         tokens::RevokedBody,
         crate::service::tokens::NewToken,
+        crate::service::tokens::PrefixDoc,
+        crate::service::tokens::RightDoc,
         crate::service::tokens::TokenView,
     )),
     modifiers(&AdminBearer, &ClientTokens, &UniqueOperationIds),

@@ -12,18 +12,36 @@ use crate::store::{StoreError, TokenRow};
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
-    /// Unique label: 1 to 64 characters of `A-Z a-z 0-9 . _ -`.
-    #[schema(example = "shop-42")]
+    /// Unique label: 1 to 64 characters of `A-Z a-z 0-9 . _ -` (not
+    /// `admin` or `none`, the labels of calls without a client token).
+    #[schema(example = "shop-42", pattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     pub label: String,
-    /// The name prefixes it covers; `*` covers every name.
-    #[schema(example = json!(["shop-42:"]))]
+    /// The name prefixes it covers (1 to 64); `*` covers every name.
+    #[schema(example = json!(["shop-42:"]), value_type = Vec<PrefixDoc>, min_items = 1, max_items = 64)]
     pub prefixes: Vec<String>,
     /// `draw`, `read` or both.
-    #[schema(example = json!(["draw"]))]
+    #[schema(example = json!(["draw"]), value_type = Vec<RightDoc>, min_items = 1, max_items = 2)]
     pub rights: Vec<String>,
-    /// How long it works, e.g. `90d` or `12h`; forever when absent.
-    #[schema(example = "90d")]
+    /// How long it works: a number and a unit (`ms`, `s`, `m`, `h`, `d`,
+    /// `w`), e.g. `90d` or `12h` (the CLI takes any humantime duration);
+    /// forever when absent.
+    #[schema(example = "90d", pattern = "^[1-9][0-9]{0,5}(ms|s|m|h|d|w)$")]
     pub expires_in: Option<String>,
+}
+
+/// A name prefix a token covers, or `*` (documentation of [`NewToken`]).
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, pattern = "^(\\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,127})$")]
+pub struct PrefixDoc(#[allow(dead_code)] String);
+
+/// A right of a token (documentation of [`NewToken`]).
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum RightDoc {
+    /// Draw IDs.
+    Draw,
+    /// List and read sequences.
+    Read,
 }
 
 /// A token just made: the only time its text is shown.
