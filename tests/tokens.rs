@@ -288,7 +288,7 @@ async fn every_right_on_every_route(db: TestDb) {
     }
 
     // Revoked here: refused at once; expired: refused once its time passed.
-    let short = make(&s, "short", &["shop1-"], &["draw"], Some("2s")).await;
+    let short = make(&s, "short", &["shop1-"], &["draw"], Some("3s")).await;
     assert_eq!(
         call(
             &s,
@@ -326,7 +326,7 @@ async fn every_right_on_every_route(db: TestDb) {
         "unauthorized",
         "revoked",
     );
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    tokio::time::sleep(Duration::from_millis(3_100)).await;
     assert_code(
         &call(
             &s,
