@@ -256,8 +256,15 @@ impl FromRequestParts<AppState> for Admin {
 /// What a caller of a drawing or reading route presented: its Bearer
 /// token, read only under `--client-auth on` (otherwise nothing is looked
 /// at). [`Who::presented`] hands it to the service, which decides.
-#[derive(Debug, Default)]
+/// Its `Debug` never shows the token.
+#[derive(Default)]
 pub struct Who(Option<HeaderValue>);
+
+impl std::fmt::Debug for Who {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Who(***)" } else { "Who(none)" })
+    }
+}
 
 impl Who {
     /// The credentials, for the service.

@@ -96,8 +96,8 @@ pub enum Want<'a> {
     Admin,
 }
 
-/// What a door knows of its caller.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a door knows of its caller. `Debug` never shows the token.
+#[derive(Clone, Copy, Default)]
 pub struct Presented<'a> {
     /// The token presented, if any (a Bearer header, a `token` parameter,
     /// RESP `AUTH`).
@@ -105,6 +105,15 @@ pub struct Presented<'a> {
     /// Whether the door vouches the caller is on this machine (HTTP: a
     /// loopback `Host`), which opens admin calls when no admin token is set.
     pub local: bool,
+}
+
+impl std::fmt::Debug for Presented<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Presented")
+            .field("token", &self.token.map(|_| "***"))
+            .field("local", &self.local)
+            .finish()
+    }
 }
 
 /// Who a call was allowed as.
@@ -506,6 +515,7 @@ mod tests {
 
     fn draw<'a>(token: &'a str, name: &'a str) -> (Presented<'a>, Want<'a>) {
         let p = Presented { token: Some(token.as_bytes()), local: false };
+        assert!(!format!("{p:?}").contains(token), "Debug shows the token");
         (p, Want::Draw(SeqNameRef::parse(name).unwrap()))
     }
 
