@@ -78,7 +78,7 @@ pub const BUMP: &str = "UPDATE sequences \
      WHERE max_id <= 9223372036854775807 - ?";
 
 /// Sets `max_id` to the first bind where the name (second) and `max_id`
-/// (third) match: a compare-and-set, for [`Segments::compare_and_set_max_id`].
+/// (third) match: a compare-and-set, for [`Segments::compare_and_set_max_id`](crate::store::Segments::compare_and_set_max_id).
 pub const SET_MAX_ID_IF: &str = "UPDATE sequences \
      SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE name = ? AND max_id = ?";
 
