@@ -93,16 +93,18 @@ impl Scope {
         if given.is_empty() || given.len() > MAX_PREFIXES {
             return Err(TokenError::PrefixCount);
         }
-        if given.iter().any(|p| p.as_ref() == "*") {
-            return Ok(Scope::All);
-        }
-        given
+        // Every prefix is checked, `*` or not: a bad one beside `*` is refused too.
+        let prefixes = given
             .iter()
+            .filter(|p| p.as_ref() != "*")
             .map(|p| {
                 NamePrefix::parse(p.as_ref()).map_err(|_| TokenError::Prefix(p.as_ref().into()))
             })
-            .collect::<Result<_, _>>()
-            .map(Scope::Prefixes)
+            .collect::<Result<Vec<_>, _>>()?;
+        if prefixes.len() < given.len() {
+            return Ok(Scope::All);
+        }
+        Ok(Scope::Prefixes(prefixes))
     }
 
     /// Parses the column: prefixes joined by commas (no name holds one).
