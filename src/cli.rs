@@ -5,17 +5,15 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 
-use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
 use crate::allocator::AllocatorConfig;
+use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
 use crate::domain::{escape_controls, NamePrefix, SeqName, PERIOD_SEPARATOR};
+use crate::open::{open_database, open_store};
 use crate::serial::purge::PURGE_MARGIN;
 use crate::service::{CreateRequest, PatchRequest, SerialFields, Service, ServiceError};
-use crate::open::{open_database, open_store};
 use crate::store::stripes::audit::audit_rows;
 use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
-use crate::store::{
-    self, BumpMode, Bumped, MigrateMode, SequenceRow, StoreOptions,
-};
+use crate::store::{self, BumpMode, Bumped, MigrateMode, SequenceRow, StoreOptions};
 
 /// `seqd migrate`: applies the migrations to every database URL, whatever
 /// `--migrate` says, then checks (and for a fresh set, writes) their stripe
@@ -88,7 +86,11 @@ async fn purge_periods(
     let margin = format!("keep: ended less than {hours}h ago (safety margin)");
     for p in periods {
         let action = if plan.purge.contains(&p.key) {
-            if dry_run { "would delete" } else { "delete" }
+            if dry_run {
+                "would delete"
+            } else {
+                "delete"
+            }
         } else if plan.margin.contains(&p.key) {
             &margin
         } else {
@@ -108,7 +110,11 @@ async fn purge_periods(
     }
     match report.deleted {
         None => {
-            let _ = writeln!(out, "dry run: {} of {keys} period rows would be deleted", plan.purge.len());
+            let _ = writeln!(
+                out,
+                "dry run: {} of {keys} period rows would be deleted",
+                plan.purge.len()
+            );
         }
         Some(deleted) => {
             let _ = writeln!(out, "deleted {deleted} of {keys} period rows");
@@ -143,7 +149,11 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 },
             };
             let name = parse_name(name)?;
-            let row = service(db).await?.create(req).await.map_err(|e| door(e, &name))?;
+            let row = service(db)
+                .await?
+                .create(req)
+                .await
+                .map_err(|e| door(e, &name))?;
             print_rows(&[row]);
         }
         SequencesCommand::List { prefix, db } => {
@@ -163,7 +173,11 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 step: Some(*step),
                 ..PatchRequest::default()
             };
-            let row = service(db).await?.patch(&name, req).await.map_err(|e| door(e, &name))?;
+            let row = service(db)
+                .await?
+                .patch(&name, req)
+                .await
+                .map_err(|e| door(e, &name))?;
             print_rows(&[row]);
         }
         SequencesCommand::Bump(args) => bump(args).await?,
@@ -226,7 +240,9 @@ fn door(e: ServiceError, name: &SeqName) -> anyhow::Error {
             "sequence '{name}' already exists (see `seqd sequences list`; change its step with \
              `seqd sequences set-step`)"
         ),
-        ServiceError::Unavailable => anyhow!("the database is unreachable or too slow; nothing changed"),
+        ServiceError::Unavailable => {
+            anyhow!("the database is unreachable or too slow; nothing changed")
+        }
         e => anyhow::Error::new(e),
     }
 }
@@ -240,7 +256,11 @@ fn print_bumped(plan: &[Bumped], by: i64, mode: BumpMode) -> std::io::Result<()>
     writeln!(out, "{:<32} {:>20}    NEW_MAX_ID", "NAME", "MAX_ID")?;
     let mut counters = 0;
     for b in plan {
-        write!(out, "{:<32} {:>20} -> {}", b.name, b.old_max_id, b.new_max_id)?;
+        write!(
+            out,
+            "{:<32} {:>20} -> {}",
+            b.name, b.old_max_id, b.new_max_id
+        )?;
         match b.name.split_once(PERIOD_SEPARATOR) {
             Some((parent, key)) => {
                 counters += 1;
@@ -330,7 +350,10 @@ async fn report_missing(stores: &[Arc<dyn store::Store>]) -> anyhow::Result<()> 
         writeln!(out, "{:<32} {}", m.name.as_str(), on.join(", "))?;
     }
     if missing.len() > MISSING_SHOWN {
-        writeln!(out, "... and more (only the first {MISSING_SHOWN} are shown)")?;
+        writeln!(
+            out,
+            "... and more (only the first {MISSING_SHOWN} are shown)"
+        )?;
     }
     Ok(out.flush()?)
 }

@@ -15,9 +15,9 @@ pub use crate::domain::Secret;
 pub use crate::telemetry::LogFormat;
 pub use settings::Settings;
 
+use crate::service::ClientAuth;
 use crate::store::migrator::SchemaSetup;
 use crate::store::{Dialect, MigrateMode};
-use crate::service::ClientAuth;
 
 /// The default database: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";

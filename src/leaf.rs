@@ -624,8 +624,8 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Catalog;
     use crate::store::memory::MemoryStore;
+    use crate::store::Catalog;
 
     fn leaf(tag: &str, max_id: i64, step: i64) -> LeafRow {
         LeafRow {

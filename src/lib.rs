@@ -14,7 +14,9 @@
 //!   once, every validation and the one-database rules;
 //!   [`service::ServiceError`], the one list of failures.
 //! - The core: [`allocator`] (segments, the double buffer, prefetch, the
-//!   step policy; time from an injected clock), [`serial`] (serial numbers
+//!   step policy; time from an injected clock; the crate `seqd-core` in
+//!   `crates/seqd-core`, with the [`Segments`](store::Segments) trait and
+//!   the names it takes, usable without sqlx or axum), [`serial`] (serial numbers
 //!   over the allocator, the settings refresh) and [`snowflake`]. No SQL,
 //!   no HTTP.
 //! - [`store`]: the storage traits, one implementation per backend,
@@ -24,36 +26,18 @@
 
 #![warn(missing_docs)]
 
-/// Declares the modules that exist only in the service build: under
-/// `--cfg seqd_loom` (the model-checking tests, `tests/loom_double.rs`) they
-/// are left out, and `allocator` is only its lock-free core on loom's
-/// primitives (`allocator/model.rs`). The one place the switch is made.
-macro_rules! service_only {
-    ($(pub mod $name:ident;)*) => {
-        $(
-            #[cfg(not(seqd_loom))]
-            pub mod $name;
-        )*
-    };
-}
+pub use seqd_core::allocator;
 
-service_only! {
-    pub mod allocator;
-    pub mod cli;
-    pub mod config;
-    pub mod http;
-    pub mod leaf;
-    pub mod log_throttle;
-    pub mod open;
-    pub mod service;
-    pub mod startup;
-    pub mod stripes_cli;
-    pub mod tokens_cli;
-}
-
-#[cfg(seqd_loom)]
-#[path = "allocator/model.rs"]
-pub mod allocator;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod leaf;
+pub mod log_throttle;
+pub mod open;
+pub mod service;
+pub mod startup;
+pub mod stripes_cli;
+pub mod tokens_cli;
 
 pub mod domain;
 pub mod serial;

@@ -1,22 +1,14 @@
 //! The `seqd` binary: parse flags, start logging, hand over to the library.
 
-#[cfg(not(seqd_loom))]
 use clap::Parser;
-#[cfg(not(seqd_loom))]
 use seqd::config::{Cli, Command};
 
 /// mimalloc: every live sequence holds three blocks (its buffer, its name,
 /// its map entry), which mimalloc's size classes pack with less waste than
 /// glibc malloc (BENCHMARKS.md, "A million sequences").
-#[cfg(not(seqd_loom))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Under `--cfg seqd_loom` only the model-checked core is built; no server.
-#[cfg(seqd_loom)]
-fn main() {}
-
-#[cfg(not(seqd_loom))]
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     match run().await {
@@ -32,7 +24,6 @@ async fn main() -> std::process::ExitCode {
 
 /// Exit status 2 for a configuration error of the schema (a migration
 /// problem, docs/design.md "Tables and migrations"), 1 for anything else.
-#[cfg(not(seqd_loom))]
 fn exit_code(e: &anyhow::Error) -> std::process::ExitCode {
     use seqd::store::StoreError;
     let migration = e.chain().any(|c| {
@@ -48,7 +39,6 @@ fn exit_code(e: &anyhow::Error) -> std::process::ExitCode {
     }
 }
 
-#[cfg(not(seqd_loom))]
 async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match &cli.command {

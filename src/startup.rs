@@ -8,11 +8,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::service::{Access, ClientAuth, Service};
 use crate::config::{ServeArgs, Settings};
 use crate::http::{router_with_limits, AdminAuth, AppState};
+use crate::service::{Access, ClientAuth, Service};
 use crate::store::{self, Store, WorkerLeases};
-
 
 /// Serves the API on `listener` from `store` (and snowflake IDs with
 /// worker IDs leased in `leases`, which [`Database::leases`](store::Database::leases) gives over the
@@ -91,7 +90,10 @@ pub async fn run(
     // gap. A crash cannot, and leaves one.
     let started = std::time::Instant::now();
     let given = allocator
-        .give_back(GIVE_BACK_CONCURRENCY, GIVE_BACK_BOUND.min(settings.shutdown_timeout))
+        .give_back(
+            GIVE_BACK_CONCURRENCY,
+            GIVE_BACK_BOUND.min(settings.shutdown_timeout),
+        )
         .await;
     tracing::info!(
         ids = given.ids,

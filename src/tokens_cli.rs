@@ -40,14 +40,19 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
         }
         TokensCommand::List { db } => {
             let tokens = service(db).await?.tokens().await.map_err(door)?;
-            println!("{:<24} {:<10} {:<20} {:<26} PREFIXES", "LABEL", "RIGHTS", "STATE", "EXPIRES");
+            println!(
+                "{:<24} {:<10} {:<20} {:<26} PREFIXES",
+                "LABEL", "RIGHTS", "STATE", "EXPIRES"
+            );
             for t in tokens {
                 println!(
                     "{:<24} {:<10} {:<20} {:<26} {}",
                     t.label,
                     t.rights.join(","),
                     t.state,
-                    t.expires_at.map(|e| e.to_rfc3339()).unwrap_or_else(|| "-".into()),
+                    t.expires_at
+                        .map(|e| e.to_rfc3339())
+                        .unwrap_or_else(|| "-".into()),
                     t.prefixes.join(" ")
                 );
             }
@@ -67,7 +72,9 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
 /// The CLI's words for a token command's failure.
 fn door(e: ServiceError) -> anyhow::Error {
     match e {
-        ServiceError::Unavailable => anyhow!("the database is unreachable or too slow; nothing changed"),
+        ServiceError::Unavailable => {
+            anyhow!("the database is unreachable or too slow; nothing changed")
+        }
         e => anyhow::Error::new(e),
     }
 }

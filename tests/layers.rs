@@ -1,7 +1,9 @@
 //! The arrows of `src/` point down (src/lib.rs, "# Layout"): no module
 //! imports from a layer above its own, and no files import each other in
 //! a circle. Read from the source text (`crate::` and `super::` paths
-//! outside `#[cfg(test)] mod tests`), so a new arrow up fails here.
+//! outside `#[cfg(test)] mod tests`), so a new arrow up fails here. The core
+//! crate (`crates/seqd-core/src`) is read as the modules seqd re-exports it
+//! as (`allocator`, `domain`, `store`): the same table holds for it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -27,20 +29,21 @@ const LAYERS: &[(&str, u8)] = &[
     ("startup", 8),
 ];
 
-/// Every `.rs` file under `src/` as (module path, its text without tests
-/// and comments).
+/// Every `.rs` file under `src/` and the core crate's `src/` as (module
+/// path, its text without tests and comments); a module of both (`domain`,
+/// `store`) holds both texts.
 fn modules() -> BTreeMap<String, String> {
-    fn walk(dir: &Path, out: &mut BTreeMap<String, String>) {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                walk(&path, out);
+                walk(root, &path, out);
                 continue;
             }
             if path.extension().is_none_or(|e| e != "rs") {
                 continue;
             }
-            let rel = path.strip_prefix("src").unwrap().with_extension("");
+            let rel = path.strip_prefix(root).unwrap().with_extension("");
             let mut parts: Vec<String> = rel
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -60,11 +63,13 @@ fn modules() -> BTreeMap<String, String> {
                 .map(|l| l.split("//").next().unwrap())
                 .collect::<Vec<_>>()
                 .join("\n");
-            out.insert(parts.join("::"), code);
+            out.entry(parts.join("::")).or_default().push_str(&code);
         }
     }
     let mut out = BTreeMap::new();
-    walk(Path::new("src"), &mut out);
+    for root in ["src", "crates/seqd-core/src"] {
+        walk(Path::new(root), Path::new(root), &mut out);
+    }
     out
 }
 
@@ -125,6 +130,7 @@ fn no_module_imports_from_a_layer_above_its_own() {
     };
     let mods = modules();
     assert!(mods.contains_key("service::issue"), "read {mods:?}");
+    assert!(mods.contains_key("allocator::buffer"), "read {mods:?}");
     let mut up = Vec::new();
     for (m, targets) in arrows(&mods) {
         for t in targets {
@@ -158,4 +164,24 @@ fn no_files_import_each_other_in_a_circle() {
         circles.is_empty(),
         "modules that import themselves through others: {circles:#?}"
     );
+}
+
+/// The core crate is usable without a database driver or an HTTP stack
+/// (what a client that holds segments itself builds on): its normal
+/// dependencies, read by `cargo tree` from the lock file, name none.
+#[test]
+fn the_core_crate_needs_no_database_driver_and_no_http_stack() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--offline", "-p", "seqd-core", "-e", "normal"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("cargo tree runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let crates: BTreeSet<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert!(crates.contains("seqd-core") && crates.contains("tokio"), "{crates:?}");
+    let heavy = ["sqlx", "sqlx-core", "axum", "hyper", "tower", "utoipa", "reqwest", "seqd"];
+    let found: Vec<&&str> = heavy.iter().filter(|c| crates.contains(**c)).collect();
+    assert!(found.is_empty(), "seqd-core depends on {found:?}:\n{tree}");
 }

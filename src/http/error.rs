@@ -14,8 +14,8 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::log_throttle::throttled;
 use crate::domain::ParseError;
+use crate::log_throttle::throttled;
 use crate::service::ServiceError;
 use crate::snowflake::SnowflakeError;
 

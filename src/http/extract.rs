@@ -262,7 +262,11 @@ pub struct Who(Option<HeaderValue>);
 
 impl std::fmt::Debug for Who {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "Who(***)" } else { "Who(none)" })
+        f.write_str(if self.0.is_some() {
+            "Who(***)"
+        } else {
+            "Who(none)"
+        })
     }
 }
 
@@ -304,7 +308,9 @@ fn bearer_bytes(value: &[u8]) -> Option<&[u8]> {
     let space = value.iter().position(|&b| b == b' ')?;
     let (scheme, rest) = value.split_at(space);
     let start = rest.iter().position(|&b| b != b' ')?;
-    scheme.eq_ignore_ascii_case(b"bearer").then_some(&rest[start..])
+    scheme
+        .eq_ignore_ascii_case(b"bearer")
+        .then_some(&rest[start..])
 }
 
 /// The Bearer token of the request's `Authorization` header, if any.
@@ -377,8 +383,21 @@ mod tests {
 
     #[test]
     fn bearer_bytes_reads_what_bearer_token_reads() {
-        for v in ["Bearer t", "bearer  t", "BEARER t", "Basic t", "Bearer ", "Bearer", "t", ""] {
-            assert_eq!(bearer_bytes(v.as_bytes()), bearer_token(v).map(str::as_bytes), "{v:?}");
+        for v in [
+            "Bearer t",
+            "bearer  t",
+            "BEARER t",
+            "Basic t",
+            "Bearer ",
+            "Bearer",
+            "t",
+            "",
+        ] {
+            assert_eq!(
+                bearer_bytes(v.as_bytes()),
+                bearer_token(v).map(str::as_bytes),
+                "{v:?}"
+            );
         }
         assert_eq!(bearer_bytes(b"Bearer \xff"), Some(&b"\xff"[..]));
     }

@@ -48,9 +48,7 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
                 Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
             } else {
                 // Ready while any stripe answers; the others are reported.
-                let degraded = stripes
-                    .iter()
-                    .any(|s| !s.up || !s.missing_rows.is_empty());
+                let degraded = stripes.iter().any(|s| !s.up || !s.missing_rows.is_empty());
                 Json(json!({
                     "status": if degraded { "degraded" } else { "ready" },
                     "checks": { "database": "ok", "stripes": stripes }

@@ -31,9 +31,9 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use super::error::ApiError;
 use super::AppState;
 use crate::allocator::SeqStats;
-use crate::service::Service;
 use crate::domain::SeqName;
 use crate::serial::{PeriodStatus, Serials};
+use crate::service::Service;
 use crate::store::stripes::StripeStatus;
 
 mod top;
@@ -285,7 +285,11 @@ fn write_serials(out: &mut String, serials: &Serials, top: usize) {
     );
     for (name, s) in &all {
         if let Some(f) = s.fill() {
-            let _ = writeln!(out, "{SERIAL_PERIOD_USED}{{sequence=\"{name}\",period=\"{}\"}} {f}", s.key);
+            let _ = writeln!(
+                out,
+                "{SERIAL_PERIOD_USED}{{sequence=\"{name}\",period=\"{}\"}} {f}",
+                s.key
+            );
         }
     }
     let _ = writeln!(
@@ -294,7 +298,11 @@ fn write_serials(out: &mut String, serials: &Serials, top: usize) {
     );
     for (name, s) in &all {
         let counter = s.reserved_up_to.unwrap_or(s.counter_start - 1);
-        let _ = writeln!(out, "{SERIAL_PERIOD_COUNTER}{{sequence=\"{name}\",period=\"{}\"}} {counter}", s.key);
+        let _ = writeln!(
+            out,
+            "{SERIAL_PERIOD_COUNTER}{{sequence=\"{name}\",period=\"{}\"}} {counter}",
+            s.key
+        );
     }
 }
 
@@ -306,7 +314,12 @@ fn write_stripes(out: &mut String, stripes: &[StripeStatus]) {
     if stripes.is_empty() {
         return;
     }
-    type Family = (&'static str, &'static str, &'static str, fn(&StripeStatus) -> u64);
+    type Family = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&StripeStatus) -> u64,
+    );
     let families: [Family; 3] = [
         (
             STRIPE_UP,
@@ -378,9 +391,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
         metrics_top,
         ..
     } = st;
-    let body = match tokio::task::spawn_blocking(move || render(&service, metrics_top))
-        .await
-    {
+    let body = match tokio::task::spawn_blocking(move || render(&service, metrics_top)).await {
         Ok(body) => body,
         Err(e) => {
             tracing::error!(error = %e, "rendering /metrics failed");

@@ -109,10 +109,8 @@ pub fn route_templates() -> Vec<&'static str> {
 fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)> {
     // Only these routes read a body; the others never buffer one.
     let body_limit = DefaultBodyLimit::max(limits.body_bytes);
-    let announced = axum::middleware::from_fn_with_state(
-        limits.body_bytes,
-        limits::refuse_announced_overflow,
-    );
+    let announced =
+        axum::middleware::from_fn_with_state(limits.body_bytes, limits::refuse_announced_overflow);
     vec![
         // The routes that draw IDs answer HEAD 405 (`ids::head_*`) instead
         // of running their GET handler, which would draw.

@@ -150,24 +150,42 @@ pub struct CreateBody {
     #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// Free text, at most 256 characters (default empty).
-    #[schema(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$", example = "order IDs", nullable = false)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$",
+        example = "order IDs",
+        nullable = false
+    )]
     #[serde(default, deserialize_with = "text")]
     description: Option<String>,
     /// `instance` (default: segments in memory, IDs increasing per instance)
     /// or `global` (every ID from the database at request time, increasing
     /// across instances in real-time order; one database only).
-    #[schema(example = "instance", pattern = "^(instance|global)$", nullable = false)]
+    #[schema(
+        example = "instance",
+        pattern = "^(instance|global)$",
+        nullable = false
+    )]
     #[serde(default, deserialize_with = "text")]
     ordering: Option<String>,
     /// Makes it a serial sequence: literal text (letters, digits, `-_./:#`)
     /// and the tokens `{yyyy}` `{yy}` `{MM}` `{dd}` `{seq}` `{seq:0N}`
     /// (1 <= N <= 18), exactly one `{seq}`; at most 64 characters.
-    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, pattern = r"^(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*\{seq(?::0+(?:[1-9]|1[0-8]))?\}(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*$", nullable = false)]
+    #[schema(
+        example = "ORD{yyyy}{MM}{dd}{seq:06}",
+        max_length = 64,
+        pattern = r"^(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*\{seq(?::0+(?:[1-9]|1[0-8]))?\}(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*$",
+        nullable = false
+    )]
     #[serde(default, deserialize_with = "text")]
     format: Option<String>,
     /// When the counter starts again at `start`: `never` (default), `day`,
     /// `month`, `year`. Needs `format`, with the reset's date tokens.
-    #[schema(example = "day", pattern = "^(never|day|month|year)$", nullable = false)]
+    #[schema(
+        example = "day",
+        pattern = "^(never|day|month|year)$",
+        nullable = false
+    )]
     #[serde(default, deserialize_with = "text")]
     reset: Option<String>,
     /// The IANA time zone whose days, months and years the periods follow
@@ -191,7 +209,11 @@ pub struct PatchBody {
     #[serde(default, deserialize_with = "integer")]
     step: Option<i64>,
     /// New description, at most 256 characters.
-    #[schema(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$", nullable = false)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$",
+        nullable = false
+    )]
     #[serde(default, deserialize_with = "text")]
     description: Option<String>,
     /// New ordering, `instance` or `global`: the instance answering switches
@@ -202,11 +224,20 @@ pub struct PatchBody {
     /// New serial format (see create), or `null` to make the sequence plain
     /// again. Serial settings take effect at once on the instance
     /// answering, within seconds on the others.
-    #[schema(example = "ORD{yyyy}{MM}{dd}{seq:06}", max_length = 64, pattern = r"^(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*\{seq(?::0+(?:[1-9]|1[0-8]))?\}(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*$", nullable = true)]
+    #[schema(
+        example = "ORD{yyyy}{MM}{dd}{seq:06}",
+        max_length = 64,
+        pattern = r"^(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*\{seq(?::0+(?:[1-9]|1[0-8]))?\}(?:[A-Za-z0-9._/:#-]|\{(?:yyyy|yy|MM|dd)\})*$",
+        nullable = true
+    )]
     #[serde(default, deserialize_with = "nullable_text")]
     format: Option<Option<String>>,
     /// New reset: `never`, `day`, `month`, `year`.
-    #[schema(example = "day", pattern = "^(never|day|month|year)$", nullable = false)]
+    #[schema(
+        example = "day",
+        pattern = "^(never|day|month|year)$",
+        nullable = false
+    )]
     #[serde(default, deserialize_with = "text")]
     reset: Option<String>,
     /// New IANA time zone.
@@ -324,7 +355,12 @@ pub async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Json<SequencePageView>, ApiError> {
     let q = PageQuery::parse(query.as_deref())?;
-    let list = st.service.list_for(who.presented(), q.prefix.as_ref(), q.after.as_ref(), q.limit);
+    let list = st.service.list_for(
+        who.presented(),
+        q.prefix.as_ref(),
+        q.after.as_ref(),
+        q.limit,
+    );
     let page = st.reads.run(list).await??;
     let sequences = page.rows.into_iter().map(|r| view(&st, r)).collect();
     Ok(Json(SequencePageView {
@@ -353,7 +389,10 @@ pub async fn get(
     PathSeqName(name): PathSeqName,
     who: Who,
 ) -> Result<impl IntoResponse, ApiError> {
-    let row = st.reads.run(st.service.get_for(who.presented(), &name)).await??;
+    let row = st
+        .reads
+        .run(st.service.get_for(who.presented(), &name))
+        .await??;
     Ok(Json(view(&st, row)))
 }
 

@@ -121,11 +121,10 @@ pub async fn next(d: Drawing, WantsText(text): WantsText) -> Result<Response, Ap
 )]
 pub async fn batch(d: Drawing, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
-    let ids = d
-        .sf
-        .batch(count.get() as usize)
-        .await
-        .map_err(ApiError::from_snowflake)?;
+    let ids =
+        d.sf.batch(count.get() as usize)
+            .await
+            .map_err(ApiError::from_snowflake)?;
     d.drew(ids.len());
     Ok(respond(JSON, batch_json(&ids)))
 }

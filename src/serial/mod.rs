@@ -13,10 +13,7 @@
 
 pub mod clock;
 pub mod purge;
-// Over the allocator, which the model-checking build leaves out.
-#[cfg(not(seqd_loom))]
 pub mod refresh;
-#[cfg(not(seqd_loom))]
 pub mod service;
 
 pub use crate::domain::serial::{
@@ -24,5 +21,4 @@ pub use crate::domain::serial::{
     SerialError, SerialFormat, SerialSettings, MAX_WIDTH,
 };
 pub use clock::{ManualWallClock, SystemWallClock, WallClock};
-#[cfg(not(seqd_loom))]
 pub use service::{IssueError, Issued, PeriodStatus, Serials, WeakSerials};

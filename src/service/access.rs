@@ -27,7 +27,7 @@ use subtle::ConstantTimeEq;
 
 use super::ServiceError;
 use crate::domain::token::{Rights, TokenHash, TokenRecord};
-use crate::domain::{SeqNameRef, Secret};
+use crate::domain::{Secret, SeqNameRef};
 use crate::store::Tokens;
 
 /// How often every instance reads the token set again.
@@ -141,8 +141,16 @@ impl Caller {
         match self {
             // Taken at first use: the metrics recorder is installed with
             // the first router, after the rules are made.
-            Caller::Open => access.inner.drawn_open.get_or_init(|| drawn("none")).increment(n),
-            Caller::Admin => access.inner.drawn_admin.get_or_init(|| drawn("admin")).increment(n),
+            Caller::Open => access
+                .inner
+                .drawn_open
+                .get_or_init(|| drawn("none"))
+                .increment(n),
+            Caller::Admin => access
+                .inner
+                .drawn_admin
+                .get_or_init(|| drawn("admin"))
+                .increment(n),
             Caller::Token(e) => e.drawn.increment(n),
         }
     }
@@ -260,7 +268,11 @@ impl Access {
     }
 
     /// Whether `presented` may do `want`, and as whom.
-    pub fn authorize(&self, presented: Presented<'_>, want: Want<'_>) -> Result<Caller, ServiceError> {
+    pub fn authorize(
+        &self,
+        presented: Presented<'_>,
+        want: Want<'_>,
+    ) -> Result<Caller, ServiceError> {
         let inner = &*self.inner;
         if let Want::Admin = want {
             return self.admin_call(presented);
@@ -278,10 +290,14 @@ impl Access {
         }
         let Some(entry) = self.find(token) else {
             self.nudge();
-            return Err(ServiceError::Unauthorized("unknown, expired or revoked token"));
+            return Err(ServiceError::Unauthorized(
+                "unknown, expired or revoked token",
+            ));
         };
         if entry.record.expires_at.is_some_and(|e| Utc::now() >= e) {
-            return Err(ServiceError::Unauthorized("unknown, expired or revoked token"));
+            return Err(ServiceError::Unauthorized(
+                "unknown, expired or revoked token",
+            ));
         }
         let Rights { draw, read } = entry.record.rights;
         let allowed = match want {
@@ -454,7 +470,9 @@ impl Access {
                     }
                     Err(_) if !failing => {
                         failing = true;
-                        tracing::warn!("reading the client tokens timed out; the last set read stays in force");
+                        tracing::warn!(
+                            "reading the client tokens timed out; the last set read stays in force"
+                        );
                     }
                     _ => {}
                 }
@@ -499,7 +517,12 @@ mod tests {
     use super::*;
     use crate::domain::token::{new_token, Scope, TokenLabel};
 
-    fn record(label: &str, token: &str, rights: Rights, expires_at: Option<DateTime<Utc>>) -> TokenRecord {
+    fn record(
+        label: &str,
+        token: &str,
+        rights: Rights,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> TokenRecord {
         TokenRecord {
             label: TokenLabel::parse(label).unwrap(),
             hash: TokenHash::of(token),
@@ -511,17 +534,26 @@ mod tests {
         }
     }
 
-    const DRAW: Rights = Rights { draw: true, read: false };
+    const DRAW: Rights = Rights {
+        draw: true,
+        read: false,
+    };
 
     fn draw<'a>(token: &'a str, name: &'a str) -> (Presented<'a>, Want<'a>) {
-        let p = Presented { token: Some(token.as_bytes()), local: false };
+        let p = Presented {
+            token: Some(token.as_bytes()),
+            local: false,
+        };
         assert!(!format!("{p:?}").contains(token), "Debug shows the token");
         (p, Want::Draw(SeqNameRef::parse(name).unwrap()))
     }
 
     fn outcome(access: &Access, token: &str, name: &str) -> Result<(), String> {
         let (p, w) = draw(token, name);
-        access.authorize(p, w).map(drop).map_err(|e| format!("{e:?}"))
+        access
+            .authorize(p, w)
+            .map(drop)
+            .map_err(|e| format!("{e:?}"))
     }
 
     #[test]
@@ -550,10 +582,14 @@ mod tests {
         let mut near = t.expose().to_owned();
         near.pop();
         near.push(if t.expose().ends_with('0') { '1' } else { '0' });
-        assert!(outcome(&access, &near, "shop-1").unwrap_err().contains("Unauthorized"));
+        assert!(outcome(&access, &near, "shop-1")
+            .unwrap_err()
+            .contains("Unauthorized"));
         // Revoked (the set read again without it): refused, cache or not.
         access.replace(Vec::new(), Utc::now());
-        assert!(outcome(&access, t.expose(), "shop-1").unwrap_err().contains("Unauthorized"));
+        assert!(outcome(&access, t.expose(), "shop-1")
+            .unwrap_err()
+            .contains("Unauthorized"));
         assert!(access.inner.set.load().known.is_empty());
     }
 
@@ -564,9 +600,15 @@ mod tests {
         access.replace(vec![record("a", t.expose(), DRAW, None)], Utc::now());
         assert_eq!(outcome(&access, t.expose(), "shop-1"), Ok(()));
         // The same token with its right narrowed to `read`.
-        let read = Rights { draw: false, read: true };
+        let read = Rights {
+            draw: false,
+            read: true,
+        };
         access.replace(vec![record("a", t.expose(), read, None)], Utc::now());
-        assert_eq!(outcome(&access, t.expose(), "shop-1"), Err("Forbidden".into()));
+        assert_eq!(
+            outcome(&access, t.expose(), "shop-1"),
+            Err("Forbidden".into())
+        );
     }
 
     #[test]
@@ -576,15 +618,25 @@ mod tests {
         let past = Utc::now() - chrono::Duration::seconds(1);
         let soon = Utc::now() + chrono::Duration::milliseconds(30);
         access.replace(
-            vec![record("live", live.expose(), DRAW, Some(soon)), record("old", old.expose(), DRAW, Some(past))],
+            vec![
+                record("live", live.expose(), DRAW, Some(soon)),
+                record("old", old.expose(), DRAW, Some(past)),
+            ],
             Utc::now(),
         );
         assert_eq!(outcome(&access, live.expose(), "shop-1"), Ok(()));
-        assert_eq!(outcome(&access, live.expose(), "other"), Err("Forbidden".into()));
-        assert!(outcome(&access, old.expose(), "shop-1").unwrap_err().contains("Unauthorized"));
+        assert_eq!(
+            outcome(&access, live.expose(), "other"),
+            Err("Forbidden".into())
+        );
+        assert!(outcome(&access, old.expose(), "shop-1")
+            .unwrap_err()
+            .contains("Unauthorized"));
         std::thread::sleep(std::time::Duration::from_millis(40));
         // Expired between two reads of the set: refused at the request.
-        assert!(outcome(&access, live.expose(), "shop-1").unwrap_err().contains("Unauthorized"));
+        assert!(outcome(&access, live.expose(), "shop-1")
+            .unwrap_err()
+            .contains("Unauthorized"));
         assert_eq!(outcome(&access, "root", "anything"), Ok(()));
         let none = Presented::default();
         assert!(access.authorize(none, Want::List).is_err());

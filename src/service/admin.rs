@@ -9,7 +9,7 @@
 
 use super::{Presented, Service, ServiceError, Want};
 use crate::domain::{
-    validate_description, validate_step, NamePrefix, NewSequence, IdOrdering, ParseError, SeqName,
+    validate_description, validate_step, IdOrdering, NamePrefix, NewSequence, ParseError, SeqName,
     SerialSettings,
 };
 use crate::serial::purge::{plan_purge, PurgePlan};
@@ -149,7 +149,10 @@ impl Service {
         req: PatchRequest,
     ) -> Result<SequenceRow, ServiceError> {
         let serial_given = req.format.is_some() || req.serial.any_but_format();
-        if req.step.is_none() && req.description.is_none() && req.ordering.is_none() && !serial_given
+        if req.step.is_none()
+            && req.description.is_none()
+            && req.ordering.is_none()
+            && !serial_given
         {
             return Err(ServiceError::InvalidRequest(
                 "nothing to change: give step, description, ordering, format, reset, time_zone \
@@ -183,7 +186,9 @@ impl Service {
         let ordering = self.ordering(req.ordering.as_deref())?;
         let step = req
             .step
-            .map(|s| validate_step(s, self.max_step()).map_err(|e| invalid(format!("{e} (got {s})"))))
+            .map(|s| {
+                validate_step(s, self.max_step()).map_err(|e| invalid(format!("{e} (got {s})")))
+            })
             .transpose()?;
         if let Some(d) = &req.description {
             validate_description(d).map_err(invalid)?;
@@ -225,7 +230,11 @@ impl Service {
     /// [`Service::get`] for a caller who presented `who` (the `read` right
     /// covering `name` under `--client-auth on`). A name outside the token
     /// is refused the same whether or not it exists.
-    pub async fn get_for(&self, who: Presented<'_>, name: &SeqName) -> Result<SequenceRow, ServiceError> {
+    pub async fn get_for(
+        &self,
+        who: Presented<'_>,
+        name: &SeqName,
+    ) -> Result<SequenceRow, ServiceError> {
         self.access.authorize(who, Want::Read(name.into()))?;
         self.get(name).await
     }
@@ -312,7 +321,9 @@ impl Service {
         };
         let now = jiff::Timestamp::now();
         for row in rows {
-            let Some(settings) = &row.serial else { continue };
+            let Some(settings) = &row.serial else {
+                continue;
+            };
             let Ok(period) = Period::of(now, &settings.zone(), settings.reset) else {
                 continue;
             };

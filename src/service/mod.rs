@@ -49,7 +49,11 @@ impl Service {
 
     /// A service over `store` with its allocator (built over the same
     /// store, with any clock and step policy) and the serials' wall clock.
-    pub fn with_parts(store: Arc<dyn Store>, allocator: Allocator, wall: Arc<dyn WallClock>) -> Self {
+    pub fn with_parts(
+        store: Arc<dyn Store>,
+        allocator: Allocator,
+        wall: Arc<dyn WallClock>,
+    ) -> Self {
         let serials = Serials::new(allocator.clone(), store.clone(), wall);
         Service {
             store,

@@ -121,7 +121,9 @@ impl Service {
                     .and_then(|d| chrono::Duration::from_std(d).ok())
                     .and_then(|d| now.checked_add_signed(d))
                     .ok_or_else(|| {
-                        invalid(format!("invalid expires_in {text:?}: a positive duration such as 90d or 12h"))
+                        invalid(format!(
+                            "invalid expires_in {text:?}: a positive duration such as 90d or 12h"
+                        ))
                     })?;
                 Some(d)
             }

@@ -23,9 +23,10 @@ pub use workers::WorkerLeases;
 
 pub(crate) use bump::*;
 pub use rows::*;
+pub use seqd_core::store::{BumpRefusal, Reservation, Segments, StoreError};
 pub(crate) use sql::*;
 pub use sql::{binary_page_sql, named_rows_sql, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK};
-pub use traits::{Catalog, Schema, Segments, Store, StripeRecords, Tokens};
+pub use traits::{Catalog, Schema, Store, StripeRecords, Tokens};
 pub use url::redact_url;
 
 /// The storage traits, for code that calls their methods on a concrete

@@ -73,26 +73,6 @@ pub struct PeriodRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A range of IDs reserved by one atomic update: `(max_id - size, max_id]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reservation {
-    /// The row's `max_id` after the update: the last ID of the range.
-    pub max_id: i64,
-    /// How much the update added to `max_id`: the range's length.
-    pub size: i64,
-    /// The row's `step` as the update saw it (the floor of the adapted step).
-    pub row_step: i64,
-    /// The row's `ordering` as the update saw it.
-    pub ordering: IdOrdering,
-}
-
-impl Reservation {
-    /// The first ID of the range.
-    pub fn first(&self) -> i64 {
-        self.max_id - self.size + 1
-    }
-}
-
 /// Most rows one [`Catalog::list_page`] may return.
 pub const MAX_PAGE: u32 = 1000;
 
@@ -156,86 +136,6 @@ pub struct Bumped {
     pub old_max_id: i64,
     /// `max_id` after the bump: `old_max_id + by`.
     pub new_max_id: i64,
-}
-
-/// Why a bump was refused: every offending sequence, by name, in name order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BumpRefusal {
-    /// Names asked for that have no row.
-    pub missing: Vec<String>,
-    /// Rows whose `max_id + by` would pass `i64::MAX`.
-    pub overflow: Vec<String>,
-}
-
-/// At most this many names are shown per list in a [`BumpRefusal`]'s message.
-const SHOWN_NAMES: usize = 20;
-
-impl std::fmt::Display for BumpRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut parts = Vec::new();
-        if !self.missing.is_empty() {
-            parts.push(format!("not found: {}", shown(&self.missing)));
-        }
-        if !self.overflow.is_empty() {
-            parts.push(format!(
-                "max_id would pass {}: {}",
-                i64::MAX,
-                shown(&self.overflow)
-            ));
-        }
-        f.write_str(&parts.join("; "))
-    }
-}
-
-/// `'a', 'b', ... and N more`: the first [`SHOWN_NAMES`] names, quoted.
-fn shown(names: &[String]) -> String {
-    let mut out: Vec<String> = names
-        .iter()
-        .take(SHOWN_NAMES)
-        .map(|n| format!("'{n}'"))
-        .collect();
-    if names.len() > SHOWN_NAMES {
-        out.push(format!("... and {} more", names.len() - SHOWN_NAMES));
-    }
-    out.join(", ")
-}
-
-/// Storage failures, narrowed from the driver's errors.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// No row has this name.
-    #[error("sequence not found")]
-    NotFound,
-    /// A row with this name already exists.
-    #[error("sequence already exists")]
-    AlreadyExists,
-    /// Reserving another segment would pass `i64::MAX`.
-    #[error("sequence exhausted")]
-    Exhausted,
-    /// The database is unreachable, timed out, or failed; the detail is for logs.
-    #[error("storage unavailable: {0}")]
-    Unavailable(String),
-    /// The database URL or configuration is unusable (unknown scheme, bad options).
-    #[error("invalid storage configuration: {0}")]
-    Config(String),
-    /// seqd's schema cannot be brought to or is not at this version (a
-    /// missing migration under `--migrate check`, a changed or failed one, a
-    /// DDL statement the database refused): a configuration problem, not an
-    /// outage.
-    #[error("migration: {0}")]
-    Migration(String),
-    /// The database refused a value as invalid (a `CHECK` constraint of the
-    /// table, such as `step >= 1`): bad input, not an outage; the detail is
-    /// for logs.
-    #[error("value refused by the table: {0}")]
-    Invalid(String),
-    /// A bump was refused as a whole and changed nothing (see [`Catalog::bump`]).
-    #[error("bump refused: {0}")]
-    BumpRefused(BumpRefusal),
-    /// The sequence issues serial numbers: its own row hands out no range
-    /// (its counters are the rows of its periods).
-    #[error("sequence issues serial numbers")]
-    Serial,
 }
 
 /// A row of `seqd_tokens` as stored (docs/api.md, "Client tokens"): text and

@@ -1,5 +1,7 @@
 //! The storage traits, split by who needs what (docs/design.md, "The
-//! storage traits"): [`Segments`] for the allocator, [`Catalog`] for the
+//! storage traits"): [`Segments`] for the allocator (in the core crate,
+//! `seqd_core::store`, with the [`Reservation`](super::Reservation) and
+//! [`StoreError`] it answers), [`Catalog`] for the
 //! service's admin calls, [`Schema`] and [`StripeRecords`] for start-up and
 //! the operators' tools, and [`Store`], all four together.
 
@@ -7,92 +9,11 @@ use async_trait::async_trait;
 
 use super::stripes::{self, StripeRecord};
 use super::{
-    BumpMode, Bumped, MigrateMode, PeriodRow, Reservation, SequencePage, SequencePatch,
-    SequenceRow, StoreError, TokenRow,
+    BumpMode, Bumped, MigrateMode, PeriodRow, SequencePage, SequencePatch, SequenceRow, StoreError,
+    TokenRow,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
-
-/// What the allocator needs of a store: reserving ranges of IDs and giving
-/// back the unused top of one.
-///
-/// Implementations must make [`Segments::reserve`] atomic: two concurrent
-/// callers (in one process or in many) never receive overlapping ranges.
-#[async_trait]
-pub trait Segments: Send + Sync + 'static {
-    /// Reserves the next range of `name`: adds `max(row.step, min_size)` to
-    /// `max_id` in one atomic operation and returns the range that operation
-    /// added. Fails with [`StoreError::Exhausted`] when the addition would pass
-    /// `i64::MAX` even at the row's own step, [`StoreError::NotFound`] when
-    /// no row has this name, and [`StoreError::Serial`] (changing nothing)
-    /// when the row issues serial numbers (`format` is not NULL). The same
-    /// holds for [`Segments::reserve_above`] and [`Segments::reserve_exact`].
-    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError>;
-
-    /// [`Segments::reserve`] for a caller that already holds IDs of `name` up
-    /// to `floor` (its high-water mark, 0 if none). A store over several
-    /// databases (stripes) lifts a database that lags below `floor` past it
-    /// in the reserving statement, so the caller's IDs keep increasing when
-    /// it moves between databases. A single database ignores `floor`: its
-    /// row below the mark is a regression, which the allocator detects,
-    /// reports and skips.
-    async fn reserve_above(
-        &self,
-        name: &SeqName,
-        min_size: i64,
-        floor: i64,
-    ) -> Result<Reservation, StoreError> {
-        let _ = floor;
-        self.reserve(name, min_size).await
-    }
-
-    /// Sets `max_id` of the row `name` to `new` if it is still `expected`,
-    /// in one statement (a compare-and-set); true when it was set, false
-    /// when the row holds another value. [`StoreError::NotFound`] when no
-    /// row has this name.
-    async fn compare_and_set_max_id(
-        &self,
-        name: &SeqName,
-        expected: i64,
-        new: i64,
-    ) -> Result<bool, StoreError>;
-
-    /// Reserves exactly `n` IDs (1..) of `name` in one atomic operation,
-    /// whatever its step: a global sequence's merged requests.
-    /// [`StoreError::Exhausted`] when that would pass `i64::MAX`,
-    /// [`StoreError::NotFound`] when no row has this name.
-    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
-        self.reserve_within(name, n, i64::MAX).await
-    }
-
-    /// [`Segments::reserve_exact`] that never moves `max_id` past `cap`: adds
-    /// exactly `n` (1..) in one statement when `max_id + n <= cap`, and
-    /// otherwise changes nothing and answers [`StoreError::Exhausted`]. A
-    /// serial period's counter under `{seq:0N}` (`cap` its capacity), so
-    /// that no number of instances reserving at once can pass it, and a
-    /// request that does not fit consumes nothing (docs/design.md, "Serial
-    /// numbers").
-    async fn reserve_within(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
-        let _ = (name, n, cap);
-        Err(StoreError::Config(
-            "this store cannot reserve a bounded exact count (serial capacity, global ordering)"
-                .into(),
-        ))
-    }
-
-    /// Gives back unused IDs at the top of a reservation: lowers `max_id`
-    /// of `name` from `top` (the last ID of the caller's last reservation)
-    /// to `keep`, only if it is still `top` (nobody reserved since); true
-    /// when it did. One compare-and-set; a store over several databases
-    /// sends it to the one `top` came from.
-    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
-        self.compare_and_set_max_id(name, top, keep).await
-    }
-}
+pub use seqd_core::store::Segments;
 
 /// The sequences as rows: create, read, list, change, bump, and the period
 /// counter rows of serial sequences. What the service's admin calls and the

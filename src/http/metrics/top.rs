@@ -218,7 +218,8 @@ const TOTALS: &[Family<Totals>] = &[
 /// The fraction of the ID space a sequence has used: its highest reserved
 /// ID over `i64::MAX` (0 before its first segment).
 pub fn space_used(s: &SeqStats) -> f64 {
-    s.high_water.map_or(0.0, |h| h.max(0) as f64 / i64::MAX as f64)
+    s.high_water
+        .map_or(0.0, |h| h.max(0) as f64 / i64::MAX as f64)
 }
 
 /// No ID left in memory after failed fetches.
@@ -414,7 +415,10 @@ mod tests {
             (Value::Float(0.25), "0.25"),
             (Value::Float(0.0), "0"),
             (Value::Float(1.0), "1"),
-            (Value::Float(1000.0 / i64::MAX as f64), "1.0842021724855044e-16"),
+            (
+                Value::Float(1000.0 / i64::MAX as f64),
+                "1.0842021724855044e-16",
+            ),
             (Value::Float(f64::NAN), "NaN"),
             (Value::Float(f64::INFINITY), "+Inf"),
             (Value::Float(f64::NEG_INFINITY), "-Inf"),
@@ -450,7 +454,10 @@ mod tests {
             chosen_names(6, &all),
             ["full", "failing", "regressed", "busy", "a-tie", "b-tie"]
         );
-        assert_eq!(chosen_names(4, &all), ["full", "failing", "regressed", "busy"]);
+        assert_eq!(
+            chosen_names(4, &all),
+            ["full", "failing", "regressed", "busy"]
+        );
         assert!(chosen_names(0, &all).is_empty());
         assert_eq!(chosen_names(100, &all).len(), all.len());
     }

@@ -5,8 +5,9 @@
 use super::*;
 
 /// A reservation in flight, whichever statement makes it.
-pub(super) type Reserving<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reservation, StoreError>> + Send + 'a>>;
+pub(super) type Reserving<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Reservation, StoreError>> + Send + 'a>,
+>;
 
 /// Reserves between `need` and `want` IDs of `name` (`need <= want`) that
 /// keep its `max_id` within `cap` ([`crate::store::Segments::reserve_within`]):
@@ -82,7 +83,11 @@ pub(super) async fn global_loop(buf: Arc<SeqBuffer>) {
 
 /// One reservation of [`global_loop`]: exactly `total` IDs within `cap`;
 /// the first of them.
-pub(super) async fn reserve_global(buf: &Arc<SeqBuffer>, total: u64, cap: i64) -> Result<i64, AllocError> {
+pub(super) async fn reserve_global(
+    buf: &Arc<SeqBuffer>,
+    total: u64,
+    cap: i64,
+) -> Result<i64, AllocError> {
     let started = buf.shared.clock.now();
     let timeout = buf.shared.config.fetch_timeout;
     let total = i64::try_from(total).unwrap_or(i64::MAX);

@@ -8,15 +8,15 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg seqd_loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test --release --test loom_double
+//!     cargo test --release -p seqd-core --test loom_double
 //! ```
 #![cfg(seqd_loom)]
 
 use loom::sync::Arc;
 use loom::thread;
 
-use seqd::allocator::double::DoubleBuffer;
-use seqd::allocator::segment::{IdRange, Segment};
+use seqd_core::allocator::double::DoubleBuffer;
+use seqd_core::allocator::segment::{IdRange, Segment};
 
 /// Default preemption bound (`LOOM_MAX_PREEMPTIONS` overrides it): 3 covers
 /// the bug classes these scenarios target (a stale segment, a lost or doubled

@@ -485,7 +485,11 @@ impl SeqBuffer {
         let now = self.shared.clock.now();
         {
             let mut st = self.state.lock().unwrap();
-            if let Some(hw) = st.high_water.map(NonZeroI64::get).filter(|hw| r.first() <= *hw) {
+            if let Some(hw) = st
+                .high_water
+                .map(NonZeroI64::get)
+                .filter(|hw| r.first() <= *hw)
+            {
                 drop(st);
                 // The row went back (lowered or restored by hand): its
                 // counters may have been served; none is handed out.
@@ -673,7 +677,11 @@ impl SeqBuffer {
         let held = i64::try_from(self.segments.counts().1).unwrap_or(i64::MAX);
         let st = self.state.lock().unwrap();
         let mark = st.high_water.map_or(bounds.floor, NonZeroI64::get);
-        let row_step = if st.row_step > 0 { st.row_step } else { bounds.step };
+        let row_step = if st.row_step > 0 {
+            st.row_step
+        } else {
+            bounds.step
+        };
         let mut size = size.max(row_step);
         if let Some(max) = bounds.max {
             if mark >= max {

@@ -4,15 +4,30 @@
 //! an injected [`Clock`]. Usable on its own, in process:
 //!
 //! ```
+//! use std::sync::atomic::{AtomicI64, Ordering};
 //! use std::sync::Arc;
-//! use seqd::allocator::{Allocator, AllocatorConfig};
-//! use seqd::domain::{Count, SeqName};
-//! use seqd::store::memory::MemoryStore;
+//! use seqd_core::allocator::{Allocator, AllocatorConfig};
+//! use seqd_core::domain::{Count, IdOrdering, SeqName};
+//! use seqd_core::store::{Reservation, Segments, StoreError};
 //!
-//! # #[tokio::main] async fn main() -> Result<(), seqd::allocator::AllocError> {
-//! let store = Arc::new(MemoryStore::new());
-//! store.insert("order", 0, 1000); // like `INSERT INTO sequences ... VALUES ('order', 0, 1000)`
-//! let ids = Allocator::new(store, AllocatorConfig::default());
+//! /// One sequence's `max_id` in memory, in steps of 1000: what a table
+//! /// row (or a lease from a server) gives the allocator.
+//! struct Counter(AtomicI64);
+//!
+//! #[async_trait::async_trait]
+//! impl Segments for Counter {
+//!     async fn reserve(&self, _: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
+//!         let size = min_size.max(1000);
+//!         let max_id = self.0.fetch_add(size, Ordering::SeqCst) + size;
+//!         Ok(Reservation { max_id, size, row_step: 1000, ordering: IdOrdering::Instance })
+//!     }
+//!     async fn compare_and_set_max_id(&self, _: &SeqName, old: i64, new: i64) -> Result<bool, StoreError> {
+//!         Ok(self.0.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst).is_ok())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), seqd_core::allocator::AllocError> {
+//! let ids = Allocator::new(Arc::new(Counter(AtomicI64::new(0))), AllocatorConfig::default());
 //! let order = SeqName::parse("order").unwrap();
 //! assert_eq!(ids.next(&order).await?, 1);
 //! let batch = ids.batch(&order, Count::new(3).unwrap()).await?;
@@ -130,7 +145,7 @@ pub enum AllocError {
     #[error("sequence exhausted")]
     Exhausted,
     /// The sequence issues serial numbers: its IDs are counters of its
-    /// periods, served by [`crate::serial::Serials`], not by this call.
+    /// periods, served by seqd's serial numbers (`seqd::serial::Serials`), not by this call.
     #[error("sequence issues serial numbers")]
     Serial,
     /// Both segments are empty and no new one arrived within the wait timeout.
@@ -592,7 +607,8 @@ impl Allocator {
             };
             let store = self.inner.shared.store.clone();
             running.spawn(async move {
-                let outcome = tokio::time::timeout_at(deadline, store.give_back(&name, top, keep)).await;
+                let outcome =
+                    tokio::time::timeout_at(deadline, store.give_back(&name, top, keep)).await;
                 drop(permit);
                 (name, top - keep, outcome)
             });

@@ -50,9 +50,7 @@ impl FetchFailure {
             StoreError::Unavailable(_)
             | StoreError::AlreadyExists
             | StoreError::BumpRefused(_)
-            | StoreError::Serial => {
-                FetchFailure::Unavailable
-            }
+            | StoreError::Serial => FetchFailure::Unavailable,
         }
     }
 
