@@ -665,15 +665,21 @@ mod tests {
         }
     }
 
+    /// The options of an import that writes, raising sequences behind
+    /// Leaf or not.
+    fn writing(raise: bool) -> ImportOptions {
+        ImportOptions {
+            dry_run: false,
+            raise,
+            max_step: 1_000_000,
+        }
+    }
+
     #[tokio::test]
     async fn raise_lifts_an_existing_sequence_to_leafs_next_id() {
         let store = MemoryStore::new();
         store.insert("order", 10, 5);
-        let opts = ImportOptions {
-            dry_run: false,
-            raise: true,
-            max_step: 1_000_000,
-        };
+        let opts = writing(true);
         let report = import(&[leaf("order", 501, 100)], Some(&store), opts)
             .await
             .unwrap();
@@ -707,11 +713,7 @@ mod tests {
         serial.serial =
             Some(SerialSettings::new("Z{seq}", Reset::Never, "UTC", Overflow::Refuse).unwrap());
         store.create(&serial).await.unwrap();
-        let opts = ImportOptions {
-            dry_run: false,
-            raise: true,
-            max_step: 1_000_000,
-        };
+        let opts = writing(true);
         let rows = [
             leaf("a-new", 11, 10),
             leaf("behind", 501, 100),
@@ -738,11 +740,7 @@ mod tests {
     async fn without_raise_a_sequence_behind_leaf_is_reported() {
         let store = MemoryStore::new();
         store.insert("order", 10, 5);
-        let opts = ImportOptions {
-            dry_run: false,
-            raise: false,
-            max_step: 1_000_000,
-        };
+        let opts = writing(false);
         let report = import(&[leaf("order", 501, 100)], Some(&store), opts)
             .await
             .unwrap();

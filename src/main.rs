@@ -50,29 +50,21 @@ async fn run() -> anyhow::Result<()> {
             seqd::telemetry::init(args.log_format);
             seqd::startup::serve(args).await
         }
-        Some(Command::Migrate(db)) => {
-            seqd::telemetry::init(Default::default());
-            seqd::cli::migrate(db).await
-        }
         Some(Command::Schema(args)) => {
             seqd::cli::schema(args);
             Ok(())
         }
-        Some(Command::Sequences(cmd)) => {
+        // The operators' commands log in the default format.
+        Some(tool) => {
             seqd::telemetry::init(Default::default());
-            seqd::cli::sequences(cmd).await
-        }
-        Some(Command::ImportLeaf(args)) => {
-            seqd::telemetry::init(Default::default());
-            seqd::leaf::run(args).await
-        }
-        Some(Command::Stripes(cmd)) => {
-            seqd::telemetry::init(Default::default());
-            seqd::stripes_cli::run(cmd).await
-        }
-        Some(Command::Tokens(cmd)) => {
-            seqd::telemetry::init(Default::default());
-            seqd::tokens_cli::run(cmd).await
+            match tool {
+                Command::Migrate(db) => seqd::cli::migrate(db).await,
+                Command::Sequences(cmd) => seqd::cli::sequences(cmd).await,
+                Command::ImportLeaf(args) => seqd::leaf::run(args).await,
+                Command::Stripes(cmd) => seqd::stripes_cli::run(cmd).await,
+                Command::Tokens(cmd) => seqd::tokens_cli::run(cmd).await,
+                Command::Serve(_) | Command::Schema(_) => unreachable!("matched above"),
+            }
         }
     }
 }

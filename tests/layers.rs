@@ -177,11 +177,27 @@ fn the_core_crate_needs_no_database_driver_and_no_http_stack() {
         .args(["--prefix", "none", "--format", "{p}"])
         .output()
         .expect("cargo tree runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let tree = String::from_utf8(out.stdout).unwrap();
     let crates: BTreeSet<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
-    assert!(crates.contains("seqd-core") && crates.contains("tokio"), "{crates:?}");
-    let heavy = ["sqlx", "sqlx-core", "axum", "hyper", "tower", "utoipa", "reqwest", "seqd"];
+    assert!(
+        crates.contains("seqd-core") && crates.contains("tokio"),
+        "{crates:?}"
+    );
+    let heavy = [
+        "sqlx",
+        "sqlx-core",
+        "axum",
+        "hyper",
+        "tower",
+        "utoipa",
+        "reqwest",
+        "seqd",
+    ];
     let found: Vec<&&str> = heavy.iter().filter(|c| crates.contains(**c)).collect();
     assert!(found.is_empty(), "seqd-core depends on {found:?}:\n{tree}");
 }

@@ -314,6 +314,14 @@ impl Tracked {
             .last_progress
             .store(self.registry.now(), Ordering::Relaxed);
     }
+
+    /// A write's outcome, recorded as progress when it wrote bytes.
+    fn wrote(&self, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.progressed();
+        }
+        polled
+    }
 }
 
 impl AsyncRead for Tracked {
@@ -349,10 +357,7 @@ impl AsyncWrite for Tracked {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            this.progressed();
-        }
-        polled
+        this.wrote(polled)
     }
 
     fn poll_write_vectored(
@@ -362,10 +367,7 @@ impl AsyncWrite for Tracked {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            this.progressed();
-        }
-        polled
+        this.wrote(polled)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -104,9 +104,10 @@ impl Service {
         self.allocator.config().max_step
     }
 
-    /// How many stripes (databases) the store spans.
+    /// How many databases the store spans: 1 for a single database, the
+    /// number of stripes otherwise.
     pub fn stripes(&self) -> usize {
-        self.store.stripe_status().len()
+        self.store.stripe_status().len().max(1)
     }
 
     /// The state of each stripe, in order.
@@ -132,5 +133,31 @@ impl Service {
     /// A serial sequence's current period in this instance, if it served it.
     pub fn period(&self, name: &SeqName) -> Option<PeriodStatus> {
         self.serials.status(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::stripes::{StripeLayout, StripedStore};
+
+    /// The one-database rules compare with this count: a single database is
+    /// one, not the empty list of stripe states it has.
+    #[tokio::test]
+    async fn a_single_database_counts_as_one_and_a_stripe_set_as_its_stripes() {
+        let one = Service::new(Arc::new(MemoryStore::new()), AllocatorConfig::default());
+        assert_eq!(one.stripes(), 1);
+        let set: Vec<(Arc<dyn Store>, StripeLayout)> = (0..3)
+            .map(|i| {
+                let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+                (store, StripeLayout::new(i, 3, 1000).unwrap())
+            })
+            .collect();
+        let striped = StripedStore::new(set, Duration::from_millis(200)).unwrap();
+        let three = Service::new(Arc::new(striped), AllocatorConfig::default());
+        assert_eq!(three.stripes(), 3);
     }
 }

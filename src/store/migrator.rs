@@ -404,6 +404,24 @@ macro_rules! on_conn {
     };
 }
 
+/// Runs `$sql` on the migrator's connection with `$binds`, in order, as a
+/// boxed [`Fut`]; a failure is [`failed`] with `$what`.
+macro_rules! bound {
+    ($m:expr, $sql:expr, $what:expr, [$($bind:expr),+]) => {{
+        let (sql, what): (&str, &str) = ($sql, $what);
+        let conn = &mut $m.conn;
+        let fut: Fut<'_, ()> = Box::pin(async move {
+            on_conn!(conn, c => sqlx::query(sql)
+                $(.bind($bind))+
+                .execute(c)
+                .await
+                .map(|_| ()))
+            .map_err(|e| failed(what, e))
+        });
+        fut
+    }};
+}
+
 /// A boxed, `Send` future of the migrator's statements. (Boxing each with
 /// its lifetimes spelled out spares `async_trait` callers rustc's "`Send`
 /// is not general enough" on sqlx futures.)
@@ -608,32 +626,8 @@ impl Migrator {
     /// Runs one statement of the carry-over, bound to `row`'s version and checksum.
     async fn move_row(&mut self, row: &Applied, sql: &str) -> Result<(), StoreError> {
         let sql = self.dialect.placeholders(sql);
-        self.bound(
-            &sql,
-            row.version,
-            &row.checksum,
-            "carrying over the history from _sqlx_migrations",
-        )
-        .await
-    }
-
-    /// Runs `sql` with binds `version` and `bytes`.
-    fn bound<'a>(
-        &'a mut self,
-        sql: &'a str,
-        version: i64,
-        bytes: &'a [u8],
-        what: &'a str,
-    ) -> Fut<'a, ()> {
-        Box::pin(async move {
-            on_conn!(&mut self.conn, c => sqlx::query(sql)
-                .bind(version)
-                .bind(bytes)
-                .execute(c)
-                .await
-                .map(|_| ()))
-            .map_err(|e| failed(what, e))
-        })
+        let what = "carrying over the history from _sqlx_migrations";
+        bound!(self, &sql, what, [row.version, &row.checksum[..]]).await
     }
 
     /// Applies `m` with its history row: `success = FALSE` first, so a
@@ -650,45 +644,24 @@ impl Migrator {
             "INSERT INTO seqd_migrations (version, description, success, checksum, execution_time) \
              VALUES ($1, $2, FALSE, $3, -1)",
         );
-        self.record(&insert, m, &what).await?;
+        bound!(
+            self,
+            &insert,
+            &what,
+            [m.version, &*m.description, &*m.checksum]
+        )
+        .await?;
         self.exec(&m.sql, &what).await?;
         let done = self.dialect.placeholders(
             "UPDATE seqd_migrations SET success = TRUE, execution_time = $1 WHERE version = $2",
         );
         let nanos = start.elapsed().as_nanos().min(i64::MAX as u128) as i64;
-        self.finish(&done, nanos, m.version, &what).await?;
+        bound!(self, &done, &what, [nanos, m.version]).await?;
         if transaction {
             self.exec("COMMIT", &what).await?;
         }
         tracing::info!(version = m.version, description = %m.description, "seqd migration applied");
         Ok(())
-    }
-
-    /// Inserts `m`'s history row with `sql` (binds: version, description, checksum).
-    fn record<'a>(&'a mut self, sql: &'a str, m: &'a Migration, what: &'a str) -> Fut<'a, ()> {
-        Box::pin(async move {
-            on_conn!(&mut self.conn, c => sqlx::query(sql)
-                .bind(m.version)
-                .bind(&*m.description)
-                .bind(&*m.checksum)
-                .execute(c)
-                .await
-                .map(|_| ()))
-            .map_err(|e| failed(what, e))
-        })
-    }
-
-    /// Marks a history row done with `sql` (binds: two integers).
-    fn finish<'a>(&'a mut self, sql: &'a str, a: i64, b: i64, what: &'a str) -> Fut<'a, ()> {
-        Box::pin(async move {
-            on_conn!(&mut self.conn, c => sqlx::query(sql)
-                .bind(a)
-                .bind(b)
-                .execute(c)
-                .await
-                .map(|_| ()))
-            .map_err(|e| failed(what, e))
-        })
     }
 
     /// Whether the connection sees a table named `table`.

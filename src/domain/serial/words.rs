@@ -15,87 +15,73 @@ pub struct UnknownReset(pub String);
 #[error("unknown overflow `{0}`: one of refuse, widen")]
 pub struct UnknownOverflow(pub String);
 
-/// When the counter starts again at `start`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Reset {
-    /// One counter for the sequence's whole life.
-    #[default]
-    Never,
-    /// A counter per local calendar day.
-    Day,
-    /// A counter per local calendar month.
-    Month,
-    /// A counter per local calendar year.
-    Year,
-}
-
-/// What a counter wider than `{seq:0N}` does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Overflow {
-    /// The serial is refused ([`Exhausted`](super::format::Exhausted); 409 `serial_exhausted` once wired).
-    #[default]
-    Refuse,
-    /// The counter is printed in full, wider than N.
-    Widen,
-}
-
-impl Reset {
-    /// The word of the API: `never`, `day`, `month`, `year`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reset::Never => "never",
-            Reset::Day => "day",
-            Reset::Month => "month",
-            Reset::Year => "year",
+/// An enum whose variants are the words of the API, each spelled once:
+/// `as_str`, [`FromStr`] (refusing any other word with `$unknown`) and
+/// [`fmt::Display`].
+macro_rules! api_words {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident / $unknown:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+
         }
-    }
-}
-
-impl FromStr for Reset {
-    type Err = UnknownReset;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "never" => Ok(Reset::Never),
-            "day" => Ok(Reset::Day),
-            "month" => Ok(Reset::Month),
-            "year" => Ok(Reset::Year),
-            other => Err(UnknownReset(other.to_owned())),
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
         }
-    }
-}
 
-impl fmt::Display for Reset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Overflow {
-    /// The word of the API: `refuse`, `widen`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Overflow::Refuse => "refuse",
-            Overflow::Widen => "widen",
+        impl $name {
+            #[doc = concat!("The word of the API: ", $("`", $word, "` ",)+ ".")]
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
         }
-    }
-}
 
-impl FromStr for Overflow {
-    type Err = UnknownOverflow;
+        impl FromStr for $name {
+            type Err = $unknown;
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "refuse" => Ok(Overflow::Refuse),
-            "widen" => Ok(Overflow::Widen),
-            other => Err(UnknownOverflow(other.to_owned())),
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($name::$variant),)+
+                    other => Err($unknown(other.to_owned())),
+                }
+            }
         }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+api_words! {
+    /// When the counter starts again at `start`.
+    pub enum Reset / UnknownReset {
+        /// One counter for the sequence's whole life.
+        #[default]
+        Never = "never",
+        /// A counter per local calendar day.
+        Day = "day",
+        /// A counter per local calendar month.
+        Month = "month",
+        /// A counter per local calendar year.
+        Year = "year",
     }
 }
 
-impl fmt::Display for Overflow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+api_words! {
+    /// What a counter wider than `{seq:0N}` does.
+    pub enum Overflow / UnknownOverflow {
+        /// The serial is refused ([`Exhausted`](super::format::Exhausted); 409 `serial_exhausted`).
+        #[default]
+        Refuse = "refuse",
+        /// The counter is printed in full, wider than N.
+        Widen = "widen",
     }
 }
 
