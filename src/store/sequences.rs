@@ -24,16 +24,16 @@ use super::retry::retrying;
 use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
     found_row, in_dialect, in_list, initial_max_id, insert_failed, name_bytes, name_text,
-    period_row, read_serial_flag, refused, reservation, serial_values, unavailable, Columns,
-    ReadTime, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK,
+    period_row, refused, reservation, serial_values, unavailable, Columns, ReadTime, COLUMNS,
+    NOT_COUNTER, SETTINGS_CHUNK,
 };
 use super::workers::LeaseDb;
-use super::{execute_bump, fetch_bump_rows, BUMP_STATEMENT_BOUND};
+use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
 use super::{PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
 use crate::domain::{period_rows_range, NamePrefix, NewSequence, SeqName};
 
 #[allow(unused_imports)] // for the links of the documentation
-use super::{names_in, BumpSql, Catalog, Schema, Segments, StripeRecords};
+use super::{BumpSql, Catalog, Schema, Segments, StripeRecords};
 
 /// What a backend's sqlx database brings to [`Sequences`]: the types of its
 /// columns as read and its reserving statements (its [`LeaseDb`] gives its
@@ -442,7 +442,7 @@ where
         if DB::rows_affected(&done) == 1 {
             return Ok(true);
         }
-        match read_serial_flag(self.0, &statements.read_serial_flag, parent).await? {
+        match self.serial_flag(parent).await? {
             Some(_) => Ok(false),
             None => Err(StoreError::NotFound),
         }
@@ -620,7 +620,8 @@ where
         Ok(())
     }
 
-    /// [`BumpSql::read_bump`].
+    /// [`BumpSql::read_bump`]: `name, max_id` of the named rows and their
+    /// counters ([`names_in`]), or of all rows.
     pub(crate) async fn read_bump(
         conn: &mut DB::Connection,
         names: Option<&[SeqName]>,
@@ -631,30 +632,56 @@ where
         } else {
             ""
         };
-        let read = "SELECT name, max_id FROM sequences";
-        let rows: Vec<(DB::Name, i64)> =
-            fetch_bump_rows::<DB, _>(conn, DB::DIALECT, read, lock, names).await?;
-        Ok(rows
+        let sql = format!(
+            "SELECT name, max_id FROM sequences{}{lock}",
+            names_in(names, "WHERE", DB::DIALECT, 1)
+        );
+        let binds = bump_binds(names);
+        let mut query = sqlx::query_as::<DB, (DB::Name, i64)>(&sql);
+        for bind in &binds {
+            query = query.bind(bind.as_str());
+        }
+        Ok(query
+            .fetch_all(conn)
+            .await?
             .into_iter()
             .map(|(name, max_id)| (name_text(name), max_id))
             .collect())
     }
 
-    /// [`BumpSql::add_bump`].
+    /// [`BumpSql::add_bump`]: the bump's update of the named rows and their
+    /// counters ([`names_in`]), or of all rows.
     pub(crate) async fn add_bump(
         conn: &mut DB::Connection,
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
         let update = &Self::statements().bump;
-        let done = execute_bump::<DB>(conn, DB::DIALECT, update, names, by).await?;
-        Ok(DB::rows_affected(&done))
+        let sql = format!("{update}{}", names_in(names, "AND", DB::DIALECT, 3));
+        let binds = bump_binds(names);
+        let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
+        for bind in &binds {
+            query = query.bind(bind.as_str());
+        }
+        Ok(DB::rows_affected(&query.execute(conn).await?))
     }
 
     /// Why a reserving statement on `name` matched no row.
     pub(crate) async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
-        let sql = &Self::statements().read_serial_flag;
-        Ok(refused(read_serial_flag(self.0, sql, name).await?))
+        Ok(refused(self.serial_flag(name).await?))
+    }
+
+    /// Whether `name` issues serial numbers (`None`: no row).
+    async fn serial_flag(&self, name: &SeqName) -> Result<Option<bool>, StoreError> {
+        let mut held = Held::acquire(self.0).await?;
+        let row = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as::<DB, (i64,)>(&Self::statements().read_serial_flag)
+                .bind(name.as_str())
+                .fetch_optional(held.conn())
+                .await
+        );
+        Ok(held.finish(row)?.map(|(flag,)| flag != 0))
     }
 }
 
@@ -896,3 +923,68 @@ macro_rules! sql_sequences {
     };
 }
 pub(crate) use sql_sequences;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sql::{binary_page_sql, page_sql_in};
+
+    #[test]
+    fn each_dialect_writes_its_placeholders_returning_and_byte_order() {
+        let pg = Statements::of(Dialect::Postgres);
+        assert_eq!(
+            pg.list_periods,
+            "SELECT name, max_id, created_at, updated_at FROM sequences \
+             WHERE name COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 ORDER BY name COLLATE \"C\""
+        );
+        assert_eq!(
+            pg.read_serial_flag,
+            "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT FROM sequences WHERE name = $1"
+        );
+        assert!(
+            pg.update
+                .ends_with(&format!("WHERE name = $12 RETURNING {COLUMNS}")),
+            "{}",
+            pg.update
+        );
+        let mysql = Statements::of(Dialect::Mysql);
+        assert!(!mysql.returning && !mysql.insert.contains("RETURNING"));
+        assert!(mysql
+            .create_period
+            .starts_with("INSERT IGNORE INTO sequences "));
+        assert_eq!(
+            mysql.set_max_id_if,
+            "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP \
+             WHERE name = ? AND max_id = ?"
+        );
+        let sqlite = Statements::of(Dialect::Sqlite);
+        assert!(sqlite.returning && sqlite.insert.ends_with(&format!("RETURNING {COLUMNS}")));
+        assert!(
+            sqlite
+                .create_period
+                .ends_with("WHERE name = ? ON CONFLICT (name) DO NOTHING"),
+            "{}",
+            sqlite.create_period
+        );
+        assert_eq!(begin_bump(Dialect::Sqlite), "BEGIN IMMEDIATE");
+        assert_eq!(begin_bump(Dialect::Mysql), "BEGIN");
+    }
+
+    #[test]
+    fn a_page_is_read_in_byte_order_on_every_dialect() {
+        assert_eq!(
+            page_sql_in(Dialect::Postgres, ">="),
+            format!(
+                "SELECT {COLUMNS} FROM sequences WHERE name COLLATE \"C\" >= $1 \
+                 AND name COLLATE \"C\" < $2 AND {NOT_COUNTER} ORDER BY name COLLATE \"C\" LIMIT $3"
+            )
+        );
+        assert_eq!(
+            binary_page_sql(">"),
+            format!(
+                "SELECT {COLUMNS} FROM sequences \
+                 WHERE name > ? AND name < ? AND {NOT_COUNTER} ORDER BY name LIMIT ?"
+            )
+        );
+    }
+}

@@ -520,31 +520,6 @@ where
     check.await
 }
 
-/// Reads whether `name` issues serial numbers (`None`: no row), with
-/// `sql` (bind: the name; one integer column, 1 for a serial row).
-pub(crate) async fn read_serial_flag<DB>(
-    pool: &sqlx::Pool<DB>,
-    sql: &str,
-    name: &SeqName,
-) -> Result<Option<bool>, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
-{
-    let mut held = pool::Held::acquire(pool).await?;
-    let row = retrying!(
-        backend_of::<DB>(),
-        sqlx::query_as::<DB, (i64,)>(sql)
-            .bind(name.as_str())
-            .fetch_optional(held.conn())
-            .await
-    );
-    Ok(held.finish(row)?.map(|(flag,)| flag != 0))
-}
-
 /// The values of `format, reset, time_zone, overflow` for settings
 /// (`None`: a plain sequence, the columns' defaults).
 pub(crate) fn serial_values(
