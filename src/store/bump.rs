@@ -167,56 +167,6 @@ pub(crate) async fn run_bump<B: BumpSql>(
     .map_err(unavailable)?
 }
 
-/// [`BumpSql::read_bump`]: runs `read` + [`names_in`]`(names, "WHERE")` +
-/// `suffix`, binding [`bump_binds`].
-pub(crate) async fn fetch_bump_rows<DB, O>(
-    conn: &mut DB::Connection,
-    dialect: Dialect,
-    read: &str,
-    suffix: &str,
-    names: Option<&[SeqName]>,
-) -> Result<Vec<O>, sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    O: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
-{
-    let sql = format!("{read}{}{suffix}", names_in(names, "WHERE", dialect, 1));
-    let binds = bump_binds(names);
-    let mut query = sqlx::query_as::<DB, O>(&sql);
-    for bind in &binds {
-        query = query.bind(bind.as_str());
-    }
-    query.fetch_all(conn).await
-}
-
-/// [`BumpSql::add_bump`]: runs `update` + [`names_in`]`(names, "AND")`,
-/// bound as `by`, `by`, then [`bump_binds`].
-pub(crate) async fn execute_bump<DB>(
-    conn: &mut DB::Connection,
-    dialect: Dialect,
-    update: &str,
-    names: Option<&[SeqName]>,
-    by: i64,
-) -> Result<DB::QueryResult, sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-{
-    let sql = format!("{update}{}", names_in(names, "AND", dialect, 3));
-    let binds = bump_binds(names);
-    let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
-    for bind in &binds {
-        query = query.bind(bind.as_str());
-    }
-    query.execute(conn).await
-}
-
 /// The rows a bump of `names` touches, as a condition: `" <keyword> (name IN
 /// (p, ...) OR (n >= p AND n < p) OR ...)"`, the named rows and, per name,
 /// the byte range of its period counters

@@ -44,6 +44,7 @@ pub mod pool;
 pub mod postgres;
 pub(crate) mod retry;
 mod rows;
+pub(crate) mod sequences;
 pub(crate) mod sql;
 pub mod sqlite;
 pub mod stripes;

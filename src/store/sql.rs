@@ -82,16 +82,50 @@ pub(crate) fn page_range<'a>(
 /// SQLite (the default `BINARY` collation): names compared with `lower_op`
 /// (`>` or `>=`) to the first `?` and below the second, at most the third
 /// `?` of rows, in name order. The primary key's index serves the range and
-/// the order.
+/// the order. (`page_sql_in` of those dialects.)
 pub fn binary_page_sql(lower_op: &str) -> String {
-    format!(
-        "SELECT {COLUMNS} FROM sequences \
-         WHERE name {lower_op} ? AND name < ? AND {NOT_COUNTER} ORDER BY name LIMIT ?"
+    page_sql_in(Dialect::Sqlite, lower_op)
+}
+
+/// The statement of [`Catalog::list_page`] in `dialect`: names compared
+/// with `lower_op` (`>` or `>=`) to the first bind and below the second, at
+/// most the third bind of rows, in byte order ([`name_bytes`]: on
+/// PostgreSQL `name COLLATE "C"`, which the index of migration 0003,
+/// `sequences_name_bytes`, serves; the primary key's index, in the
+/// database's collation, cannot, and each page would sort the whole table).
+pub(crate) fn page_sql_in(dialect: Dialect, lower_op: &str) -> String {
+    let name = name_bytes(dialect);
+    in_dialect(
+        dialect,
+        &format!(
+            "SELECT {COLUMNS} FROM sequences \
+             WHERE {name} {lower_op} ? AND {name} < ? AND {NOT_COUNTER} ORDER BY {name} LIMIT ?"
+        ),
     )
 }
 
-/// The columns of a [`SequenceRow`], in the order `NaiveRow` (and
-/// MySQL's row) expects.
+/// `sql`, written with `?` placeholders, as `dialect` writes it: numbered
+/// (`$1`, `$2`, ...) on PostgreSQL, as it is on MySQL/MariaDB and SQLite
+/// (no `?` stands for anything else in seqd's statements).
+pub(crate) fn in_dialect(dialect: Dialect, sql: &str) -> String {
+    match dialect {
+        Dialect::Postgres => workers::numbered(sql),
+        Dialect::Mysql | Dialect::Sqlite => sql.to_owned(),
+    }
+}
+
+/// `name` as compared in byte order: PostgreSQL compares in the
+/// database's collation unless told `COLLATE "C"`; MySQL/MariaDB
+/// (`utf8mb4_bin`) and SQLite (`BINARY`) compare bytes.
+pub(crate) fn name_bytes(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => "name COLLATE \"C\"",
+        Dialect::Mysql | Dialect::Sqlite => "name",
+    }
+}
+
+/// The columns of a [`SequenceRow`], in the order the backends read them
+/// (`Columns`).
 pub const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering, \
      counter_start, format, reset, time_zone, overflow";
 
@@ -105,13 +139,10 @@ pub const NOT_COUNTER: &str = "name NOT LIKE '%@%'";
 pub(crate) const NAMES_END: &str = "{";
 
 /// [`Catalog::list_page`] on a backend's pool: runs the statement
-/// `sql(lower_op)` (rows of the table's columns whose name compares with
-/// `lower_op` (`>` or `>=`) to the first bind and is below the second, in
-/// name order, at most the third bind) and converts the rows read with
-/// `convert`.
+/// [`page_sql_in`] of `dialect` and converts the rows read with `convert`.
 pub(crate) async fn fetch_page<DB, R>(
     pool: &sqlx::Pool<DB>,
-    sql: fn(&str) -> String,
+    dialect: Dialect,
     prefix: Option<&NamePrefix>,
     after: Option<&SeqName>,
     limit: u32,
@@ -129,7 +160,7 @@ where
     if range.is_empty() {
         return Ok(SequencePage::from_read(Vec::<R>::new(), limit, convert));
     }
-    let sql = sql(range.lower_op());
+    let sql = page_sql_in(dialect, range.lower_op());
     let rows: Vec<R> = retrying!(
         backend_of::<DB>(),
         sqlx::query_as::<DB, R>(&sql)
@@ -151,19 +182,20 @@ pub const SETTINGS_CHUNK: usize = 500;
 /// `SELECT` of the rows named by `n` placeholders, as MySQL/MariaDB and
 /// SQLite write them (`?`).
 pub fn named_rows_sql(n: usize) -> String {
-    format!(
-        "SELECT {COLUMNS} FROM sequences WHERE name IN ({})",
-        vec!["?"; n].join(", ")
-    )
+    format!("SELECT {COLUMNS} FROM sequences WHERE name {}", in_list(n))
 }
 
-/// [`Catalog::settings_of`] on a backend's pool: runs `sql(n)` (the rows of
-/// the table's columns whose name is one of `n` binds) once per
-/// [`SETTINGS_CHUNK`] names and converts the rows read with `convert`
-/// (a row that does not convert is left out).
+/// `IN (?, ?, ...)` with `n` placeholders.
+pub(crate) fn in_list(n: usize) -> String {
+    format!("IN ({})", vec!["?"; n].join(", "))
+}
+
+/// [`Catalog::settings_of`] on a backend's pool: runs [`named_rows_sql`]
+/// (in `dialect`) once per [`SETTINGS_CHUNK`] names and converts the rows
+/// read with `convert` (a row that does not convert is left out).
 pub(crate) async fn fetch_named<DB, R>(
     pool: &sqlx::Pool<DB>,
-    sql: fn(usize) -> String,
+    dialect: Dialect,
     names: &[SeqName],
     convert: fn(R) -> Option<SequenceRow>,
 ) -> Result<Vec<SequenceRow>, StoreError>
@@ -176,7 +208,7 @@ where
 {
     let mut rows = Vec::with_capacity(names.len());
     for chunk in names.chunks(SETTINGS_CHUNK) {
-        let sql = sql(chunk.len());
+        let sql = in_dialect(dialect, &named_rows_sql(chunk.len()));
         let read: Vec<R> = retrying!(backend_of::<DB>(), {
             let mut query = sqlx::query_as::<DB, R>(&sql);
             for name in chunk {
@@ -287,14 +319,16 @@ pub(crate) fn initial_max_id(seq: &NewSequence) -> Result<i64, StoreError> {
         .ok_or_else(|| StoreError::Config(format!("invalid start {}: must be >= 1", seq.start)))
 }
 
-/// One row as PostgreSQL and SQLite return it (`TIMESTAMP` without zone, in UTC).
-pub(crate) type NaiveRow = (
-    String,
+/// One row of the table's [`COLUMNS`] as read: `name` as `N` (text, or
+/// its bytes on MySQL/MariaDB, [`name_text`]), the timestamps as `T`
+/// ([`ReadTime`]).
+pub(crate) type Columns<N, T> = (
+    N,
     i64,
     i64,
     String,
-    chrono::NaiveDateTime,
-    chrono::NaiveDateTime,
+    T,
+    T,
     String,
     i64,
     Option<String>,
@@ -302,6 +336,34 @@ pub(crate) type NaiveRow = (
     String,
     String,
 );
+
+/// A timestamp as a backend reads it: `TIMESTAMP` without zone, in UTC
+/// (PostgreSQL, SQLite), or with it (MySQL/MariaDB, in the session's
+/// `+00:00`).
+pub(crate) trait ReadTime {
+    /// The time in UTC.
+    fn utc(self) -> DateTime<Utc>;
+}
+
+impl ReadTime for chrono::NaiveDateTime {
+    fn utc(self) -> DateTime<Utc> {
+        self.and_utc()
+    }
+}
+
+impl ReadTime for DateTime<Utc> {
+    fn utc(self) -> DateTime<Utc> {
+        self
+    }
+}
+
+/// A name as read (text, or its bytes: MySQL/MariaDB reports a column of a
+/// binary collation as `VARBINARY`) as text; invalid UTF-8 gets replacement
+/// characters, which no valid name contains.
+pub(crate) fn name_text(name: impl Into<Vec<u8>>) -> String {
+    String::from_utf8(name.into())
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
 
 /// The columns `counter_start, format, reset, time_zone, overflow` of a row.
 #[derive(Debug)]
@@ -313,8 +375,8 @@ pub(crate) struct SerialColumns {
     pub(crate) overflow: String,
 }
 
-/// Converts a fetched [`NaiveRow`] (`None` for an invalid stored name).
-pub(crate) fn naive_row(
+/// Converts fetched [`Columns`] (`None` for an invalid stored name).
+pub(crate) fn columns_row<N: Into<Vec<u8>>, T: ReadTime>(
     (
         name,
         max_id,
@@ -328,7 +390,7 @@ pub(crate) fn naive_row(
         reset,
         time_zone,
         overflow,
-    ): NaiveRow,
+    ): Columns<N, T>,
 ) -> Option<SequenceRow> {
     let serial = SerialColumns {
         counter_start,
@@ -338,20 +400,23 @@ pub(crate) fn naive_row(
         overflow,
     };
     row_from_columns(
-        name,
+        name_text(name),
         max_id,
         step,
         description,
-        created_at.and_utc(),
-        updated_at.and_utc(),
+        created_at.utc(),
+        updated_at.utc(),
         &ordering,
         serial,
     )
 }
 
-/// Like [`naive_row`] for a row looked up by a valid name, which must convert.
-pub(crate) fn naive_found_row(row: NaiveRow) -> Result<SequenceRow, StoreError> {
-    naive_row(row)
+/// Like [`columns_row`] for a row looked up by a valid name, which must
+/// convert.
+pub(crate) fn found_row<N: Into<Vec<u8>>, T: ReadTime>(
+    row: Columns<N, T>,
+) -> Result<SequenceRow, StoreError> {
+    columns_row(row)
         .ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
 }
 
@@ -453,31 +518,6 @@ where
         return Ok(());
     }
     check.await
-}
-
-/// Reads whether `name` issues serial numbers (`None`: no row), with
-/// `sql` (bind: the name; one integer column, 1 for a serial row).
-pub(crate) async fn read_serial_flag<DB>(
-    pool: &sqlx::Pool<DB>,
-    sql: &str,
-    name: &SeqName,
-) -> Result<Option<bool>, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
-{
-    let mut held = pool::Held::acquire(pool).await?;
-    let row = retrying!(
-        backend_of::<DB>(),
-        sqlx::query_as::<DB, (i64,)>(sql)
-            .bind(name.as_str())
-            .fetch_optional(held.conn())
-            .await
-    );
-    Ok(held.finish(row)?.map(|(flag,)| flag != 0))
 }
 
 /// The values of `format, reset, time_zone, overflow` for settings
@@ -615,51 +655,3 @@ pub(crate) async fn reserve_within_flow<S: ReserveOnce + ?Sized>(
         None => Err(store.refusal(name).await?),
     }
 }
-
-/// Implements [`Segments`] for a SQL backend's store `$store` (with a `pool`
-/// field, and the statements `SET_MAX_ID_IF` and `READ_MAX_ID` in its
-/// module), whose statements answer `$result`: the reserving flows over its
-/// [`ReserveOnce`], and the compare-and-set. One line per backend, in its
-/// `sequences.rs`.
-macro_rules! sql_segments {
-    ($store:ty, $result:ty) => {
-        #[::async_trait::async_trait]
-        impl $crate::store::Segments for $store {
-            async fn reserve(
-                &self,
-                name: &$crate::domain::SeqName,
-                min_size: i64,
-            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
-                $crate::store::sql::reserve_flow(self, name, min_size).await
-            }
-
-            async fn reserve_within(
-                &self,
-                name: &$crate::domain::SeqName,
-                n: i64,
-                cap: i64,
-            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
-                $crate::store::sql::reserve_within_flow(self, name, n, cap).await
-            }
-
-            async fn compare_and_set_max_id(
-                &self,
-                name: &$crate::domain::SeqName,
-                expected: i64,
-                new: i64,
-            ) -> Result<bool, $crate::store::StoreError> {
-                $crate::store::sql::compare_and_set(
-                    &self.pool,
-                    SET_MAX_ID_IF,
-                    READ_MAX_ID,
-                    <$result>::rows_affected,
-                    name,
-                    expected,
-                    new,
-                )
-                .await
-            }
-        }
-    };
-}
-pub(crate) use sql_segments;

@@ -10,11 +10,9 @@ pub use workers::PgWorkerLeases;
 
 use std::str::FromStr;
 
-use sqlx::postgres::{PgConnectOptions, PgPool};
+use sqlx::postgres::PgConnectOptions;
 
-use crate::store::migrator::{
-    check_schema_name, create_schema_sql, MigrateMode, Migrator, PoolRef,
-};
+use crate::store::migrator::check_schema_name;
 use crate::store::{unavailable, StoreError, StoreOptions};
 
 /// The connect options of `url` with the statement bounds of `options` and
@@ -33,14 +31,4 @@ fn connect_options(url: &str, options: &StoreOptions) -> Result<PgConnectOptions
         connect = connect.options([("search_path", schema)]);
     }
     Ok(connect)
-}
-
-/// Prepares the schema of `pool` as `mode` says; `schema` (`--schema`) is
-/// created by `auto` if missing.
-pub(crate) async fn prepare(
-    pool: &PgPool,
-    mode: MigrateMode,
-    schema: Option<&str>,
-) -> Result<(), StoreError> {
-    Migrator::prepare(PoolRef::Postgres(pool), mode, create_schema_sql(schema)).await
 }

@@ -1,0 +1,990 @@
+//! The sequence store on the SQL backends, once: [`Catalog`] and the
+//! reserving statements under [`Segments`] ([`Sequences`]), each statement
+//! written once with `?` placeholders (numbered for PostgreSQL) and what a
+//! dialect writes differently beside it. A backend gives the types it reads
+//! and its reserving statements ([`SequenceDb`]), and [`sql_sequences!`]
+//! implements the traits for its store in one line, in its `sequences.rs`.
+//!
+//! Where a dialect has `RETURNING` (PostgreSQL, SQLite), a statement that
+//! writes a row returns it; on MySQL/MariaDB the row is read back in the
+//! same transaction. Statements with `RETURNING` are read with `fetch_all`:
+//! SQLite commits an autocommit statement only when it is stepped to
+//! completion, and sqlx's `fetch_optional` stops after the first row and
+//! ignores an error of the final reset, so a failed commit could go
+//! unnoticed (and the same range be handed out twice). Stepping to the end
+//! reports it.
+
+use std::sync::OnceLock;
+
+use sqlx::{Connection, Pool};
+
+use super::migrator::Dialect;
+use super::pool::Held;
+use super::retry::retrying;
+use super::sql::{
+    check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
+    found_row, in_dialect, in_list, initial_max_id, insert_failed, name_bytes, name_text,
+    period_row, refused, reservation, serial_values, unavailable, Columns, ReadTime, COLUMNS,
+    NOT_COUNTER, SETTINGS_CHUNK,
+};
+use super::workers::LeaseDb;
+use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
+use super::{PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
+use crate::domain::{period_rows_range, NamePrefix, NewSequence, SeqName};
+
+#[allow(unused_imports)] // for the links of the documentation
+use super::{BumpSql, Catalog, Schema, Segments, StripeRecords};
+
+/// What a backend's sqlx database brings to [`Sequences`]: the types of its
+/// columns as read and its reserving statements (its [`LeaseDb`] gives its
+/// dialect and its count of changed rows).
+pub(crate) trait SequenceDb: LeaseDb {
+    /// What `name` is read as: text, or its bytes ([`name_text`]).
+    type Name: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + Into<Vec<u8>> + Send + Unpin;
+
+    /// What `created_at` and `updated_at` are read as.
+    type Time: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + ReadTime + Send + Unpin;
+
+    /// The reserving statements (docs/design.md, "Reserving a segment").
+    const RESERVING: Reserving;
+}
+
+/// A backend's reserving statements, each reading back `max_id`, the size
+/// added, `step` and `ordering`.
+pub(crate) enum Reserving {
+    /// One `UPDATE ... RETURNING` each: `reserve` binds the name and the
+    /// minimum size; `exact` the name, the size and the cap.
+    Returning {
+        /// At `max(step, min_size)`.
+        reserve: &'static str,
+        /// Exactly `n`, never past the cap.
+        exact: &'static str,
+    },
+    /// An `UPDATE` (binds: the size, the name and a guard: the minimum size,
+    /// or the cap minus the size) then a `SELECT` (binds: the size, the
+    /// name) in one transaction, rolled back when the update matched no row.
+    UpdateThenSelect {
+        /// At `max(step, min_size)`.
+        reserve: (&'static str, &'static str),
+        /// Exactly `n`, never past the cap.
+        exact: (&'static str, &'static str),
+    },
+}
+
+/// The statements of one dialect, each with one placeholder per bind, in
+/// bind order.
+struct Statements {
+    /// Whether a statement that writes a row returns it (`RETURNING`).
+    returning: bool,
+    /// Bind: the name. Reads [`COLUMNS`].
+    get: String,
+    /// Reads [`COLUMNS`] of every sequence (no period counter), by name in
+    /// byte order.
+    list: String,
+    /// Binds: name, max_id, step, description, ordering, counter_start,
+    /// format, reset, time_zone, overflow. Returns [`COLUMNS`] where
+    /// `returning`.
+    insert: String,
+    /// Binds: step, description, ordering (each `NULL`: unchanged), then
+    /// four times whether the serial settings are set, each before one of
+    /// format, reset, time_zone, overflow; then the name. Returns
+    /// [`COLUMNS`] where `returning`.
+    update: String,
+    /// Gives the counter rows in a name range the step and the ordering of
+    /// their sequence (each `NULL`: unchanged). Binds: step, ordering, low,
+    /// high.
+    update_periods: String,
+    /// Creates a counter row (first bind) of a period of a sequence (second
+    /// bind) from its row (`max_id = counter_start - 1`, its step and
+    /// ordering), unless it exists: any number of instances may run it at
+    /// once, one inserts.
+    create_period: String,
+    /// The counter rows in the name range `[low, high)` (binds), in byte
+    /// order. Reads `name, max_id, created_at, updated_at`.
+    list_periods: String,
+    /// After a reserving statement that updated nothing: 1 when the row
+    /// issues serial numbers, 0 when it is plain (and full); no row when it
+    /// is missing. Bind: the name.
+    read_serial_flag: String,
+    /// Sets `max_id` to the first bind where the name (second) and `max_id`
+    /// (third) match: a compare-and-set, for
+    /// [`Segments::compare_and_set_max_id`].
+    set_max_id_if: String,
+    /// Reads `max_id` of one row. Bind: the name.
+    read_max_id: String,
+    /// Appended to a bump's read inside its transaction: holds the rows'
+    /// locks until commit.
+    bump_lock: &'static str,
+    /// Adds the first bind to `max_id`, sparing rows that would pass
+    /// `i64::MAX` (the caller checks the count). Binds: by, by;
+    /// [`names_in`] appends the names and their counters' ranges, if any.
+    bump: String,
+}
+
+impl Statements {
+    /// The statements of `dialect`, built once.
+    fn of(dialect: Dialect) -> &'static Statements {
+        static BUILT: [OnceLock<Statements>; 3] = [const { OnceLock::new() }; 3];
+        BUILT[dialect as usize].get_or_init(|| Statements::new(dialect))
+    }
+
+    fn new(dialect: Dialect) -> Statements {
+        let sql = |text: String| in_dialect(dialect, &text);
+        let name = name_bytes(dialect);
+        // MariaDB 10.11 has no `UPDATE ... RETURNING`.
+        let returning = match dialect {
+            Dialect::Postgres | Dialect::Sqlite => format!(" RETURNING {COLUMNS}"),
+            Dialect::Mysql => String::new(),
+        };
+        // The `CASE` is a 32-bit integer on PostgreSQL.
+        let flag = match dialect {
+            Dialect::Postgres => "::BIGINT",
+            Dialect::Mysql | Dialect::Sqlite => "",
+        };
+        // `IGNORE` skips only the duplicate here: every value comes from a
+        // row that passed the table's checks, and the name fits (128 + 1 +
+        // 8). (`ON DUPLICATE KEY UPDATE` would count a found row as
+        // inserted, as sqlx connects with `CLIENT_FOUND_ROWS`.) On SQLite,
+        // the `WHERE` also keeps `ON CONFLICT` from being read as a join.
+        let (insert_or_ignore, on_conflict) = match dialect {
+            Dialect::Postgres | Dialect::Sqlite => ("INSERT", " ON CONFLICT (name) DO NOTHING"),
+            Dialect::Mysql => ("INSERT IGNORE", ""),
+        };
+        Statements {
+            returning: !returning.is_empty(),
+            get: sql(format!("SELECT {COLUMNS} FROM sequences WHERE name = ?")),
+            list: sql(format!(
+                "SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY {name}"
+            )),
+            insert: sql(format!(
+                "INSERT INTO sequences (name, max_id, step, description, ordering, \
+                 counter_start, format, reset, time_zone, overflow) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?){returning}"
+            )),
+            update: sql(format!(
+                "UPDATE sequences SET step = COALESCE(?, step), \
+                 description = COALESCE(?, description), ordering = COALESCE(?, ordering), \
+                 format = CASE WHEN ? THEN ? ELSE format END, \
+                 reset = CASE WHEN ? THEN ? ELSE reset END, \
+                 time_zone = CASE WHEN ? THEN ? ELSE time_zone END, \
+                 overflow = CASE WHEN ? THEN ? ELSE overflow END, \
+                 updated_at = CURRENT_TIMESTAMP WHERE name = ?{returning}"
+            )),
+            update_periods: sql(format!(
+                "UPDATE sequences SET step = COALESCE(?, step), \
+                 ordering = COALESCE(?, ordering), updated_at = CURRENT_TIMESTAMP \
+                 WHERE {name} >= ? AND {name} < ?"
+            )),
+            create_period: sql(format!(
+                "{insert_or_ignore} INTO sequences \
+                 (name, max_id, step, description, ordering, counter_start) \
+                 SELECT ?, counter_start - 1, step, '', ordering, counter_start \
+                 FROM sequences WHERE name = ?{on_conflict}"
+            )),
+            list_periods: sql(format!(
+                "SELECT name, max_id, created_at, updated_at FROM sequences \
+                 WHERE {name} >= ? AND {name} < ? ORDER BY {name}"
+            )),
+            read_serial_flag: sql(format!(
+                "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END{flag} \
+                 FROM sequences WHERE name = ?"
+            )),
+            set_max_id_if: sql(
+                "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP \
+                 WHERE name = ? AND max_id = ?"
+                    .into(),
+            ),
+            read_max_id: sql("SELECT max_id FROM sequences WHERE name = ?".into()),
+            bump_lock: match dialect {
+                // The locks taken in name order.
+                Dialect::Postgres => " ORDER BY name COLLATE \"C\" FOR UPDATE",
+                // The rows and, for all rows, the gaps between them.
+                Dialect::Mysql => " FOR UPDATE",
+                // No row locks: the bump's `BEGIN IMMEDIATE` ([`begin_bump`])
+                // already holds the database's write lock.
+                Dialect::Sqlite => "",
+            },
+            bump: sql("UPDATE sequences \
+                 SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
+                 WHERE max_id <= 9223372036854775807 - ?"
+                .into()),
+        }
+    }
+}
+
+/// The statement that opens a bump's transaction in `dialect`: on SQLite
+/// `BEGIN IMMEDIATE`, which holds the database's write lock from the start,
+/// so the rows read cannot change before the update.
+pub(crate) const fn begin_bump(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "BEGIN IMMEDIATE",
+        Dialect::Postgres | Dialect::Mysql => "BEGIN",
+    }
+}
+
+/// A row of the table as `DB` reads it.
+type Row<DB> = Columns<<DB as SequenceDb>::Name, <DB as SequenceDb>::Time>;
+
+/// What a reserving statement reads back: `max_id`, the size added, `step`
+/// and `ordering`.
+type Granted = (i64, i64, i64, String);
+
+/// A counter row as read by `list_periods`.
+type Period<DB> = (
+    <DB as SequenceDb>::Name,
+    i64,
+    <DB as SequenceDb>::Time,
+    <DB as SequenceDb>::Time,
+);
+
+/// The sequence store over the pool of a SQL backend: each method of
+/// [`Catalog`] and each reserving statement of [`Segments`], once.
+pub(crate) struct Sequences<'p, DB: sqlx::Database>(pub(crate) &'p Pool<DB>);
+
+impl<DB> Sequences<'_, DB>
+where
+    DB: SequenceDb,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'c> &'c Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Row<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
+    Period<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
+    Granted: for<'r> sqlx::FromRow<'r, DB::Row>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    (DB::Name, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    fn statements() -> &'static Statements {
+        Statements::of(DB::DIALECT)
+    }
+
+    /// The row a statement that writes it returned (`RETURNING`), or else
+    /// read back on the same connection (inside its transaction); `None`
+    /// when there is no such row.
+    async fn written(
+        conn: &mut DB::Connection,
+        returned: Vec<Row<DB>>,
+        name: &SeqName,
+    ) -> Result<Option<Row<DB>>, sqlx::Error> {
+        let statements = Self::statements();
+        match returned.into_iter().next() {
+            Some(row) => Ok(Some(row)),
+            None if statements.returning => Ok(None),
+            None => {
+                sqlx::query_as::<DB, Row<DB>>(&statements.get)
+                    .bind(name.as_str())
+                    .fetch_optional(conn)
+                    .await
+            }
+        }
+    }
+
+    /// [`Catalog::create`]: inserts the row and returns it, in one
+    /// transaction.
+    pub(crate) async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+        let max_id = initial_max_id(seq)?;
+        let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
+        let row = retrying!(
+            DB::DIALECT.name(),
+            async {
+                let mut tx = self.0.begin().await?;
+                let returned = sqlx::query_as::<DB, Row<DB>>(&Self::statements().insert)
+                    .bind(seq.name.as_str())
+                    .bind(max_id)
+                    .bind(seq.step)
+                    .bind(seq.description.as_str())
+                    .bind(seq.ordering.as_str())
+                    .bind(seq.start)
+                    .bind(format.as_deref())
+                    .bind(reset)
+                    .bind(time_zone.as_str())
+                    .bind(overflow)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let row = Self::written(&mut tx, returned, &seq.name).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+            .await
+        )
+        .map_err(insert_failed)?;
+        row.map(found_row)
+            .transpose()?
+            .ok_or_else(|| StoreError::Unavailable("inserted row not found".into()))
+    }
+
+    /// [`Catalog::get`].
+    pub(crate) async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
+        let row: Option<Row<DB>> = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as(&Self::statements().get)
+                .bind(name.as_str())
+                .fetch_optional(self.0)
+                .await
+        )
+        .map_err(unavailable)?;
+        row.map(found_row).transpose()
+    }
+
+    /// [`Catalog::settings_of`].
+    pub(crate) async fn settings_of(
+        &self,
+        names: &[SeqName],
+    ) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(
+            self.0,
+            DB::DIALECT,
+            names,
+            columns_row::<DB::Name, DB::Time>,
+        )
+        .await
+    }
+
+    /// [`Catalog::list`].
+    pub(crate) async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
+        let rows: Vec<Row<DB>> = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as(&Self::statements().list)
+                .fetch_all(self.0)
+                .await
+        )
+        .map_err(unavailable)?;
+        Ok(rows.into_iter().filter_map(columns_row).collect())
+    }
+
+    /// [`Catalog::list_page`].
+    pub(crate) async fn list_page(
+        &self,
+        prefix: Option<&NamePrefix>,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        let convert = columns_row::<DB::Name, DB::Time>;
+        fetch_page(self.0, DB::DIALECT, prefix, after, limit, convert).await
+    }
+
+    /// [`Catalog::update`]: the row and its period counters (a new step or
+    /// ordering reaches them) in one transaction. The row is decided on as
+    /// returned or read back, not on a count of changed rows (which, on
+    /// MySQL/MariaDB, depends on the "found rows" flag). The first statement
+    /// writes, so on SQLite the transaction takes the write lock at once
+    /// (no read lock to upgrade).
+    pub(crate) async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
+        let statements = Self::statements();
+        let (format, reset, time_zone, overflow) =
+            serial_values(patch.serial.as_ref().and_then(Option::as_ref));
+        let set = patch.serial.is_some();
+        let (low, high) = period_rows_range(name);
+        let row = retrying!(
+            DB::DIALECT.name(),
+            async {
+                let mut tx = self.0.begin().await?;
+                let returned = sqlx::query_as::<DB, Row<DB>>(&statements.update)
+                    .bind(patch.step)
+                    .bind(patch.description.as_deref())
+                    .bind(patch.ordering.map(|o| o.as_str()))
+                    .bind(set)
+                    .bind(format.as_deref())
+                    .bind(set)
+                    .bind(reset)
+                    .bind(set)
+                    .bind(time_zone.as_str())
+                    .bind(set)
+                    .bind(overflow)
+                    .bind(name.as_str())
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let row = Self::written(&mut tx, returned, name).await?;
+                if row.is_some() && (patch.step.is_some() || patch.ordering.is_some()) {
+                    sqlx::query::<DB>(&statements.update_periods)
+                        .bind(patch.step)
+                        .bind(patch.ordering.map(|o| o.as_str()))
+                        .bind(low.as_str())
+                        .bind(high.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(row)
+            }
+            .await
+        )
+        .map_err(unavailable)?;
+        row.map(found_row).transpose()?.ok_or(StoreError::NotFound)
+    }
+
+    /// [`Catalog::create_period`].
+    pub(crate) async fn create_period(
+        &self,
+        parent: &SeqName,
+        key: &str,
+    ) -> Result<bool, StoreError> {
+        let statements = Self::statements();
+        check_period_key(key)?;
+        let counter = parent.period_counter(key);
+        let done = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query::<DB>(&statements.create_period)
+                .bind(counter.as_str())
+                .bind(parent.as_str())
+                .execute(self.0)
+                .await
+        )
+        .map_err(unavailable)?;
+        if DB::rows_affected(&done) == 1 {
+            return Ok(true);
+        }
+        match self.serial_flag(parent).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    /// [`Catalog::list_periods`].
+    pub(crate) async fn list_periods(
+        &self,
+        parent: &SeqName,
+    ) -> Result<Vec<PeriodRow>, StoreError> {
+        let (low, high) = period_rows_range(parent);
+        let rows: Vec<Period<DB>> = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as(&Self::statements().list_periods)
+                .bind(low.as_str())
+                .bind(high.as_str())
+                .fetch_all(self.0)
+                .await
+        )
+        .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, max_id, created_at, updated_at)| {
+                period_row(
+                    &low,
+                    &name_text(name),
+                    max_id,
+                    created_at.utc(),
+                    updated_at.utc(),
+                )
+            })
+            .collect())
+    }
+
+    /// [`Catalog::delete_periods`]: one `DELETE` per [`SETTINGS_CHUNK`]
+    /// names, all in one transaction.
+    pub(crate) async fn delete_periods(
+        &self,
+        parent: &SeqName,
+        keys: &[String],
+    ) -> Result<u64, StoreError> {
+        let names = counter_names(parent, keys)?;
+        retrying!(
+            DB::DIALECT.name(),
+            async {
+                let mut tx = self.0.begin().await?;
+                let mut deleted = 0;
+                for chunk in names.chunks(SETTINGS_CHUNK) {
+                    let sql = in_dialect(
+                        DB::DIALECT,
+                        &format!("DELETE FROM sequences WHERE name {}", in_list(chunk.len())),
+                    );
+                    let mut query = sqlx::query::<DB>(&sql);
+                    for name in chunk {
+                        query = query.bind(name.as_str());
+                    }
+                    deleted += DB::rows_affected(&query.execute(&mut *tx).await?);
+                }
+                tx.commit().await?;
+                Ok(deleted)
+            }
+            .await
+        )
+        .map_err(unavailable)
+    }
+
+    /// [`Segments::compare_and_set_max_id`].
+    pub(crate) async fn compare_and_set(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        let statements = Self::statements();
+        let (update, exists) = (&statements.set_max_id_if, &statements.read_max_id);
+        compare_and_set(
+            self.0,
+            update,
+            exists,
+            DB::rows_affected,
+            name,
+            expected,
+            new,
+        )
+        .await
+    }
+
+    /// A reserving statement of [`SequenceDb::RESERVING`] once: at
+    /// `max(step, size)`, or with a cap exactly `size` never past it;
+    /// `None` when it matched no row.
+    pub(crate) async fn reserve(
+        &self,
+        name: &SeqName,
+        size: i64,
+        cap: Option<i64>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        let granted = match DB::RESERVING {
+            Reserving::Returning { reserve, exact } => {
+                let sql = if cap.is_some() { exact } else { reserve };
+                let mut held = Held::acquire(self.0).await?;
+                let rows = retrying!(DB::DIALECT.name(), {
+                    let query = sqlx::query_as::<DB, Granted>(sql)
+                        .bind(name.as_str())
+                        .bind(size);
+                    match cap {
+                        Some(cap) => query.bind(cap),
+                        None => query,
+                    }
+                    .fetch_all(held.conn())
+                    .await
+                });
+                held.finish(rows)?.into_iter().next()
+            }
+            Reserving::UpdateThenSelect { reserve, exact } => {
+                // The exact update's guard is `cap - size`, computed here:
+                // no overflow, the cap is at least 0 and the size at least 1.
+                let (statements, guard) = match cap {
+                    None => (reserve, size),
+                    Some(cap) => (exact, cap.checked_sub(size).ok_or(StoreError::Exhausted)?),
+                };
+                let mut held = Held::acquire(self.0).await?;
+                let read = retrying!(
+                    DB::DIALECT.name(),
+                    Self::update_then_select(held.conn(), statements, name, size, guard).await
+                );
+                held.finish(read)?
+            }
+        };
+        granted
+            .map(|(max_id, size, step, ordering)| reservation(max_id, size, step, &ordering))
+            .transpose()
+    }
+
+    /// One reservation transaction of [`Reserving::UpdateThenSelect`] on
+    /// `conn`: the update, then the select, then `COMMIT`; `None` (rolled
+    /// back) if no row was updated.
+    async fn update_then_select(
+        conn: &mut DB::Connection,
+        (update, select): (&str, &str),
+        name: &SeqName,
+        size: i64,
+        guard: i64,
+    ) -> Result<Option<Granted>, sqlx::Error> {
+        let mut tx = conn.begin().await?;
+        let updated = sqlx::query::<DB>(update)
+            .bind(size)
+            .bind(name.as_str())
+            .bind(guard)
+            .execute(&mut *tx)
+            .await?;
+        if DB::rows_affected(&updated) == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let read = sqlx::query_as::<DB, Granted>(select)
+            .bind(size)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(read))
+    }
+
+    /// [`BumpSql::widen_bound`]: `SET LOCAL` on PostgreSQL, until the
+    /// transaction ends, then the pool's bound again; elsewhere the bound is
+    /// per session only.
+    pub(crate) async fn widen_bound(conn: &mut DB::Connection) -> Result<(), sqlx::Error> {
+        if DB::DIALECT == Dialect::Postgres {
+            let sql = format!(
+                "SET LOCAL statement_timeout = {}",
+                BUMP_STATEMENT_BOUND.as_millis()
+            );
+            sqlx::query::<DB>(&sql).execute(conn).await?;
+        }
+        Ok(())
+    }
+
+    /// [`BumpSql::read_bump`]: `name, max_id` of the named rows and their
+    /// counters ([`names_in`]), or of all rows.
+    pub(crate) async fn read_bump(
+        conn: &mut DB::Connection,
+        names: Option<&[SeqName]>,
+        lock: bool,
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
+        let lock = if lock {
+            Self::statements().bump_lock
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT name, max_id FROM sequences{}{lock}",
+            names_in(names, "WHERE", DB::DIALECT, 1)
+        );
+        let binds = bump_binds(names);
+        let mut query = sqlx::query_as::<DB, (DB::Name, i64)>(&sql);
+        for bind in &binds {
+            query = query.bind(bind.as_str());
+        }
+        Ok(query
+            .fetch_all(conn)
+            .await?
+            .into_iter()
+            .map(|(name, max_id)| (name_text(name), max_id))
+            .collect())
+    }
+
+    /// [`BumpSql::add_bump`]: the bump's update of the named rows and their
+    /// counters ([`names_in`]), or of all rows.
+    pub(crate) async fn add_bump(
+        conn: &mut DB::Connection,
+        names: Option<&[SeqName]>,
+        by: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let update = &Self::statements().bump;
+        let sql = format!("{update}{}", names_in(names, "AND", DB::DIALECT, 3));
+        let binds = bump_binds(names);
+        let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
+        for bind in &binds {
+            query = query.bind(bind.as_str());
+        }
+        Ok(DB::rows_affected(&query.execute(conn).await?))
+    }
+
+    /// Why a reserving statement on `name` matched no row.
+    pub(crate) async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
+        Ok(refused(self.serial_flag(name).await?))
+    }
+
+    /// Whether `name` issues serial numbers (`None`: no row).
+    async fn serial_flag(&self, name: &SeqName) -> Result<Option<bool>, StoreError> {
+        let mut held = Held::acquire(self.0).await?;
+        let row = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as::<DB, (i64,)>(&Self::statements().read_serial_flag)
+                .bind(name.as_str())
+                .fetch_optional(held.conn())
+                .await
+        );
+        Ok(held.finish(row)?.map(|(flag,)| flag != 0))
+    }
+}
+
+/// Implements [`Segments`], its reserving statements
+/// ([`ReserveOnce`](crate::store::sql::ReserveOnce)) and [`Catalog`] for a
+/// SQL backend's store `$store` (with a `pool` field of the sqlx database
+/// `$db`, a [`SequenceDb`]) over [`Sequences`], its bump's statements
+/// ([`BumpSql`]), [`Schema`] and [`StripeRecords`]. `schema $field` names
+/// the field holding `--schema` (PostgreSQL), which [`Schema::migrate`]
+/// creates if missing.
+macro_rules! sql_sequences {
+    ($store:ty, $db:ty $(, schema $schema:ident)?) => {
+        impl $store {
+            /// The sequence store over the pool.
+            fn sequences(&self) -> $crate::store::sequences::Sequences<'_, $db> {
+                $crate::store::sequences::Sequences(&self.pool)
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::sql::ReserveOnce for $store {
+            async fn reserve_once(
+                &self,
+                name: &$crate::domain::SeqName,
+                min_size: i64,
+            ) -> Result<Option<$crate::store::Reservation>, $crate::store::StoreError> {
+                self.sequences().reserve(name, min_size, None).await
+            }
+
+            async fn reserve_within_once(
+                &self,
+                name: &$crate::domain::SeqName,
+                n: i64,
+                cap: i64,
+            ) -> Result<Option<$crate::store::Reservation>, $crate::store::StoreError> {
+                self.sequences().reserve(name, n, Some(cap)).await
+            }
+
+            async fn refusal(
+                &self,
+                name: &$crate::domain::SeqName,
+            ) -> Result<$crate::store::StoreError, $crate::store::StoreError> {
+                self.sequences().refusal(name).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::Segments for $store {
+            async fn reserve(
+                &self,
+                name: &$crate::domain::SeqName,
+                min_size: i64,
+            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+                $crate::store::sql::reserve_flow(self, name, min_size).await
+            }
+
+            async fn reserve_within(
+                &self,
+                name: &$crate::domain::SeqName,
+                n: i64,
+                cap: i64,
+            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+                $crate::store::sql::reserve_within_flow(self, name, n, cap).await
+            }
+
+            async fn compare_and_set_max_id(
+                &self,
+                name: &$crate::domain::SeqName,
+                expected: i64,
+                new: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                self.sequences().compare_and_set(name, expected, new).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::Catalog for $store {
+            async fn create(
+                &self,
+                seq: &$crate::domain::NewSequence,
+            ) -> Result<$crate::store::SequenceRow, $crate::store::StoreError> {
+                self.sequences().create(seq).await
+            }
+
+            async fn get(
+                &self,
+                name: &$crate::domain::SeqName,
+            ) -> Result<Option<$crate::store::SequenceRow>, $crate::store::StoreError> {
+                self.sequences().get(name).await
+            }
+
+            async fn settings_of(
+                &self,
+                names: &[$crate::domain::SeqName],
+            ) -> Result<Vec<$crate::store::SequenceRow>, $crate::store::StoreError> {
+                self.sequences().settings_of(names).await
+            }
+
+            async fn list(
+                &self,
+            ) -> Result<Vec<$crate::store::SequenceRow>, $crate::store::StoreError> {
+                self.sequences().list().await
+            }
+
+            async fn list_page(
+                &self,
+                prefix: Option<&$crate::domain::NamePrefix>,
+                after: Option<&$crate::domain::SeqName>,
+                limit: u32,
+            ) -> Result<$crate::store::SequencePage, $crate::store::StoreError> {
+                self.sequences().list_page(prefix, after, limit).await
+            }
+
+            async fn update(
+                &self,
+                name: &$crate::domain::SeqName,
+                patch: &$crate::store::SequencePatch,
+            ) -> Result<$crate::store::SequenceRow, $crate::store::StoreError> {
+                self.sequences().update(name, patch).await
+            }
+
+            async fn create_period(
+                &self,
+                parent: &$crate::domain::SeqName,
+                key: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                self.sequences().create_period(parent, key).await
+            }
+
+            async fn list_periods(
+                &self,
+                parent: &$crate::domain::SeqName,
+            ) -> Result<Vec<$crate::store::PeriodRow>, $crate::store::StoreError> {
+                self.sequences().list_periods(parent).await
+            }
+
+            async fn delete_periods(
+                &self,
+                parent: &$crate::domain::SeqName,
+                keys: &[String],
+            ) -> Result<u64, $crate::store::StoreError> {
+                self.sequences().delete_periods(parent, keys).await
+            }
+
+            async fn bump(
+                &self,
+                names: Option<&[$crate::domain::SeqName]>,
+                by: i64,
+                mode: $crate::store::BumpMode,
+            ) -> Result<Vec<$crate::store::Bumped>, $crate::store::StoreError> {
+                $crate::store::run_bump::<Self>(&self.pool, names, by, mode).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::BumpSql for $store {
+            type Db = $db;
+            const BEGIN: &'static str = $crate::store::sequences::begin_bump(
+                <$db as $crate::store::workers::LeaseDb>::DIALECT,
+            );
+
+            async fn widen_bound(
+                conn: &mut <$db as ::sqlx::Database>::Connection,
+            ) -> Result<(), ::sqlx::Error> {
+                $crate::store::sequences::Sequences::<$db>::widen_bound(conn).await
+            }
+
+            async fn read_bump(
+                conn: &mut <$db as ::sqlx::Database>::Connection,
+                names: Option<&[$crate::domain::SeqName]>,
+                lock: bool,
+            ) -> Result<Vec<(String, i64)>, ::sqlx::Error> {
+                $crate::store::sequences::Sequences::<$db>::read_bump(conn, names, lock).await
+            }
+
+            async fn add_bump(
+                conn: &mut <$db as ::sqlx::Database>::Connection,
+                names: Option<&[$crate::domain::SeqName]>,
+                by: i64,
+            ) -> Result<u64, ::sqlx::Error> {
+                $crate::store::sequences::Sequences::<$db>::add_bump(conn, names, by).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::Schema for $store {
+            async fn migrate(&self) -> Result<(), $crate::store::StoreError> {
+                let schema: Option<&str> = None $(.or(self.$schema.as_deref()))?;
+                $crate::store::migrator::Migrator::prepare(
+                    <$db as $crate::store::workers::LeaseDb>::pool_ref(&self.pool),
+                    $crate::store::MigrateMode::Auto,
+                    $crate::store::migrator::create_schema_sql(schema),
+                )
+                .await
+            }
+
+            async fn check_schema(&self) -> Result<(), $crate::store::StoreError> {
+                $crate::store::migrator::Migrator::prepare(
+                    <$db as $crate::store::workers::LeaseDb>::pool_ref(&self.pool),
+                    $crate::store::MigrateMode::Check,
+                    None,
+                )
+                .await
+            }
+
+            async fn ping(&self) -> Result<(), $crate::store::StoreError> {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::schema_ready(&self.pool, dialect, self.check_schema()).await
+            }
+
+            fn backend(&self) -> &'static str {
+                <$db as $crate::store::workers::LeaseDb>::DIALECT.name()
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::StripeRecords for $store {
+            async fn stripe_record(
+                &self,
+            ) -> Result<
+                Option<$crate::store::stripes::record::StripeRecord>,
+                $crate::store::StoreError,
+            > {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::read_record(&self.pool, dialect).await
+            }
+
+            async fn put_stripe_record(
+                &self,
+                record: &$crate::store::stripes::record::StripeRecord,
+                replace: bool,
+            ) -> Result<$crate::store::stripes::record::StripeRecord, $crate::store::StoreError>
+            {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::put_record(&self.pool, dialect, record, replace)
+                    .await
+            }
+        }
+    };
+}
+pub(crate) use sql_sequences;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sql::{binary_page_sql, page_sql_in};
+
+    #[test]
+    fn each_dialect_writes_its_placeholders_returning_and_byte_order() {
+        let pg = Statements::of(Dialect::Postgres);
+        assert_eq!(
+            pg.list_periods,
+            "SELECT name, max_id, created_at, updated_at FROM sequences \
+             WHERE name COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 ORDER BY name COLLATE \"C\""
+        );
+        assert_eq!(
+            pg.read_serial_flag,
+            "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT FROM sequences WHERE name = $1"
+        );
+        assert!(
+            pg.update
+                .ends_with(&format!("WHERE name = $12 RETURNING {COLUMNS}")),
+            "{}",
+            pg.update
+        );
+        let mysql = Statements::of(Dialect::Mysql);
+        assert!(!mysql.returning && !mysql.insert.contains("RETURNING"));
+        assert!(mysql
+            .create_period
+            .starts_with("INSERT IGNORE INTO sequences "));
+        assert_eq!(
+            mysql.set_max_id_if,
+            "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP \
+             WHERE name = ? AND max_id = ?"
+        );
+        let sqlite = Statements::of(Dialect::Sqlite);
+        assert!(sqlite.returning && sqlite.insert.ends_with(&format!("RETURNING {COLUMNS}")));
+        assert!(
+            sqlite
+                .create_period
+                .ends_with("WHERE name = ? ON CONFLICT (name) DO NOTHING"),
+            "{}",
+            sqlite.create_period
+        );
+        assert_eq!(begin_bump(Dialect::Sqlite), "BEGIN IMMEDIATE");
+        assert_eq!(begin_bump(Dialect::Mysql), "BEGIN");
+    }
+
+    #[test]
+    fn a_page_is_read_in_byte_order_on_every_dialect() {
+        assert_eq!(
+            page_sql_in(Dialect::Postgres, ">="),
+            format!(
+                "SELECT {COLUMNS} FROM sequences WHERE name COLLATE \"C\" >= $1 \
+                 AND name COLLATE \"C\" < $2 AND {NOT_COUNTER} ORDER BY name COLLATE \"C\" LIMIT $3"
+            )
+        );
+        assert_eq!(
+            binary_page_sql(">"),
+            format!(
+                "SELECT {COLUMNS} FROM sequences \
+                 WHERE name > ? AND name < ? AND {NOT_COUNTER} ORDER BY name LIMIT ?"
+            )
+        );
+    }
+}
