@@ -303,35 +303,32 @@ pub async fn seqd_binary(args: &[&str]) -> std::process::Output {
     cmd.output().await.expect("run seqd")
 }
 
-/// The strings of the JSON array `v[key]` (panics, showing `v`, if it is not
-/// an array of strings).
-#[track_caller]
-pub fn strings<C: FromIterator<String>>(v: &serde_json::Value, key: &str) -> C {
+/// The items of the JSON array `v[key]`, each read by `item` as a `what`
+/// (panics, showing `v`, if it is not an array or `item` reads `None`).
+fn array_of<T, C: FromIterator<T>>(
+    v: &serde_json::Value,
+    key: &str,
+    what: &str,
+    item: impl Fn(&serde_json::Value) -> Option<T>,
+) -> C {
     v[key]
         .as_array()
         .unwrap_or_else(|| panic!("no array {key} in {v}"))
         .iter()
-        .map(|s| {
-            s.as_str()
-                .unwrap_or_else(|| panic!("{s} in {key} is not a string: {v}"))
-                .to_owned()
-        })
+        .map(|i| item(i).unwrap_or_else(|| panic!("{i} in {key} is not {what}: {v}")))
         .collect()
+}
+
+/// The strings of the JSON array `v[key]` (panics, showing `v`, if it is not
+/// an array of strings).
+pub fn strings<C: FromIterator<String>>(v: &serde_json::Value, key: &str) -> C {
+    array_of(v, key, "a string", |s| s.as_str().map(str::to_owned))
 }
 
 /// The integers of the JSON array `v[key]` (panics, showing `v`, if it is
 /// not an array of integers).
-#[track_caller]
 pub fn integers(v: &serde_json::Value, key: &str) -> Vec<i64> {
-    v[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("no array {key} in {v}"))
-        .iter()
-        .map(|i| {
-            i.as_i64()
-                .unwrap_or_else(|| panic!("{i} in {key} is not an integer: {v}"))
-        })
-        .collect()
+    array_of(v, key, "an integer", serde_json::Value::as_i64)
 }
 
 /// Runs `command` with `stdin` as its input; its output (stdout and stderr
