@@ -412,7 +412,7 @@ async fn raise_with_a_serial_target_writes_nothing_and_reports_every_row(
     for extra in [None, Some("--dry-run")] {
         let mut flags = vec!["--raise"];
         flags.extend(extra);
-        let out = import_leaf(&leaf_db.url, &target, &flags).await;
+        let out = import_leaf(&leaf_db.url, target, &flags).await;
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(1), "{extra:?}\n{stdout}\n{stderr}");
         assert!(

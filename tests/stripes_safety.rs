@@ -314,7 +314,7 @@ async fn init_re_stripes_two_to_three_above_every_id_of_the_old_layout() {
     ok(&seqd_with(&["stripes", "init", "--block", "100"], &[&dbs[0], &dbs[1]]).await);
     let old = stores_of(&dbs[..2]).await;
     for store in &old {
-        common::create_seq(&store, "order", 1, 10).await;
+        common::create_seq(store, "order", 1, 10).await;
     }
     // Stripe 2 runs far ahead: its rows and blocks are what the new layout
     // moves under the other stripes.

@@ -121,5 +121,5 @@ pub fn documented_codes(doc: &Value) -> BTreeSet<String> {
     let error = resolve(doc, "#/components/schemas/ErrorBody");
     let detail = resolve(doc, error["properties"]["error"]["$ref"].as_str().unwrap());
     let codes = resolve(doc, detail["properties"]["code"]["$ref"].as_str().unwrap());
-    common::strings(&codes, "enum")
+    common::strings(codes, "enum")
 }
