@@ -1,10 +1,13 @@
 //! The allocator core against the in-memory store with fault injection and a
 //! manual clock: prefetch, switch, waiting, failures, batches, bounds.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{fixed_step_allocator as fixed, memory_with};
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, ManualClock};
 use seqd::domain::{Count, SeqName};
 use seqd::store::memory::MemoryStore;
@@ -18,16 +21,6 @@ fn config() -> AllocatorConfig {
         wait_timeout: Duration::from_secs(3),
         ..AllocatorConfig::default()
     }
-}
-
-/// An allocator that always fetches the row's step, on a manual clock.
-fn fixed(store: &Arc<MemoryStore>, cfg: AllocatorConfig) -> Allocator {
-    Allocator::with_parts(
-        store.clone(),
-        cfg,
-        Arc::new(ManualClock::new()),
-        Arc::new(FixedStep),
-    )
 }
 
 /// Lets spawned fetch tasks run until `cond` holds (bounded; no sleeping, so
@@ -46,8 +39,7 @@ async fn until(mut cond: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn first_request_loads_the_first_segment() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 100);
+    let store = memory_with("a", 0, 100);
     let alloc = fixed(&store, config());
     assert_eq!(alloc.next(&name("a")).await.unwrap(), 1);
     assert_eq!(store.reserves("a"), 1);
@@ -58,8 +50,7 @@ async fn first_request_loads_the_first_segment() {
 
 #[tokio::test]
 async fn prefetch_starts_at_the_ten_percent_mark() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 100);
+    let store = memory_with("a", 0, 100);
     let alloc = fixed(&store, config());
     let a = name("a");
     for expected in 1..=10 {
@@ -79,8 +70,7 @@ async fn prefetch_starts_at_the_ten_percent_mark() {
 
 #[tokio::test]
 async fn switches_to_the_next_segment_without_a_gap() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 10);
+    let store = memory_with("a", 0, 10);
     let alloc = fixed(&store, config());
     let a = name("a");
     let mut got = Vec::new();
@@ -94,8 +84,7 @@ async fn switches_to_the_next_segment_without_a_gap() {
 
 #[tokio::test(start_paused = true)]
 async fn waits_when_both_segments_are_empty_then_succeeds_when_the_fetch_lands() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 5);
+    let store = memory_with("a", 0, 5);
     let alloc = fixed(&store, config());
     let a = name("a");
     assert_eq!(alloc.next(&a).await.unwrap(), 1);
@@ -122,8 +111,7 @@ async fn waits_when_both_segments_are_empty_then_succeeds_when_the_fetch_lands()
 
 #[tokio::test(start_paused = true)]
 async fn gives_up_after_the_wait_timeout_with_unavailable() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 5);
+    let store = memory_with("a", 0, 5);
     let alloc = fixed(&store, config());
     store.close_gate();
     let started = tokio::time::Instant::now();
@@ -146,8 +134,7 @@ async fn gives_up_after_the_wait_timeout_with_unavailable() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failing_store_then_recovering_never_leaves_the_sequence_stuck() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 5);
+    let store = memory_with("a", 0, 5);
     let alloc = fixed(&store, config());
     let a = name("a");
     store.set_failing("a", true);
@@ -171,8 +158,7 @@ async fn a_failing_store_then_recovering_never_leaves_the_sequence_stuck() {
 
 #[tokio::test(start_paused = true)]
 async fn a_few_failed_fetches_within_the_timeout_are_invisible_to_clients() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 5);
+    let store = memory_with("a", 0, 5);
     let alloc = fixed(&store, config());
     store.fail_next("a", 3);
     assert_eq!(alloc.next(&name("a")).await.unwrap(), 1);
@@ -182,8 +168,7 @@ async fn a_few_failed_fetches_within_the_timeout_are_invisible_to_clients() {
 
 #[tokio::test]
 async fn a_batch_spans_a_segment_boundary_in_order() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 10);
+    let store = memory_with("a", 0, 10);
     let alloc = fixed(&store, config());
     let a = name("a");
     assert_eq!(alloc.next(&a).await.unwrap(), 1);
@@ -275,8 +260,7 @@ async fn unknown_names_are_not_found_and_remembered_briefly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_first_requests_share_one_fetch() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 1000);
+    let store = memory_with("a", 0, 1000);
     let alloc = fixed(&store, config());
     store.close_gate();
     let tasks: Vec<_> = (0..64)
@@ -297,8 +281,7 @@ async fn concurrent_first_requests_share_one_fetch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_tasks_get_unique_ids_and_each_sees_them_increase() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 7);
+    let store = memory_with("a", 0, 7);
     let alloc = fixed(&store, config());
     let tasks: Vec<_> = (0..16)
         .map(|i| {
@@ -334,8 +317,7 @@ async fn many_tasks_get_unique_ids_and_each_sees_them_increase() {
 
 #[tokio::test]
 async fn a_range_below_ids_already_served_is_never_reissued() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 10);
+    let store = memory_with("a", 0, 10);
     let alloc = fixed(&store, config());
     let a = name("a");
     for _ in 0..15 {
@@ -384,8 +366,7 @@ async fn parallel_callers_of_a_missing_name_cost_one_query() {
 /// (not one per row step, as retrying the planned size would).
 #[tokio::test(start_paused = true)]
 async fn a_row_that_went_far_back_is_skipped_with_one_reservation() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("r", 0, 10);
+    let store = memory_with("r", 0, 10);
     let alloc = fixed(&store, config());
     let r = name("r");
     for _ in 0..3 {
@@ -413,8 +394,7 @@ async fn a_row_that_went_far_back_is_skipped_with_one_reservation() {
 /// away: its pending entry goes with it.
 #[tokio::test(start_paused = true)]
 async fn a_caller_that_leaves_takes_its_pending_entry_with_it() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("slow", 0, 100);
+    let store = memory_with("slow", 0, 100);
     store.close_gate();
     let alloc = fixed(&store, config());
     let left = tokio::time::timeout(Duration::from_millis(10), alloc.next(&name("slow"))).await;
@@ -435,8 +415,7 @@ async fn a_caller_that_leaves_takes_its_pending_entry_with_it() {
 /// entry, and no fetch keeps retrying for the name once nobody asks for it.
 #[tokio::test(start_paused = true)]
 async fn an_unavailable_lookup_leaves_no_entry_and_no_retrying_fetch() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("down", 0, 100);
+    let store = memory_with("down", 0, 100);
     store.set_failing("down", true);
     let alloc = fixed(&store, config());
     let got = alloc.next(&name("down")).await;
@@ -458,8 +437,7 @@ async fn an_unavailable_lookup_leaves_no_entry_and_no_retrying_fetch() {
 /// Concurrent callers share one pending entry; it goes when the last leaves.
 #[tokio::test(start_paused = true)]
 async fn a_pending_entry_stays_while_any_caller_waits() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("shared", 0, 100);
+    let store = memory_with("shared", 0, 100);
     store.close_gate();
     let alloc = fixed(&store, config());
     let waiting = {
@@ -492,8 +470,7 @@ async fn a_pending_entry_stays_while_any_caller_waits() {
 /// restarted instance continues at the next ID.
 #[tokio::test]
 async fn give_back_lowers_the_row_to_the_last_id_handed_out() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 1000);
+    let store = memory_with("a", 0, 1000);
     let alloc = fixed(&store, config());
     for expected in 1..=5 {
         assert_eq!(alloc.next(&name("a")).await.unwrap(), expected);
@@ -511,8 +488,7 @@ async fn give_back_lowers_the_row_to_the_last_id_handed_out() {
 #[tokio::test]
 async fn give_back_takes_only_the_run_this_instance_reserved_at_the_top() {
     // contiguous: current 1..=10 (2 used), next 11..=20
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 10);
+    let store = memory_with("a", 0, 10);
     let alloc = fixed(&store, config());
     for _ in 0..2 {
         alloc.next(&name("a")).await.unwrap();
@@ -522,8 +498,7 @@ async fn give_back_takes_only_the_run_this_instance_reserved_at_the_top() {
     assert_eq!(store.max_id("a"), Some(2));
 
     // separated: current 1..=10 (2 used), another instance 11..=20, next 21..=30
-    let store = Arc::new(MemoryStore::new());
-    store.insert("b", 0, 10);
+    let store = memory_with("b", 0, 10);
     let alloc = fixed(&store, config());
     alloc.next(&name("b")).await.unwrap();
     store.close_gate();
@@ -544,8 +519,7 @@ async fn give_back_takes_only_the_run_this_instance_reserved_at_the_top() {
 
     // and when another instance reserved after this one's last reservation,
     // the compare-and-set finds another max_id and nothing changes
-    let store = Arc::new(MemoryStore::new());
-    store.insert("c", 0, 10);
+    let store = memory_with("c", 0, 10);
     let alloc = fixed(&store, config());
     alloc.next(&name("c")).await.unwrap();
     store.insert("c", 20, 10);
@@ -558,8 +532,7 @@ async fn give_back_takes_only_the_run_this_instance_reserved_at_the_top() {
 /// may land after), and the row keeps every reservation.
 #[tokio::test]
 async fn give_back_leaves_a_sequence_with_a_fetch_in_flight_alone() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 10);
+    let store = memory_with("a", 0, 10);
     let alloc = fixed(&store, config());
     alloc.next(&name("a")).await.unwrap();
     store.close_gate();
@@ -657,8 +630,7 @@ async fn a_global_sequence_does_not_ride_through_an_outage() {
 
 #[tokio::test]
 async fn switching_to_global_and_back_never_repeats_an_id() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("s", 0, 10);
+    let store = memory_with("s", 0, 10);
     let alloc = fixed(&store, config());
     let mut seen = HashSet::new();
     let mut last = 0;
@@ -683,8 +655,7 @@ async fn switching_to_global_and_back_never_repeats_an_id() {
 /// another instance's range below it.
 #[tokio::test]
 async fn give_back_after_a_switch_to_global_and_back_gives_nothing() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("s", 0, 10);
+    let store = memory_with("s", 0, 10);
     let alloc = fixed(&store, config());
     alloc.next(&name("s")).await.unwrap();
     store.close_gate();

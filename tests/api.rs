@@ -12,7 +12,7 @@ use reqwest::{Method, StatusCode};
 use seqd::config::Secret;
 use seqd::config::Settings;
 use serde_json::{json, Value};
-use server::TestServer;
+use server::{fetch_json, listed_names, TestServer};
 
 async fn json_of(resp: reqwest::Response) -> Value {
     resp.json().await.expect("JSON body")
@@ -27,11 +27,6 @@ async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -
         .as_str()
         .expect("message")
         .to_string()
-}
-
-/// `GET url` with `http`, read as JSON (from tasks holding a clone of the client).
-async fn get_value(http: &reqwest::Client, url: &str) -> Value {
-    http.get(url).send().await.unwrap().json().await.unwrap()
 }
 
 async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
@@ -58,13 +53,7 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
     assert_eq!(resp.headers()["cache-control"], "no-store");
     assert_eq!(json_of(resp).await, json!({"name": "order", "id": 1001}));
 
-    let resp = s
-        .http
-        .post(s.url("/v1/sequences/order/next"))
-        .header("accept", "text/plain")
-        .send()
-        .await
-        .unwrap();
+    let resp = s.send_plain(Method::POST, "/v1/sequences/order/next").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(resp.headers()["content-type"]
         .to_str()
@@ -77,12 +66,7 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     let body = json_of(resp).await;
-    let ids: Vec<i64> = body["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_i64().unwrap())
-        .collect();
+    let ids = common::integers(&body, "ids");
     assert_eq!(
         ids,
         (1003..=1027).collect::<Vec<_>>(),
@@ -90,11 +74,8 @@ async fn create_serves_ids_as_json_text_and_batches(db: TestDb) {
     );
 
     let resp = s
-        .http
-        .post(s.url("/v1/sequences/order/batch?count=1"))
-        .send()
-        .await
-        .unwrap();
+        .send(Method::POST, "/v1/sequences/order/batch?count=1")
+        .await;
     assert_eq!(json_of(resp).await["ids"], json!([1028]));
 
     let resp = s.get("/api/segment/get/order").await;
@@ -116,13 +97,7 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
     s.get("/v1/sequences/a-seq/next").await;
 
     let list = s.get_json("/v1/sequences").await;
-    let names: Vec<&str> = list["sequences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["a-seq", "b-seq"]);
+    assert_eq!(listed_names(&list), ["a-seq", "b-seq"]);
     assert!(
         list["sequences"][0]["buffer"]["current"].is_object(),
         "a-seq has a buffer: {list}"
@@ -142,11 +117,7 @@ async fn list_get_and_patch_show_rows_and_buffers(db: TestDb) {
     assert!(buf["current_step"].as_i64().unwrap() >= 5);
 
     let patched = s
-        .send_json(
-            Method::PATCH,
-            "/v1/sequences/a-seq",
-            &json!({"step": 50, "description": "bigger"}),
-        )
+        .patch_sequence("a-seq", &json!({"step": 50, "description": "bigger"}))
         .await;
     assert_eq!(patched.status(), StatusCode::OK);
     let patched = json_of(patched).await;
@@ -174,9 +145,7 @@ async fn unknown_sequences_get_404_saying_how_to_create_them(db: TestDb) {
             "{path}: {msg}"
         );
     }
-    let resp = s
-        .send_json(Method::PATCH, "/v1/sequences/nope", &json!({"step": 3}))
-        .await;
+    let resp = s.patch_sequence("nope", &json!({"step": 3})).await;
     expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
     s.stop().await;
 }
@@ -216,15 +185,7 @@ async fn bad_names_and_counts_get_400(db: TestDb) {
             expect_error(resp, StatusCode::BAD_REQUEST, "invalid_name").await;
         }
     }
-    for q in [
-        "",
-        "?count=0",
-        "?count=-1",
-        "?count=10001",
-        "?count=1e9",
-        "?count=abc",
-        "?count=1&count=2",
-    ] {
+    for q in common::BAD_COUNT_QUERIES {
         let resp = s.get(&format!("/v1/sequences/ok/batch{q}")).await;
         expect_error(resp, StatusCode::BAD_REQUEST, "invalid_count").await;
     }
@@ -303,7 +264,7 @@ async fn bad_bodies_get_400_and_duplicates_409(db: TestDb) {
         json!({"step": "x"}),
         json!({"name": "renamed"}),
     ] {
-        let resp = s.send_json(Method::PATCH, "/v1/sequences/dup", &body).await;
+        let resp = s.patch_sequence("dup", &body).await;
         expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
     }
     let big = "x".repeat(200 * 1024);
@@ -371,26 +332,14 @@ async fn admin_token_is_required_when_set(db: TestDb) {
     let resp = s.post_sequence(&body.clone()).await;
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     let resp = s
-        .http
-        .post(s.url("/v1/sequences"))
-        .bearer_auth("wrong")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+        .send_as("wrong", Method::POST, "/v1/sequences", Some(&body))
+        .await;
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     let resp = s
-        .http
-        .post(s.url("/v1/sequences"))
-        .bearer_auth("s3cret")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let resp = s
-        .send_json(Method::PATCH, "/v1/sequences/guarded", &json!({"step": 2}))
+        .send_as("s3cret", Method::POST, "/v1/sequences", Some(&body))
         .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let resp = s.patch_sequence("guarded", &json!({"step": 2})).await;
     expect_error(resp, StatusCode::UNAUTHORIZED, "unauthorized").await;
     // Reads of IDs need no token.
     let resp = s.get("/v1/sequences/guarded/next").await;
@@ -434,12 +383,7 @@ async fn head_on_drawing_routes_draws_nothing(db: TestDb) {
     }
     assert_eq!(s.next("peek").await, 1, "HEAD drew IDs");
     // Reads keep answering HEAD.
-    let resp = s
-        .http
-        .head(s.url("/v1/sequences/peek"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.send(Method::HEAD, "/v1/sequences/peek").await;
     assert_eq!(resp.status(), StatusCode::OK);
     s.stop().await;
 }
@@ -456,16 +400,10 @@ async fn concurrent_clients_over_http_get_unique_increasing_ids(db: TestDb) {
             let mut mine = Vec::new();
             for i in 0..100 {
                 if (c + i) % 4 == 0 {
-                    let v = get_value(&http, &url_batch).await;
-                    mine.extend(
-                        v["ids"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|x| x.as_i64().unwrap()),
-                    );
+                    let v = fetch_json(http.get(&url_batch)).await;
+                    mine.extend(common::integers(&v, "ids"));
                 } else {
-                    let v = get_value(&http, &url_next).await;
+                    let v = fetch_json(http.get(&url_next)).await;
                     mine.push(v["id"].as_i64().unwrap());
                 }
             }
@@ -503,13 +441,7 @@ async fn insert_sequences(db: &TestDb, count: usize) -> Vec<String> {
 
 /// The names of a page and its `next`.
 fn page_of(body: &Value) -> (Vec<String>, Value) {
-    let names = body["sequences"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no sequences in {body}"))
-        .iter()
-        .map(|s| s["name"].as_str().unwrap().to_string())
-        .collect();
-    (names, body["next"].clone())
+    (listed_names(body), body["next"].clone())
 }
 
 /// The names of every page of `GET /v1/sequences?{query}` walked from the

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use common::{clear_of_midnight, Backend, TestDb};
 use reqwest::Method;
 use seqd::config::Settings;
-use seqd::domain::{SeqName, SerialSettings};
+use seqd::domain::SeqName;
 use seqd::serial::{Overflow, Reset};
 use seqd::store::memory::MemoryStore;
 use seqd::store::{BumpMode, Bumped, Store, StoreError};
@@ -225,15 +225,12 @@ async fn bump_of_every_row_covers_a_hundred_thousand_rows_all_or_nothing(db: Tes
 /// with a counter row for each of `keys`, each reserved once (`max_id` 10).
 async fn serial_with_counters(store: &Arc<dyn Store>, name_: &str, keys: &[&str]) {
     let mut seq = common::new_seq(name_, 1, 10);
-    seq.serial = Some(
-        SerialSettings::new(
-            "S{yyyy}{MM}{dd}{seq:06}",
-            Reset::Day,
-            "UTC",
-            Overflow::Refuse,
-        )
-        .expect("settings"),
-    );
+    seq.serial = Some(common::serial_settings(
+        "S{yyyy}{MM}{dd}{seq:06}",
+        Reset::Day,
+        "UTC",
+        Overflow::Refuse,
+    ));
     store.create(&seq).await.expect("create");
     let parent = common::name(name_);
     for key in keys {
@@ -379,42 +376,21 @@ async fn serials(s: &TestServer, n: usize) -> Vec<String> {
     out
 }
 
-/// The failover the fence is for: an instance issues serials, the database
-/// fails over to a replica whose counter row lags (simulated by lowering the
-/// row by SQL), the operator runs `seqd sequences bump ord --by N` (which
-/// lists the counter row it raised), and an instance on the promoted
-/// database issues serials none of which the first instance issued.
-async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: TestDb) {
-    let (primary, issued) = primary_with_three_serials(&db).await;
-    assert!(issued[0].ends_with("000000001"), "{issued:?}");
+/// A failover: `primary` (which issued `issued`) stops, and `lag` (SQL on
+/// the one counter row of `ord`) makes the promoted database `db` lag
+/// behind it; the operator runs `seqd sequences bump ord --by 1000000`
+/// (asserted to succeed; its stdout), and an instance on `db` issues 3
+/// serials, none of them among `issued` and the first one above the bump.
+async fn fail_over_and_bump(
+    db: &TestDb,
+    primary: TestServer,
+    lag: &str,
+    issued: &[String],
+) -> String {
     primary.stop().await;
-
-    // The replica never saw the reservations: its counter rows start over.
-    let lowered = common::execute(
-        &db,
-        "UPDATE sequences SET max_id = 0 WHERE name >= 'ord@' AND name < 'ord@:'",
-    )
-    .await;
-    assert_eq!(lowered, 1);
-
-    let url = db.url.as_str();
-    let out = common::seqd_binary(&[
-        "sequences",
-        "bump",
-        "ord",
-        "--by",
-        "1000000",
-        "--database-url",
-        url,
-    ])
-    .await;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
+    assert_eq!(common::execute(db, lag).await, 1, "{lag}");
+    let out = common::seqd_on(db, &["sequences", "bump", "ord", "--by", "1000000"]).await;
+    let stdout = common::ok(&out);
     let replica = TestServer::start(Settings::for_database(db.url.clone())).await;
     let after = serials(&replica, 3).await;
     for serial in &after {
@@ -424,6 +400,21 @@ async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: Test
         );
     }
     assert!(after[0].ends_with("001000001"), "{after:?}");
+    replica.stop().await;
+    stdout
+}
+
+/// The failover the fence is for: an instance issues serials, the database
+/// fails over to a replica whose counter row lags (simulated by lowering the
+/// row by SQL), the operator runs `seqd sequences bump ord --by N` (which
+/// lists the counter row it raised), and an instance on the promoted
+/// database issues serials none of which the first instance issued.
+async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: TestDb) {
+    let (primary, issued) = primary_with_three_serials(&db).await;
+    assert!(issued[0].ends_with("000000001"), "{issued:?}");
+    // The replica never saw the reservations: its counter rows start over.
+    let lag = "UPDATE sequences SET max_id = 0 WHERE name >= 'ord@' AND name < 'ord@:'";
+    let stdout = fail_over_and_bump(&db, primary, lag, &issued).await;
 
     // The operator saw the counter row fenced.
     let counter_line = stdout
@@ -437,7 +428,6 @@ async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: Test
         stdout.contains("bumped 1 sequences by 1000000, with 1 period counter rows"),
         "{stdout}"
     );
-    replica.stop().await;
 }
 
 /// A replica that never received the current period's counter row: the bump
@@ -445,36 +435,8 @@ async fn serials_after_a_bump_never_repeat_those_a_lagging_replica_lost(db: Test
 /// serials start above the bump instead of at `start` again.
 async fn a_bump_fences_a_period_row_the_replica_never_received(db: TestDb) {
     let (primary, issued) = primary_with_three_serials(&db).await;
-    primary.stop().await;
-    let deleted = common::execute(
-        &db,
-        "DELETE FROM sequences WHERE name >= 'ord@' AND name < 'ord@:'",
-    )
-    .await;
-    assert_eq!(deleted, 1);
-
-    let url = db.url.as_str();
-    let out = common::seqd_binary(&[
-        "sequences",
-        "bump",
-        "ord",
-        "--by",
-        "1000000",
-        "--database-url",
-        url,
-    ])
-    .await;
-    assert!(out.status.success(), "{out:?}");
-    let replica = TestServer::start(Settings::for_database(db.url.clone())).await;
-    let after = serials(&replica, 3).await;
-    for serial in &after {
-        assert!(
-            !issued.contains(serial),
-            "{serial} issued twice: {issued:?} then {after:?}"
-        );
-    }
-    assert!(after[0].ends_with("001000001"), "{after:?}");
-    replica.stop().await;
+    let lag = "DELETE FROM sequences WHERE name >= 'ord@' AND name < 'ord@:'";
+    fail_over_and_bump(&db, primary, lag, &issued).await;
 }
 
 per_backend!(

@@ -7,19 +7,12 @@ mod common;
 use std::process::Output;
 use std::sync::Arc;
 
-use common::{ok, TestDb};
+use common::{ok, seqd_on, TestDb};
 use seqd::store::Store;
 
 /// Runs the `seqd` binary with `args` and a clean environment for its settings.
 async fn seqd(args: &[&str]) -> Output {
     common::seqd_binary(args).await
-}
-
-/// Runs `seqd <args> --database-url <db>`.
-async fn seqd_on(db: &TestDb, args: &[&str]) -> Output {
-    let mut all = args.to_vec();
-    all.extend(["--database-url", db.url.as_str()]);
-    seqd(&all).await
 }
 
 fn stdout(out: &Output) -> String {

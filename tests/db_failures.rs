@@ -262,13 +262,7 @@ async fn a_rolled_back_row_is_skipped_in_one_reservation(db: TestDb) {
     let mut served = Vec::new();
     for _ in 0..3 {
         let v = s.get_json(&path("/batch?count=1000")).await;
-        served.extend(
-            v["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|i| i.as_i64().unwrap()),
-        );
+        served.extend(common::integers(&v, "ids"));
     }
     let high = *served.last().unwrap();
     assert_eq!(high, 3000);
@@ -337,10 +331,7 @@ async fn names_in_memory(s: &TestServer, state: &str) -> u64 {
 /// Sends `n` requests for unknown names, 100 at a time, each from a client
 /// that gives up after 50 ms (it disconnects while seqd looks the name up).
 async fn requests_that_leave(s: &TestServer, tag: &str, n: usize) {
-    let quitter = reqwest::Client::builder()
-        .timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
+    let quitter = server::client(Duration::from_millis(50));
     futures::stream::iter(0..n)
         .map(|i| {
             let url = s.url(&format!("/v1/sequences/{tag}-{i}/next"));

@@ -10,19 +10,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::Backend;
-use server::Process;
+use server::{fetch_json, Process};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// The buffer's successful fetch count, from `GET /v1/sequences/{name}`.
 async fn fetches(http: &reqwest::Client, base: &str, name: &str) -> u64 {
-    let v: serde_json::Value = http
-        .get(format!("{base}/v1/sequences/{name}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = fetch_json(http.get(format!("{base}/v1/sequences/{name}"))).await;
     v["buffer"]["fetches"].as_u64().unwrap()
 }
 
@@ -36,10 +29,7 @@ async fn sqlite_syncs_every_segment_fetch_to_disk() {
     }
     let db = common::test_db(Backend::Sqlite).await.unwrap();
     let store = common::store(&db).await;
-    store
-        .create(&common::new_seq("durable", 1, 1))
-        .await
-        .unwrap();
+    common::create_seq(&store, "durable", 1, 1).await;
     let seqd = Process::spawn(&db.url, &["--max-step", "1", "--snowflake", "false"]).await;
     let http = reqwest::Client::new();
     let next = format!("{}/v1/sequences/durable/next", seqd.base);
@@ -69,8 +59,7 @@ async fn sqlite_syncs_every_segment_fetch_to_disk() {
     let before = fetches(&http, &seqd.base, "durable").await;
     let mut last = 0;
     for _ in 0..40 {
-        let id: serde_json::Value = http.get(&next).send().await.unwrap().json().await.unwrap();
-        let id = id["id"].as_i64().unwrap();
+        let id = fetch_json(http.get(&next)).await["id"].as_i64().unwrap();
         assert!(id > last);
         last = id;
     }

@@ -2,10 +2,12 @@
 //! the row's step, and a step changed in the table is the floor at the next
 //! fetch. Manual clock for the rate, paused tokio clock for the store.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use seqd::allocator::{Allocator, AllocatorConfig, ManualClock, RateStep};
+use seqd::allocator::{Allocator, ManualClock};
 use seqd::domain::{Count, SeqName};
 use seqd::store::memory::MemoryStore;
 use seqd::store::{prelude::*, SequencePatch};
@@ -14,17 +16,7 @@ fn setup(row_step: i64) -> (Arc<MemoryStore>, ManualClock, Allocator, SeqName) {
     let store = Arc::new(MemoryStore::new());
     store.insert("s", 0, row_step);
     let clock = ManualClock::new();
-    let cfg = AllocatorConfig::default();
-    let policy = RateStep {
-        target: cfg.segment_target,
-        max_step: cfg.max_step,
-    };
-    let alloc = Allocator::with_parts(
-        store.clone(),
-        cfg,
-        Arc::new(clock.clone()),
-        Arc::new(policy),
-    );
+    let alloc = common::rate_step_allocator(store.clone(), &clock);
     (store, clock, alloc, SeqName::parse("s").unwrap())
 }
 
@@ -104,9 +96,7 @@ async fn a_step_raised_in_the_table_is_the_floor_at_the_next_fetch() {
             &s,
             &SequencePatch {
                 step: Some(5_000),
-                description: None,
-                ordering: None,
-                serial: None,
+                ..Default::default()
             },
         )
         .await

@@ -76,11 +76,7 @@ async fn exchange(addr: SocketAddr, request: &str) -> (u16, String, String) {
 async fn descriptions_with_control_characters_get_400_on_create_and_patch(db: TestDb) {
     let s = TestServer::on(&db.url).await;
     let resp = s
-        .send_json(
-            Method::POST,
-            "/v1/sequences",
-            &json!({"name": "kept", "description": "fine"}),
-        )
+        .post_sequence(&json!({"name": "kept", "description": "fine"}))
         .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     for (i, bad) in [
@@ -96,27 +92,21 @@ async fn descriptions_with_control_characters_get_400_on_create_and_patch(db: Te
     {
         let name = format!("ctl{i}");
         let body = json!({"name": name, "description": bad});
-        let resp = s.send_json(Method::POST, "/v1/sequences", &body).await;
+        let resp = s.post_sequence(&body).await;
         let msg = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
         assert!(msg.contains("control character"), "{bad:?}: {msg}");
         let resp = s.get(&format!("/v1/sequences/{name}")).await;
         expect_error(resp, StatusCode::NOT_FOUND, "sequence_not_found").await;
 
         let body = json!({"description": bad});
-        let resp = s
-            .send_json(Method::PATCH, "/v1/sequences/kept", &body)
-            .await;
+        let resp = s.patch_sequence("kept", &body).await;
         let msg = expect_error(resp, StatusCode::BAD_REQUEST, "invalid_request").await;
         assert!(msg.contains("control character"), "{bad:?}: {msg}");
     }
     let row = s.get_json("/v1/sequences/kept").await;
     assert_eq!(row["description"], "fine");
     let resp = s
-        .send_json(
-            Method::PATCH,
-            "/v1/sequences/kept",
-            &json!({"description": "ünïcode ok ✓"}),
-        )
+        .patch_sequence("kept", &json!({"description": "ünïcode ok ✓"}))
         .await;
     assert_eq!(resp.status(), StatusCode::OK);
     s.stop().await;

@@ -61,14 +61,7 @@ async fn fetch_ids(http: &reqwest::Client, url: &str) -> Outcome {
             if let Some(id) = body["id"].as_i64() {
                 Outcome::Ids(vec![id])
             } else {
-                Outcome::Ids(
-                    body["ids"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.as_i64().unwrap())
-                        .collect(),
-                )
+                Outcome::Ids(common::integers(&body, "ids"))
             }
         }
         503 => {
@@ -141,7 +134,7 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
         served_after_cut > 0,
         "what was in memory was served after the cut"
     );
-    let ready = s.http.get(s.url("/readyz")).send().await.unwrap();
+    let ready = s.get("/readyz").await;
     assert_eq!(ready.status(), 503, "not ready while the database is gone");
 
     proxy.heal();
@@ -296,12 +289,7 @@ fn spawn_clients(
                         200 => {
                             let got: Vec<i64> = match body["id"].as_i64() {
                                 Some(id) => vec![id],
-                                None => body["ids"]
-                                    .as_array()
-                                    .unwrap()
-                                    .iter()
-                                    .map(|v| v.as_i64().unwrap())
-                                    .collect(),
+                                None => common::integers(&body, "ids"),
                             };
                             issued.fetch_add(got.len() as u64, Ordering::Relaxed);
                             ids.extend(got);
@@ -333,14 +321,18 @@ async fn until_issued(issued: &AtomicU64, n: u64, limit: Duration) {
     }
 }
 
-async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
-    create(&db, "crash", 20).await;
-    let flags = ["--max-step", "20"];
-    let first = Process::spawn(&db.url, &flags).await;
+/// 4 clients drawing from `crash` on `p` (see [`spawn_clients`]), once they
+/// have 5,000 IDs: the flag that stops them, and their tasks.
+async fn crash_clients_past_5000(
+    p: &Process,
+) -> (
+    Arc<AtomicBool>,
+    Vec<tokio::task::JoinHandle<(usize, Vec<i64>, u64)>>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let issued = Arc::new(AtomicU64::new(0));
-    let before = spawn_clients(
-        vec![first.base.clone()],
+    let clients = spawn_clients(
+        vec![p.base.clone()],
         "crash",
         4,
         stop.clone(),
@@ -348,6 +340,14 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
         None,
     );
     until_issued(&issued, 5_000, Duration::from_secs(120)).await;
+    (stop, clients)
+}
+
+async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
+    create(&db, "crash", 20).await;
+    let flags = ["--max-step", "20"];
+    let first = Process::spawn(&db.url, &flags).await;
+    let (stop, before) = crash_clients_past_5000(&first).await;
     first.signal("KILL");
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
@@ -356,17 +356,7 @@ async fn kill_9_during_load_then_restart_issues_no_duplicate(db: TestDb) {
     }
     first.kill().await;
     let second = Process::spawn(&db.url, &flags).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let after_count = Arc::new(AtomicU64::new(0));
-    let after = spawn_clients(
-        vec![second.base.clone()],
-        "crash",
-        4,
-        stop.clone(),
-        after_count.clone(),
-        None,
-    );
-    until_issued(&after_count, 5_000, Duration::from_secs(120)).await;
+    let (stop, after) = crash_clients_past_5000(&second).await;
     stop.store(true, Ordering::Relaxed);
     for t in after {
         all.push(t.await.unwrap().1);

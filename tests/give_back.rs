@@ -72,20 +72,21 @@ async fn nothing_is_given_back_past_another_instances_reservation(db: TestDb) {
     let b = Process::spawn(&db.url, &[]).await;
     let from_b = ids(&b, "orders", 3).await; // B holds 1001..=2000
     assert_eq!(from_b, vec![1001, 1002, 1003]);
-    let given = stop(a).await;
-    assert_eq!(given["reserved_since"].as_u64(), Some(1), "{given}");
-    assert_eq!(
-        max_id(&db, "orders").await,
-        2000,
-        "A's compare-and-set must fail"
-    );
-    let given = stop(b).await;
-    assert_eq!(given["ids"].as_u64(), Some(997), "{given}");
-    assert_eq!(
-        max_id(&db, "orders").await,
-        1003,
-        "B was the last to reserve"
-    );
+    // A stops first, then B: what each reports, and the row after it.
+    for (p, field, reported, max, why) in [
+        (
+            a,
+            "reserved_since",
+            1,
+            2000,
+            "A's compare-and-set must fail",
+        ),
+        (b, "ids", 997, 1003, "B was the last to reserve"),
+    ] {
+        let given = stop(p).await;
+        assert_eq!(given[field].as_u64(), Some(reported), "{given}");
+        assert_eq!(max_id(&db, "orders").await, max, "{why}");
+    }
     let c = Process::spawn(&db.url, &[]).await;
     let from_c = ids(&c, "orders", 3).await;
     assert_eq!(from_c, vec![1004, 1005, 1006]);
@@ -110,23 +111,20 @@ async fn a_shutdown_during_a_fetch_leaves_the_sequence_alone_and_reissues_nothin
     let url = db.url.clone();
     let backend = db.backend;
     let holder = tokio::spawn(async move {
+        // The same on either backend, on a connection of type `$conn`.
+        macro_rules! hold_the_row {
+            ($conn:ty) => {{
+                let mut c = <$conn>::connect(&url).await.unwrap();
+                let mut tx = c.begin().await.unwrap();
+                sqlx::query(lock_sql).execute(&mut *tx).await.unwrap();
+                tx_held.send(()).unwrap();
+                let _ = rx_lock.await;
+                tx.rollback().await.unwrap();
+            }};
+        }
         match backend {
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
-                let mut tx = c.begin().await.unwrap();
-                sqlx::query(lock_sql).execute(&mut *tx).await.unwrap();
-                tx_held.send(()).unwrap();
-                let _ = rx_lock.await;
-                tx.rollback().await.unwrap();
-            }
-            _ => {
-                let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
-                let mut tx = c.begin().await.unwrap();
-                sqlx::query(lock_sql).execute(&mut *tx).await.unwrap();
-                tx_held.send(()).unwrap();
-                let _ = rx_lock.await;
-                tx.rollback().await.unwrap();
-            }
+            Backend::Postgres => hold_the_row!(sqlx::PgConnection),
+            _ => hold_the_row!(sqlx::MySqlConnection),
         }
     });
     rx_held.await.unwrap();

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::TestDb;
-use reqwest::Method;
 use seqd::config::Settings;
 use serde_json::json;
 use server::TestServer;
@@ -32,7 +31,7 @@ async fn three(db: &TestDb) -> Vec<TestServer> {
 async fn create(server: &TestServer, body: serde_json::Value) -> serde_json::Value {
     let mut body = body;
     body["name"] = json!("g");
-    let created = server.send_json(Method::POST, "/v1/sequences", &body).await;
+    let created = server.post_sequence(&body).await;
     assert_eq!(created.status(), 201);
     created.json().await.unwrap()
 }
@@ -141,11 +140,7 @@ async fn switching_to_global_and_back_by_patch_under_load_repeats_no_id(db: Test
     for ordering in ["global", "instance", "global", "instance"] {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let r = servers[1]
-            .send_json(
-                Method::PATCH,
-                "/v1/sequences/g",
-                &json!({ "ordering": ordering }),
-            )
+            .patch_sequence("g", &json!({ "ordering": ordering }))
             .await;
         assert_eq!(r.status(), 200);
         let body: serde_json::Value = r.json().await.unwrap();
@@ -170,19 +165,13 @@ async fn an_unknown_ordering_is_refused_with_400(db: TestDb) {
         json!({"name": "g", "ordering": "sometimes"}),
         json!({"name": "g", "ordering": 1}),
     ] {
-        let r = s.send_json(Method::POST, "/v1/sequences", &body).await;
+        let r = s.post_sequence(&body).await;
         assert_eq!(r.status(), 400, "{body}");
         let e: serde_json::Value = r.json().await.unwrap();
         assert_eq!(e["error"]["code"], "invalid_request", "{e}");
     }
     create(&s, json!({})).await;
-    let r = s
-        .send_json(
-            Method::PATCH,
-            "/v1/sequences/g",
-            &json!({"ordering": "total"}),
-        )
-        .await;
+    let r = s.patch_sequence("g", &json!({"ordering": "total"})).await;
     assert_eq!(r.status(), 400);
     let row: serde_json::Value = s.get_json("/v1/sequences/g").await;
     assert_eq!(row["ordering"], "instance");

@@ -11,19 +11,24 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{name, new_seq, TestDb};
-use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, ManualClock};
+use common::{fixed_step_allocator, memory_with, name, new_seq, TestDb};
+use seqd::allocator::{AllocError, Allocator, AllocatorConfig};
 use seqd::domain::Count;
 use seqd::store::memory::MemoryStore;
 
-/// An allocator on `store` with a manual clock and the fixed-step policy.
-fn fixed_step_allocator(store: &Arc<MemoryStore>, cfg: AllocatorConfig) -> Allocator {
-    Allocator::with_parts(
-        store.clone(),
-        cfg,
-        Arc::new(ManualClock::new()),
-        Arc::new(FixedStep),
-    )
+/// While the `hot` tasks run: `rounds` rounds of one ID from each of
+/// `cold0` to `cold19`, each its next in order (1, 2, ...); then waits for
+/// the hot tasks.
+async fn serve_cold_while(alloc: &Allocator, rounds: i64, hot: Vec<tokio::task::JoinHandle<()>>) {
+    for round in 0..rounds {
+        for i in 0..20 {
+            let id = alloc.next(&name(&format!("cold{i}"))).await.unwrap();
+            assert_eq!(id, round + 1);
+        }
+    }
+    for t in hot {
+        t.await.unwrap();
+    }
 }
 
 fn spawn_next(alloc: &Allocator, seq: &str) -> tokio::task::JoinHandle<Result<i64, AllocError>> {
@@ -93,8 +98,7 @@ async fn a_hanging_and_a_failing_sequence_do_not_slow_or_fail_another() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fetch_hanging_in_the_database_is_abandoned_and_retried() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("a", 0, 10);
+    let store = memory_with("a", 0, 10);
     let cfg = AllocatorConfig {
         fetch_timeout: Duration::from_secs(1),
         wait_timeout: Duration::from_secs(10),
@@ -123,8 +127,7 @@ async fn a_fetch_hanging_in_the_database_is_abandoned_and_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hot_sequence_keeps_one_fetch_in_flight_and_cold_ones_are_served() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("hot", 0, 1);
+    let store = memory_with("hot", 0, 1);
     for i in 0..20 {
         store.insert(&format!("cold{i}"), 0, 5);
     }
@@ -144,15 +147,7 @@ async fn a_hot_sequence_keeps_one_fetch_in_flight_and_cold_ones_are_served() {
             })
         })
         .collect();
-    for round in 0..10 {
-        for i in 0..20 {
-            let id = alloc.next(&name(&format!("cold{i}"))).await.unwrap();
-            assert_eq!(id, round + 1);
-        }
-    }
-    for t in hot {
-        t.await.unwrap();
-    }
+    serve_cold_while(&alloc, 10, hot).await;
     assert_eq!(
         store.max_in_flight("hot"),
         1,
@@ -169,8 +164,7 @@ async fn ten_thousand_concurrent_requests_on_a_fresh_sequence_all_succeed() {
     // The default (rate) policy with 10,000 requests; the fixed step of 10 with
     // 2,000 (200 fetches, each waking every waiter: slow in debug builds).
     for (policy, requests) in [("rate", 10_000), ("fixed", 2_000)] {
-        let store = Arc::new(MemoryStore::new());
-        store.insert("burst", 0, 10);
+        let store = memory_with("burst", 0, 10);
         store.set_delay("burst", Duration::from_millis(1));
         let cfg = AllocatorConfig::default();
         let alloc = match policy {
@@ -234,15 +228,7 @@ async fn hot_and_cold_sequences_share_the_database(db: TestDb) {
             })
         })
         .collect();
-    for round in 0..5 {
-        for i in 0..20 {
-            let id = alloc.next(&name(&format!("cold{i}"))).await.unwrap();
-            assert_eq!(id, round + 1);
-        }
-    }
-    for t in hot {
-        t.await.unwrap();
-    }
+    serve_cold_while(&alloc, 5, hot).await;
     let hot_snap = alloc.snapshot(&name("hot")).unwrap();
     assert_eq!(hot_snap.fetch_errors, 0);
     assert!(hot_snap.fetches >= 1600);

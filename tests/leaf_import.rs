@@ -46,6 +46,17 @@ const OPTS: ImportOptions = ImportOptions {
     max_step: 1_000_000,
 };
 
+/// Imports `rows` into `store` with `opts` (panics if the import fails).
+async fn import_into(
+    store: &std::sync::Arc<dyn Store>,
+    rows: &[leaf::LeafRow],
+    opts: ImportOptions,
+) -> leaf::Report {
+    leaf::import(rows, Some(store.as_ref()), opts)
+        .await
+        .unwrap_or_else(|e| panic!("import ({opts:?}): {e:?}"))
+}
+
 /// Creates Leaf's table with Leaf's own DDL for the backend.
 async fn create_leaf_table(db: &TestDb) {
     let ddl = match db.backend {
@@ -122,9 +133,7 @@ async fn import_continues_each_leaf_sequence_at_leafs_next_id(db: TestDb) {
         .expect("read leaf_alloc");
     assert_eq!(rows.len(), 3);
     let store = common::store(&db).await;
-    let report = leaf::import(&rows, Some(store.as_ref()), OPTS)
-        .await
-        .expect("import");
+    let report = import_into(&store, &rows, OPTS).await;
     assert_eq!(
         (
             report.imported(),
@@ -163,9 +172,7 @@ async fn invalid_tags_are_reported_and_skipped(db: TestDb) {
         .await
         .expect("read leaf_alloc");
     let store = common::store(&db).await;
-    let report = leaf::import(&rows, Some(store.as_ref()), OPTS)
-        .await
-        .expect("import");
+    let report = import_into(&store, &rows, OPTS).await;
     assert_eq!((report.imported(), report.invalid()), (1, 3), "{report:?}");
     let mut invalid: Vec<&str> = report
         .entries
@@ -184,22 +191,14 @@ async fn existing_names_are_skipped_and_raise_lifts_those_behind(db: TestDb) {
     let ahead_next = leaf_sequence(&db, "ahead", 100, None, 3).await; // 301
     let behind_next = leaf_sequence(&db, "behind", 1000, None, 5).await; // 5001
     let store = common::store(&db).await;
-    store
-        .create(&common::new_seq("ahead", 10_000, 10))
-        .await
-        .unwrap();
-    store
-        .create(&common::new_seq("behind", 1, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "ahead", 10_000, 10).await;
+    common::create_seq(&store, "behind", 1, 10).await;
     let rows = leaf::read_leaf_alloc(&db.url)
         .await
         .expect("read leaf_alloc");
 
     // By default both are left alone; the one behind Leaf is flagged.
-    let report = leaf::import(&rows, Some(store.as_ref()), OPTS)
-        .await
-        .expect("import");
+    let report = import_into(&store, &rows, OPTS).await;
     assert_eq!(
         (
             report.imported(),
@@ -230,9 +229,7 @@ async fn existing_names_are_skipped_and_raise_lifts_those_behind(db: TestDb) {
         raise: true,
         ..OPTS
     };
-    let report = leaf::import(&rows, Some(store.as_ref()), raise)
-        .await
-        .expect("import --raise");
+    let report = import_into(&store, &rows, raise).await;
     assert_eq!(
         (report.skipped(), report.behind(), report.raised()),
         (2, 0, 1)
@@ -253,10 +250,7 @@ async fn dry_run_writes_nothing(db: TestDb) {
     leaf_sequence(&db, "order", 100, None, 1).await;
     leaf_sequence(&db, "behind", 100, None, 4).await;
     let store = common::store(&db).await;
-    store
-        .create(&common::new_seq("behind", 1, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "behind", 1, 10).await;
     let before = store.list().await.unwrap();
     let rows = leaf::read_leaf_alloc(&db.url)
         .await
@@ -267,9 +261,7 @@ async fn dry_run_writes_nothing(db: TestDb) {
         raise: true,
         ..OPTS
     };
-    let report = leaf::import(&rows, Some(store.as_ref()), dry)
-        .await
-        .expect("dry run");
+    let report = import_into(&store, &rows, dry).await;
     assert!(report.dry_run);
     assert_eq!((report.imported(), report.raised()), (1, 1), "{report:?}");
     assert_eq!(
@@ -287,16 +279,11 @@ per_leaf_backend!(
 );
 
 /// Runs the `seqd` binary with `args`.
-async fn seqd(args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
-        .args(args)
-        .env_remove("SEQD_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("SEQD_LEAF_DATABASE_URL")
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .expect("run seqd")
+/// Runs `seqd import-leaf --from <from> <flags>` into `to`.
+async fn import_leaf(from: &str, to: &TestDb, flags: &[&str]) -> Output {
+    let mut args = vec!["import-leaf", "--from", from];
+    args.extend(flags);
+    common::seqd_on(to, &args).await
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -311,18 +298,8 @@ async fn binary_prints_the_plan_and_exits_nonzero_on_invalid_tags(db: TestDb) {
     let url = db.url.as_str();
 
     // Dry run on a target not migrated yet: the plan, nothing written.
-    let out = seqd(&[
-        "import-leaf",
-        "--from",
-        url,
-        "--database-url",
-        url,
-        "--dry-run",
-        "--skip-invalid",
-    ])
-    .await;
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let out = import_leaf(url, &db, &["--dry-run", "--skip-invalid"]).await;
+    let stdout = common::ok(&out);
     assert!(
         stdout.contains("dry run, nothing written: 2 to import, 0 skipped"),
         "{stdout}"
@@ -333,7 +310,7 @@ async fn binary_prints_the_plan_and_exits_nonzero_on_invalid_tags(db: TestDb) {
     assert!(store.list().await.unwrap().is_empty(), "the dry run wrote");
 
     // The import: valid rows land, the invalid one is reported, exit code 1.
-    let out = seqd(&["import-leaf", "--from", url, "--database-url", url]).await;
+    let out = import_leaf(url, &db, &[]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
@@ -355,17 +332,8 @@ async fn binary_prints_the_plan_and_exits_nonzero_on_invalid_tags(db: TestDb) {
     assert_eq!(first_id(&store, "order").await, order_next);
 
     // Again with --skip-invalid: everything is already there, exit 0.
-    let out = seqd(&[
-        "import-leaf",
-        "--from",
-        url,
-        "--database-url",
-        url,
-        "--skip-invalid",
-    ])
-    .await;
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let out = import_leaf(url, &db, &["--skip-invalid"]).await;
+    let stdout = common::ok(&out);
     assert!(
         stdout.contains("0 imported, 2 skipped (already in seqd, 0 of them raised), 1 invalid"),
         "{stdout}"
@@ -376,29 +344,17 @@ async fn binary_flags_a_sequence_behind_leaf_until_raised(db: TestDb) {
     create_leaf_table(&db).await;
     let next = leaf_sequence(&db, "order", 100, None, 3).await;
     let store = common::store(&db).await;
-    store
-        .create(&common::new_seq("order", 1, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "order", 1, 10).await;
     let url = db.url.as_str();
 
-    let out = seqd(&["import-leaf", "--from", url, "--database-url", url]).await;
+    let out = import_leaf(url, &db, &[]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("BEHIND Leaf"), "{stdout}");
     assert!(stderr.contains("--raise"), "{stderr}");
 
-    let out = seqd(&[
-        "import-leaf",
-        "--from",
-        url,
-        "--database-url",
-        url,
-        "--raise",
-    ])
-    .await;
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let out = import_leaf(url, &db, &["--raise"]).await;
+    let stdout = common::ok(&out);
     assert!(
         stdout.contains(&format!("max_id 0 -> {}", next - 1)),
         "{stdout}"
@@ -408,7 +364,7 @@ async fn binary_flags_a_sequence_behind_leaf_until_raised(db: TestDb) {
 
 async fn binary_reports_an_unreadable_leaf_database(db: TestDb) {
     // No leaf_alloc table in this database.
-    let out = seqd(&["import-leaf", "--from", &db.url, "--database-url", &db.url]).await;
+    let out = import_leaf(&db.url, &db, &[]).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -417,14 +373,7 @@ async fn binary_reports_an_unreadable_leaf_database(db: TestDb) {
     );
     assert!(stderr.contains("leaf_alloc"), "{stderr}");
 
-    let out = seqd(&[
-        "import-leaf",
-        "--from",
-        "redis://h/0",
-        "--database-url",
-        &db.url,
-    ])
-    .await;
+    let out = import_leaf("redis://h/0", &db, &[]).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -449,34 +398,21 @@ async fn raise_with_a_serial_target_writes_nothing_and_reports_every_row(
     let behind_next = leaf_sequence(leaf_db, "behind", 100, None, 3).await;
     leaf_sequence(leaf_db, "zz-serial", 10, None, 2).await;
     let store = common::store(target).await;
-    store
-        .create(&common::new_seq("behind", 1, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "behind", 1, 10).await;
     let mut serial = common::new_seq("zz-serial", 1, 10);
-    serial.serial = Some(
-        seqd::domain::SerialSettings::new(
-            "Z{yyyy}{MM}{dd}{seq:04}",
-            seqd::serial::Reset::Day,
-            "UTC",
-            seqd::serial::Overflow::Refuse,
-        )
-        .unwrap(),
-    );
+    serial.serial = Some(common::serial_settings(
+        "Z{yyyy}{MM}{dd}{seq:04}",
+        seqd::serial::Reset::Day,
+        "UTC",
+        seqd::serial::Overflow::Refuse,
+    ));
     store.create(&serial).await.unwrap();
     let before = store.list().await.unwrap();
 
     for extra in [None, Some("--dry-run")] {
-        let mut args = vec![
-            "import-leaf",
-            "--from",
-            leaf_db.url.as_str(),
-            "--database-url",
-            target.url.as_str(),
-            "--raise",
-        ];
-        args.extend(extra);
-        let out = seqd(&args).await;
+        let mut flags = vec!["--raise"];
+        flags.extend(extra);
+        let out = import_leaf(&leaf_db.url, target, &flags).await;
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(1), "{extra:?}\n{stdout}\n{stderr}");
         assert!(
@@ -544,16 +480,8 @@ async fn import_into_sqlite_from(source: Backend) {
     create_leaf_table(&leaf_db).await;
     let next = leaf_sequence(&leaf_db, "order", 250, Some("orders"), 4).await;
 
-    let out = seqd(&[
-        "import-leaf",
-        "--from",
-        &leaf_db.url,
-        "--database-url",
-        &sqlite.url,
-    ])
-    .await;
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let out = import_leaf(&leaf_db.url, &sqlite, &[]).await;
+    let stdout = common::ok(&out);
     assert!(stdout.contains("1 imported"), "{stdout}");
     let store = common::store(&sqlite).await;
     assert_eq!(common::row(&store, "order").await.description, "orders");
@@ -602,14 +530,8 @@ async fn mixed_fixture(db: &TestDb) -> std::sync::Arc<dyn Store> {
     leaf_sequence(db, "behind", 1000, None, 5).await;
     leaf_sequence(db, "ahead", 10, None, 1).await;
     let store = common::store(db).await;
-    store
-        .create(&common::new_seq("behind", 1, 10))
-        .await
-        .unwrap();
-    store
-        .create(&common::new_seq("ahead", 500, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "behind", 1, 10).await;
+    common::create_seq(&store, "ahead", 500, 10).await;
     store
 }
 

@@ -15,7 +15,7 @@ use common::TestDb;
 use recording::Recording;
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, SystemClock};
 use seqd::config::Settings;
-use seqd::domain::{NewSequence, SeqName};
+use seqd::domain::SeqName;
 use seqd::store::prelude::*;
 use serde_json::json;
 
@@ -89,10 +89,7 @@ async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: Tes
 
 async fn a_step_changed_by_sql_applies_at_the_next_fetch(db: TestDb) {
     let store = counting(&db).await;
-    store
-        .create(&NewSequence::new(name("st"), 1, 10, String::new(), 1_000_000).unwrap())
-        .await
-        .unwrap();
+    store.create(&common::new_seq("st", 1, 10)).await.unwrap();
     let alloc = fixed(store.clone(), Duration::from_secs(1));
     assert_eq!(alloc.next(&name("st")).await.unwrap(), 1);
     common::execute(&db, "UPDATE sequences SET step = 500 WHERE name = 'st'").await;
@@ -108,10 +105,7 @@ async fn a_deleted_sequence_stops_when_memory_runs_out_and_a_recreated_one_never
     db: TestDb,
 ) {
     let store = counting(&db).await;
-    store
-        .create(&NewSequence::new(name("gone"), 1, 10, String::new(), 1_000_000).unwrap())
-        .await
-        .unwrap();
+    store.create(&common::new_seq("gone", 1, 10)).await.unwrap();
     let alloc = fixed(store.clone(), Duration::from_millis(100));
     let mut last = 0;
     for _ in 0..5 {

@@ -22,13 +22,19 @@ async fn start(limits: Limits, store: Arc<MemoryStore>) -> TestServer {
     TestServer::start_with_store(settings, store).await
 }
 
-#[tokio::test]
-async fn a_client_that_sends_its_body_too_slowly_gets_408() {
+/// [`start`] on an empty in-memory store, with the default limits but
+/// `request_timeout`.
+async fn start_with_request_timeout(request_timeout: Duration) -> TestServer {
     let limits = Limits {
-        request_timeout: Duration::from_millis(300),
+        request_timeout,
         ..Limits::default()
     };
-    let s = start(limits, Arc::new(MemoryStore::new())).await;
+    start(limits, Arc::new(MemoryStore::new())).await
+}
+
+#[tokio::test]
+async fn a_client_that_sends_its_body_too_slowly_gets_408() {
+    let s = start_with_request_timeout(Duration::from_millis(300)).await;
     let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     conn.write_all(
         b"POST /v1/sequences HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"na",
@@ -95,12 +101,7 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
     }
     let resp = shed.expect("a third request is shed");
     // The limit is per process, not per route: another route is shed too.
-    let other = s
-        .http
-        .get(s.url("/v1/sequences/s/batch?count=2"))
-        .send()
-        .await
-        .unwrap();
+    let other = s.get("/v1/sequences/s/batch?count=2").await;
     assert_eq!(other.status(), 503, "the limit counts every route together");
     assert!(resp.headers().contains_key("retry-after"));
     let body: serde_json::Value = resp.json().await.unwrap();
@@ -115,11 +116,7 @@ async fn requests_past_the_concurrency_limit_are_shed_with_503() {
 /// before any of it is awaited (not held until the request timeout, 408).
 #[tokio::test]
 async fn an_announced_oversized_body_gets_413_without_waiting_for_it() {
-    let limits = Limits {
-        request_timeout: Duration::from_secs(3600),
-        ..Limits::default()
-    };
-    let s = start(limits, Arc::new(MemoryStore::new())).await;
+    let s = start_with_request_timeout(Duration::from_secs(3600)).await;
     for target in ["/v1/sequences", "/v1/sequences/order"] {
         let method = if target == "/v1/sequences" {
             "POST"

@@ -26,10 +26,10 @@ use metrics_text::*;
 use seqd::config::Settings;
 use seqd::store::memory::MemoryStore;
 use serde_json::Value;
-use server::{create_at, next_at, Process, TestServer};
+use server::{create_at, fetch_text, next_at, Process, TestServer};
 
 async fn get_ok(srv: &TestServer, path: &str) {
-    let resp = srv.http.get(srv.url(path)).send().await.unwrap();
+    let resp = srv.get(path).await;
     assert_eq!(resp.status(), 200, "GET {path}");
 }
 
@@ -78,19 +78,9 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     for _ in 0..30 {
         get_ok(&srv, &format!("/v1/sequences/{payment}/next")).await;
     }
-    let missing = srv
-        .http
-        .get(srv.url(&format!("/v1/sequences/{ghost}/next")))
-        .send()
-        .await
-        .unwrap();
+    let missing = srv.get(&format!("/v1/sequences/{ghost}/next")).await;
     assert_eq!(missing.status(), 404);
-    let unrouted = srv
-        .http
-        .get(srv.url(&format!("/{nowhere}/x")))
-        .send()
-        .await
-        .unwrap();
+    let unrouted = srv.get(&format!("/{nowhere}/x")).await;
     assert_eq!(unrouted.status(), 404);
 
     let api = quiet_sequences(&srv).await;
@@ -442,14 +432,7 @@ async fn the_flag_and_its_variable_set_how_many_sequences_are_shown() {
         }
     }
     for (p, expected) in [(&by_flag, &["flag-a"][..]), (&by_env, &[][..])] {
-        let text = http
-            .get(format!("{}/metrics", p.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = fetch_text(http.get(format!("{}/metrics", p.base))).await;
         let samples = parse(&text);
         assert_shown(&samples, expected, &text);
         assert_eq!(total(&samples, "seqd_all_ids_issued_total"), 3.0);

@@ -48,13 +48,20 @@ const BEYOND_JS: i64 = 9_007_199_254_740_993;
 
 // ---------------------------------------------------------------- the test
 
-/// The browser tools and a server on a fresh SQLite database (kept alive by
-/// the returned `TestDb`), or `None` when the tools are missing.
-async fn setup() -> Option<((PathBuf, PathBuf), common::TestDb, TestServer)> {
+/// The browser tools and a fresh SQLite database, or `None` when the tools
+/// are missing.
+async fn tools_and_db() -> Option<((PathBuf, PathBuf), common::TestDb)> {
     let tools = browser_tools()?;
     let db = common::test_db(common::Backend::Sqlite)
         .await
         .expect("sqlite test database");
+    Some((tools, db))
+}
+
+/// The browser tools and a server on a fresh SQLite database (kept alive by
+/// the returned `TestDb`), or `None` when the tools are missing.
+async fn setup() -> Option<((PathBuf, PathBuf), common::TestDb, TestServer)> {
+    let (tools, db) = tools_and_db().await?;
     let srv = TestServer::start(Settings::for_database(db.url.clone())).await;
     Some((tools, db, srv))
 }
@@ -71,12 +78,7 @@ async fn monitor_page_shows_the_api_numbers_under_load_and_at_rest() {
     srv.create("ledger", BEYOND_JS, 1000).await;
     srv.create("archive", 1, 100).await; // never served: shown greyed
     for _ in 0..3 {
-        let r = srv
-            .http
-            .get(srv.url("/v1/sequences/ledger/next"))
-            .send()
-            .await
-            .unwrap();
+        let r = srv.get("/v1/sequences/ledger/next").await;
         assert_eq!(r.status(), 200);
     }
 
@@ -235,12 +237,7 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     create_from(&srv, &body).await;
     srv.create("plain", 1, 10).await;
     for path in ["order", "order", "order", "plain"] {
-        let r = srv
-            .http
-            .get(srv.url(&format!("/v1/sequences/{path}/next")))
-            .send()
-            .await
-            .unwrap();
+        let r = srv.get(&format!("/v1/sequences/{path}/next")).await;
         assert_eq!(r.status(), 200);
     }
     let browser = Browser::start(&chromium, &chromedriver).await;
@@ -340,12 +337,9 @@ const ESCAPE: &str = "\u{E00C}";
 async fn monitor_page_searches_and_pages_a_hundred_thousand_sequences_one_page_at_a_time() {
     use sqlx::Connection;
 
-    let Some((chromium, chromedriver)) = browser_tools() else {
+    let Some(((chromium, chromedriver), db)) = tools_and_db().await else {
         return;
     };
-    let db = common::test_db(common::Backend::Sqlite)
-        .await
-        .expect("sqlite test database");
     common::store(&db).await; // the schema
                               // 100,000 rows, inserted by SQL in one transaction before the server starts.
     let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
@@ -496,12 +490,9 @@ async fn monitor_page_searches_and_pages_a_hundred_thousand_sequences_one_page_a
 /// `/#token=...` lists what that token may read, and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_under_client_auth_lists_what_its_token_reads() {
-    let Some((chromium, chromedriver)) = browser_tools() else {
+    let Some(((chromium, chromedriver), db)) = tools_and_db().await else {
         return;
     };
-    let db = common::test_db(common::Backend::Sqlite)
-        .await
-        .expect("sqlite test database");
     let srv = TestServer::start(Settings {
         client_auth: seqd::service::ClientAuth::On,
         ..Settings::for_database(db.url.clone())

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::TestDb;
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::domain::{Count, NewSequence, SeqName};
-use server::Process;
+use server::{fetch_json, Process};
 
 const INSTANCES: usize = 3;
 const CLIENTS: usize = 8;
@@ -30,15 +30,18 @@ fn small_steps() -> AllocatorConfig {
     }
 }
 
-/// Checks global uniqueness and per-client strict order; returns the total.
-fn check(per_client: Vec<Vec<i64>>) -> usize {
+/// Waits for the clients' tasks (each answering the IDs it drew, in
+/// order), then checks global uniqueness and per-client strict order;
+/// returns the total.
+async fn check(clients: Vec<tokio::task::JoinHandle<Vec<i64>>>) -> usize {
     let mut all = HashSet::new();
-    for (c, ids) in per_client.iter().enumerate() {
+    for (c, task) in clients.into_iter().enumerate() {
+        let ids = task.await.unwrap();
         assert!(
             ids.windows(2).all(|w| w[0] < w[1]),
             "client {c}: IDs not strictly increasing"
         );
-        for &id in ids {
+        for &id in &ids {
             assert!(all.insert(id), "ID {id} issued twice");
         }
     }
@@ -80,11 +83,7 @@ async fn three_allocators_with_separate_pools_never_duplicate(db: TestDb) {
             })
         })
         .collect();
-    let mut per_client = Vec::new();
-    for t in tasks {
-        per_client.push(t.await.unwrap());
-    }
-    let total = check(per_client);
+    let total = check(tasks).await;
     assert_eq!(total, CLIENTS * IDS_PER_CLIENT);
     let fetches: u64 = instances
         .iter()
@@ -124,27 +123,14 @@ async fn three_seqd_processes_never_duplicate(db: TestDb) {
                 let mut i = 0;
                 while mine.len() < per_client_ids {
                     if i % 2 == 0 {
-                        let v: serde_json::Value = http
-                            .get(format!("{base}/v1/sequences/procs/next"))
-                            .send()
-                            .await
-                            .unwrap()
-                            .json()
-                            .await
-                            .unwrap();
+                        let v =
+                            fetch_json(http.get(format!("{base}/v1/sequences/procs/next"))).await;
                         mine.push(v["id"].as_i64().expect("id"));
                     } else {
                         let url =
                             format!("{base}/v1/sequences/procs/batch?count={}", 1 + (i + c) % 30);
-                        let v: serde_json::Value =
-                            http.get(url).send().await.unwrap().json().await.unwrap();
-                        mine.extend(
-                            v["ids"]
-                                .as_array()
-                                .expect("ids")
-                                .iter()
-                                .map(|x| x.as_i64().unwrap()),
-                        );
+                        let v = fetch_json(http.get(url)).await;
+                        mine.extend(common::integers(&v, "ids"));
                     }
                     i += 1;
                 }
@@ -152,11 +138,7 @@ async fn three_seqd_processes_never_duplicate(db: TestDb) {
             })
         })
         .collect();
-    let mut per_client = Vec::new();
-    for t in tasks {
-        per_client.push(t.await.unwrap());
-    }
-    let total = check(per_client);
+    let total = check(tasks).await;
     assert!(total >= CLIENTS * per_client_ids);
     eprintln!(
         "{:?}: {total} IDs over HTTP from {INSTANCES} seqd processes",

@@ -492,7 +492,7 @@ async fn real_responses_carry_exactly_the_documented_fields() {
 #[tokio::test]
 async fn swagger_ui_serves_the_document() {
     let (s, _db) = start().await;
-    let resp = s.http.get(s.url("/docs")).send().await.unwrap(); // redirects to /docs/
+    let resp = s.get("/docs").await; // redirects to /docs/
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.url().path(), "/docs/");
     assert!(resp.headers()["content-type"]
@@ -500,12 +500,7 @@ async fn swagger_ui_serves_the_document() {
         .unwrap()
         .starts_with("text/html"));
     assert!(resp.text().await.unwrap().contains("swagger-ui"));
-    let init = s
-        .http
-        .get(s.url("/docs/swagger-initializer.js"))
-        .send()
-        .await
-        .unwrap();
+    let init = s.get("/docs/swagger-initializer.js").await;
     assert_eq!(init.status(), StatusCode::OK);
     let script = init.text().await.unwrap();
     assert!(script.contains("/openapi.json"), "{script}");

@@ -315,13 +315,8 @@ async fn provoke(code: ErrorCode) -> Sent {
             let made = send(&s, "POST", "/v1/tokens", Some("/v1/tokens"), Some(body)).await;
             assert_eq!(made.status, 201, "{made:?}");
             let path = "/v1/sequences/order/next";
-            let resp = s
-                .http
-                .get(s.url(path))
-                .bearer_auth(made.body["token"].as_str().unwrap())
-                .send()
-                .await
-                .unwrap();
+            let token = made.body["token"].as_str().unwrap();
+            let resp = s.send_as(token, reqwest::Method::GET, path, None).await;
             Sent {
                 method: "GET",
                 path: path.into(),

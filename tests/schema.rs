@@ -119,6 +119,13 @@ async fn seqd_migrate(db: &TestDb) {
     common::store(db).await;
 }
 
+/// Migrates `db`, then undoes migration 2 (create workers) by SQL.
+async fn one_migration_behind(db: &TestDb) {
+    seqd_migrate(db).await;
+    common::execute(db, "DROP TABLE workers").await;
+    common::execute(db, "DELETE FROM seqd_migrations WHERE version = 2").await;
+}
+
 async fn an_application_numbering_1_2_3_migrates_before_and_after_seqd(db: TestDb) {
     let first = [app_migration("1", "one"), app_migration("2", "two")];
     sqlx_migrate(&db, app_dir(&first).path(), false)
@@ -237,19 +244,12 @@ async fn four_concurrent_migrators_on_a_fresh_database_all_succeed(db: TestDb) {
 per_backend!(four_concurrent_migrators_on_a_fresh_database_all_succeed);
 
 async fn check_refuses_a_database_one_migration_behind(db: TestDb) {
-    seqd_migrate(&db).await;
-    common::execute(&db, "DROP TABLE workers").await;
-    common::execute(&db, "DELETE FROM seqd_migrations WHERE version = 2").await;
+    one_migration_behind(&db).await;
 
-    let out = seqd(&[
-        "serve",
-        "--migrate",
-        "check",
-        "--listen",
-        "127.0.0.1:0",
-        "--database-url",
-        &db.url,
-    ])
+    let out = common::seqd_on(
+        &db,
+        &["serve", "--migrate", "check", "--listen", "127.0.0.1:0"],
+    )
     .await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -259,7 +259,7 @@ async fn check_refuses_a_database_one_migration_behind(db: TestDb) {
     );
     assert!(!err.contains("storage unavailable"), "{err}");
     // `auto` (here through `seqd migrate`) brings it back.
-    ok(&seqd(&["migrate", "--database-url", &db.url]).await);
+    ok(&common::seqd_on(&db, &["migrate"]).await);
     assert_eq!(history(&db, "seqd_migrations").await, seqds(db.backend));
 }
 
@@ -269,9 +269,7 @@ per_backend!(check_refuses_a_database_one_migration_behind);
 /// migration behind, the start says so loudly and `/readyz` answers 503
 /// `schema_behind` until the migration is applied; then 200, no restart.
 async fn readiness_fails_while_the_schema_is_behind(db: TestDb) {
-    seqd_migrate(&db).await;
-    common::execute(&db, "DROP TABLE workers").await;
-    common::execute(&db, "DELETE FROM seqd_migrations WHERE version = 2").await;
+    one_migration_behind(&db).await;
 
     let process = Process::spawn(&db.url, &["--migrate", "off"]).await;
     let warned = process
@@ -286,22 +284,15 @@ async fn readiness_fails_while_the_schema_is_behind(db: TestDb) {
         warned[0]
     );
     let http = reqwest::Client::new();
-    let ready = http
-        .get(format!("{}/readyz", process.base))
-        .send()
-        .await
-        .unwrap();
+    let readyz = format!("{}/readyz", process.base);
+    let ready = http.get(&readyz).send().await.unwrap();
     assert_eq!(ready.status(), 503);
     let body: serde_json::Value = ready.json().await.unwrap();
     assert_eq!(body["checks"]["database"], "schema_behind", "{body}");
     assert_eq!(body["error"]["code"], "storage_unavailable", "{body}");
 
-    ok(&seqd(&["migrate", "--database-url", &db.url]).await);
-    let ready = http
-        .get(format!("{}/readyz", process.base))
-        .send()
-        .await
-        .unwrap();
+    ok(&common::seqd_on(&db, &["migrate"]).await);
+    let ready = http.get(&readyz).send().await.unwrap();
     assert_eq!(ready.status(), 200, "{:?}", ready.text().await);
     process.kill().await;
 }
@@ -347,21 +338,9 @@ fn client_of(backend: Backend) -> &'static str {
 
 /// Runs a command-line client with `stdin` fed in; panics unless it succeeds.
 fn client(program: &str, args: &[&str], stdin: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut command = std::process::Command::new(program);
+    command.args(args);
+    let out = common::run_with_stdin(&mut command, stdin);
     assert!(
         out.status.success(),
         "{program} {args:?}: {}",

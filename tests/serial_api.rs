@@ -8,7 +8,7 @@ mod common;
 mod server;
 
 use common::{clear_of_midnight, today, TestDb};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
@@ -130,12 +130,8 @@ async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
         json!({"name": "ord", "id": 100, "serial": format!("ORD{day}000100")})
     );
     let text = s
-        .http
-        .get(s.url("/v1/sequences/ord/next"))
-        .header("accept", "text/plain")
-        .send()
+        .send_plain(Method::GET, "/v1/sequences/ord/next")
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();

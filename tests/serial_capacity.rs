@@ -39,12 +39,7 @@ async fn batch(s: &TestServer, name: &str, count: u32) -> reqwest::Response {
 async fn serials_of(resp: reqwest::Response) -> Vec<String> {
     assert_eq!(resp.status(), StatusCode::OK);
     let body: Value = resp.json().await.unwrap();
-    body["serials"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect()
+    common::strings(&body, "serials")
 }
 
 /// The `max_id` of the counter row of `name`'s period `key`.
@@ -249,12 +244,11 @@ async fn a_start_past_the_capacity_is_refused_at_create_and_patch(db: TestDb) {
 async fn the_cli_refuses_a_start_past_the_capacity(db: TestDb) {
     let store = common::store(&db).await;
     let run = |args: &'static [&'static str]| {
-        let url = db.url.clone();
+        let db = &db;
         async move {
             let mut all = vec!["sequences", "create"];
             all.extend(args);
-            all.extend(["--database-url", url.as_str()]);
-            common::seqd_binary(&all).await
+            common::seqd_on(db, &all).await
         }
     };
     let out = run(&["x", "--start", "1000", "--format", "X{seq:02}"]).await;

@@ -18,7 +18,7 @@ use common::TestDb;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
-use server::Process;
+use server::{fetch_json, Process};
 
 /// How long before the boundary the instances' clocks start.
 const LEAD: i64 = 4;
@@ -53,20 +53,14 @@ async fn across(db: &TestDb, zone: &str, boundary: &str, days: [&str; 2]) {
     for _ in 0..3 {
         servers.push(Process::spawn_under(&wrapper, &db.url, &[], &env).await);
     }
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let created = http
-        .post(format!("{}/v1/sequences", servers[0].base))
-        .json(
-            &json!({"name": "clock", "start": 1, "step": 20, "format": "S{yyyy}{MM}{dd}-{seq:06}",
+    let http = server::client(Duration::from_secs(10));
+    server::create_with(
+        &http,
+        &servers[0].base,
+        &json!({"name": "clock", "start": 1, "step": 20, "format": "S{yyyy}{MM}{dd}-{seq:06}",
                       "reset": "day", "time_zone": zone}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    )
+    .await;
 
     let bases: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.base.clone()).collect());
     let started = Instant::now();
@@ -80,8 +74,7 @@ async fn across(db: &TestDb, zone: &str, boundary: &str, days: [&str; 2]) {
                 let base = &bases[i % bases.len()];
                 i += 1;
                 let sent = Timestamp::now();
-                let resp = http.get(format!("{base}/v1/sequences/clock/next"));
-                let v: serde_json::Value = resp.send().await.unwrap().json().await.unwrap();
+                let v = fetch_json(http.get(format!("{base}/v1/sequences/clock/next"))).await;
                 let received = Timestamp::now();
                 got.push(Issued {
                     serial: v["serial"]

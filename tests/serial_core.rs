@@ -4,12 +4,15 @@
 //! in America/New_York on its DST days; capacity, widening, the step bounded
 //! by the period, global ordering without gaps, settings changed on the fly.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::serial_settings as settings;
 use jiff::{SignedDuration, Timestamp};
-use seqd::allocator::{Allocator, AllocatorConfig, ManualClock, RateStep};
+use seqd::allocator::{Allocator, ManualClock};
 use seqd::domain::{IdOrdering, NewSequence, SeqName, SeqNameRef, SerialSettings};
 use seqd::serial::{IssueError, ManualWallClock, Overflow, Period, Reset, Serials, WallClock};
 use seqd::store::memory::MemoryStore;
@@ -31,17 +34,7 @@ fn at(s: &str) -> Timestamp {
 /// manual clock, and a manual wall clock at `now`.
 fn instance(store: &Arc<MemoryStore>, now: Timestamp) -> Rig {
     let clock = ManualClock::new();
-    let config = AllocatorConfig::default();
-    let policy = RateStep {
-        target: config.segment_target,
-        max_step: config.max_step,
-    };
-    let allocator = Allocator::with_parts(
-        store.clone(),
-        config,
-        Arc::new(clock.clone()),
-        Arc::new(policy),
-    );
+    let allocator = common::rate_step_allocator(store.clone(), &clock);
     let wall = ManualWallClock::at(now);
     let serials = Serials::new(allocator.clone(), store.clone(), Arc::new(wall.clone()));
     Rig {
@@ -72,10 +65,6 @@ async fn create(
     .with_ordering(ordering)
     .with_serial(serial);
     store.create(&new).await.unwrap();
-}
-
-fn settings(format: &str, reset: Reset, zone: &str, overflow: Overflow) -> SerialSettings {
-    SerialSettings::new(format, reset, zone, overflow).unwrap()
 }
 
 impl Rig {

@@ -8,14 +8,24 @@
 #[macro_use]
 mod common;
 
-use std::process::Output;
+use common::{clear_of_midnight, ok, seqd_on, TestDb};
 
-use common::{clear_of_midnight, ok, TestDb};
-
-async fn seqd_on(db: &TestDb, args: &[&str]) -> Output {
-    let mut all = args.to_vec();
-    all.extend(["--database-url", db.url.as_str()]);
-    common::seqd_binary(&all).await
+/// `seqd migrate`, then `seqd sequences create` of each `(name, format)`
+/// with a daily reset.
+async fn migrate_and_create_daily(db: &TestDb, sequences: &[(&str, &str)]) {
+    ok(&seqd_on(db, &["migrate"]).await);
+    for (name, format) in sequences {
+        let args = [
+            "sequences",
+            "create",
+            name,
+            "--format",
+            format,
+            "--reset",
+            "day",
+        ];
+        ok(&seqd_on(db, &args).await);
+    }
 }
 
 async fn keys(db: &TestDb, name: &str) -> Vec<String> {
@@ -30,33 +40,14 @@ fn key_of(t: jiff::Timestamp) -> String {
 }
 
 async fn purge_removes_old_periods_only(db: TestDb) {
-    ok(&seqd_on(&db, &["migrate"]).await);
-    ok(&seqd_on(
+    migrate_and_create_daily(
         &db,
         &[
-            "sequences",
-            "create",
-            "inv",
-            "--format",
-            "INV{yyyy}{MM}{dd}{seq:05}",
-            "--reset",
-            "day",
+            ("inv", "INV{yyyy}{MM}{dd}{seq:05}"),
+            ("inv.x", "X{yyyy}{MM}{dd}{seq}"),
         ],
     )
-    .await);
-    ok(&seqd_on(
-        &db,
-        &[
-            "sequences",
-            "create",
-            "inv.x",
-            "--format",
-            "X{yyyy}{MM}{dd}{seq}",
-            "--reset",
-            "day",
-        ],
-    )
-    .await);
+    .await;
     let now = jiff::Timestamp::now();
     let today = key_of(now);
     let recent = key_of(now - jiff::SignedDuration::from_hours(24 * 30));
@@ -151,20 +142,7 @@ async fn purge_removes_old_periods_only(db: TestDb) {
 /// for real.
 async fn purge_keeps_a_period_that_just_ended_whatever_older_than_says(db: TestDb) {
     clear_of_midnight().await;
-    ok(&seqd_on(&db, &["migrate"]).await);
-    ok(&seqd_on(
-        &db,
-        &[
-            "sequences",
-            "create",
-            "inv",
-            "--format",
-            "I{yyyy}{MM}{dd}{seq}",
-            "--reset",
-            "day",
-        ],
-    )
-    .await);
+    migrate_and_create_daily(&db, &[("inv", "I{yyyy}{MM}{dd}{seq}")]).await;
     let now = jiff::Timestamp::now();
     let day = jiff::SignedDuration::from_hours(24);
     let (old, yesterday, today) = (key_of(now - day * 3), key_of(now - day), key_of(now));

@@ -16,7 +16,13 @@ use seqd::serial::{Overflow, Reset};
 use seqd::store::{SequencePatch, Store, StoreError};
 
 fn settings(format: &str, reset: Reset, zone: &str) -> SerialSettings {
-    SerialSettings::new(format, reset, zone, Overflow::Refuse).unwrap()
+    common::serial_settings(format, reset, zone, Overflow::Refuse)
+}
+
+/// The keys of the periods (counter rows) of `name_`, in order.
+async fn period_keys(store: &Arc<dyn Store>, name_: &str) -> Vec<String> {
+    let periods = store.list_periods(&name(name_)).await.unwrap();
+    periods.into_iter().map(|p| p.key).collect()
 }
 
 /// A serial sequence `name` starting its counters at `start`, step `step`.
@@ -33,13 +39,12 @@ async fn create_serial(store: &Arc<dyn Store>, name_: &str, start: i64, step: i6
 async fn settings_round_trip_through_create_get_update_and_back_to_plain(db: TestDb) {
     let store = common::store(&db).await;
     let mut seq: NewSequence = new_seq("order", 100, 50);
-    let s = SerialSettings::new(
+    let s = common::serial_settings(
         "ORD{yyyy}{MM}{seq:08}",
         Reset::Month,
         "america/new_york",
         Overflow::Widen,
-    )
-    .unwrap();
+    );
     seq.serial = Some(s.clone());
     let created = store.create(&seq).await.unwrap();
     assert_eq!(created.serial.as_ref(), Some(&s));
@@ -148,11 +153,7 @@ async fn racing_creates_of_one_period_insert_it_once(db: TestDb) {
     for key in ["20261201", "20261202", "20261203", "20261204", "20261205"] {
         let tasks: Vec<_> = (0..16)
             .map(|i| {
-                let s = if i % 2 == 0 {
-                    store.clone()
-                } else {
-                    other.clone()
-                };
+                let s = [&store, &other][i % 2].clone();
                 let key = key.to_string();
                 tokio::spawn(async move { s.create_period(&name("order"), &key).await })
             })
@@ -190,11 +191,7 @@ async fn reservations_of_a_counter_from_two_stores_tile_it(db: TestDb) {
     let mut seen = BTreeSet::new();
     let tasks: Vec<_> = (0..40)
         .map(|i| {
-            let s = if i % 2 == 0 {
-                store.clone()
-            } else {
-                other.clone()
-            };
+            let s = [&store, &other][i % 2].clone();
             let counter = counter.clone();
             tokio::spawn(async move {
                 s.create_period(&name("order"), "20261130").await.unwrap();
@@ -229,13 +226,7 @@ async fn lists_leave_counter_rows_out(db: TestDb) {
     let prefix = seqd::domain::NamePrefix::parse("a").unwrap();
     let page = store.list_page(Some(&prefix), None, 10).await.unwrap();
     assert_eq!(page.rows.len(), 3);
-    let keys: Vec<String> = store
-        .list_periods(&name("a"))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.key)
-        .collect();
+    let keys = period_keys(&store, "a").await;
     assert_eq!(keys, ["", "2026", "20261130"]);
 }
 
@@ -295,13 +286,7 @@ async fn delete_periods_deletes_those_keys_only(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(deleted, 2);
-    let left: Vec<String> = store
-        .list_periods(&name("order"))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.key)
-        .collect();
+    let left = period_keys(&store, "order").await;
     assert_eq!(left, ["20261130"]);
     assert!(common::row(&store, "order").await.serial.is_some());
     assert!(matches!(

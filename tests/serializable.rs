@@ -68,10 +68,7 @@ async fn reservations_on_one_row_all_succeed_and_tile_under_serializable_content
     };
     let before = retries("postgres", "40001");
     let setup = common::store(&db).await;
-    setup
-        .create(&common::new_seq("hot", 1, STEP))
-        .await
-        .unwrap();
+    common::create_seq(&setup, "hot", 1, STEP).await;
 
     let url = serializable(&db.url);
     let options = StoreOptions::default().with_max_connections(TASKS as u32);

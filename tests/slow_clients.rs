@@ -61,24 +61,25 @@ async fn get_keep_alive(sock: &mut TcpStream, path: &str) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
-fn limits(header_read: Duration, idle: Duration, max: usize) -> ConnLimits {
-    ConnLimits {
+/// [`server_with`] a header-read timeout, an idle timeout and a connection cap.
+async fn server_limited(
+    header_read: Duration,
+    idle: Duration,
+    max: usize,
+) -> (TestServer, common::TestDb) {
+    server_with(ConnLimits {
         header_read_timeout: header_read,
         idle_timeout: idle,
         max_connections: max,
-    }
+    })
+    .await
 }
 
 /// 100 connections send half a request head and stop: every one is closed
 /// by the server, while a well-behaved client is answered meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_sent_request_heads_are_cut_off() {
-    let (s, _db) = server_with(limits(
-        Duration::from_millis(500),
-        Duration::from_secs(60),
-        1000,
-    ))
-    .await;
+    let (s, _db) = server_limited(Duration::from_millis(500), Duration::from_secs(60), 1000).await;
     let mut slow = Vec::new();
     for _ in 0..100 {
         let mut sock = TcpStream::connect(s.addr).await.unwrap();
@@ -103,12 +104,7 @@ async fn half_sent_request_heads_are_cut_off() {
 /// (the header deadline counts from a head's first byte).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_keep_alives_are_closed_only_after_the_idle_timeout() {
-    let (s, _db) = server_with(limits(
-        Duration::from_millis(300),
-        Duration::from_secs(10),
-        1000,
-    ))
-    .await;
+    let (s, _db) = server_limited(Duration::from_millis(300), Duration::from_secs(10), 1000).await;
     let mut sock = TcpStream::connect(s.addr).await.unwrap();
     let first = get_keep_alive(&mut sock, "/v1/sequences/s/next").await;
     assert!(first.starts_with("HTTP/1.1 200"), "{first}");
@@ -131,7 +127,7 @@ async fn idle_keep_alives_are_closed_only_after_the_idle_timeout() {
 /// answered only once one of the 4 closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_wait_until_one_closes() {
-    let (s, _db) = server_with(limits(Duration::from_secs(5), Duration::from_secs(60), 4)).await;
+    let (s, _db) = server_limited(Duration::from_secs(5), Duration::from_secs(60), 4).await;
     let mut open = Vec::new();
     for _ in 0..4 {
         let mut sock = TcpStream::connect(s.addr).await.unwrap();
@@ -164,12 +160,7 @@ async fn connections_past_the_cap_wait_until_one_closes() {
 /// closes the connection after the idle timeout instead of holding it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_a_large_answer_is_cut_off() {
-    let (s, _db) = server_with(limits(
-        Duration::from_secs(5),
-        Duration::from_millis(500),
-        1000,
-    ))
-    .await;
+    let (s, _db) = server_limited(Duration::from_secs(5), Duration::from_millis(500), 1000).await;
     let mut sock = TcpStream::connect(s.addr).await.unwrap();
     let one = "GET /v1/sequences/s/batch?count=10000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     let requests = 100;

@@ -221,13 +221,7 @@ async fn issuing_stops_at_the_lease_deadline_and_the_persisted_bound() {
 #[tokio::test(start_paused = true)]
 async fn a_seconds_layout_waits_for_the_next_second_on_overflow() {
     let clock = ManualWallClock::ticking(T + 250);
-    let l = Layout::new(
-        "36/5/22".parse().unwrap(),
-        1000,
-        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
-        T,
-    )
-    .unwrap();
+    let l = layout_of("36/5/22", 1000, T);
     let g = Generator::new(l, Arc::new(clock.clone()), TOLERANCE);
     g.install(
         Grant {
@@ -333,15 +327,21 @@ fn assert_one_holder_per_worker(
     holders
 }
 
-/// A layout with 2 worker IDs.
-fn two_workers() -> Layout {
+/// A layout of `bits` (time/worker/sequence) in units of `unit_ms`, from the
+/// default epoch, made at `now_ms`.
+fn layout_of(bits: &str, unit_ms: i64, now_ms: i64) -> Layout {
     Layout::new(
-        "50/1/12".parse().unwrap(),
-        1,
+        bits.parse().unwrap(),
+        unit_ms,
         seqd::snowflake::layout::DEFAULT_EPOCH_MS,
-        T,
+        now_ms,
     )
     .unwrap()
+}
+
+/// A layout with 2 worker IDs.
+fn two_workers() -> Layout {
+    layout_of("50/1/12", 1, T)
 }
 
 async fn two_instances_never_hold_the_same_worker_id(db: TestDb) {
@@ -434,13 +434,7 @@ async fn two_instances_never_hold_the_same_worker_id(db: TestDb) {
 
 async fn concurrent_claims_get_distinct_worker_ids(db: TestDb) {
     let clock = ManualWallClock::frozen(SystemWallClock.now_ms());
-    let l = Layout::new(
-        "49/2/12".parse().unwrap(),
-        1,
-        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
-        clock.now_ms(),
-    )
-    .unwrap();
+    let l = layout_of("49/2/12", 1, clock.now_ms());
     let mut instances = Vec::new();
     for _ in 0..8 {
         instances.push(instance(&db, l, &clock).await);
@@ -473,13 +467,7 @@ async fn concurrent_claims_get_distinct_worker_ids(db: TestDb) {
 
 /// A layout with one worker ID only, so every instance gets the same one.
 fn one_worker() -> Layout {
-    Layout::new(
-        "51/0/12".parse().unwrap(),
-        1,
-        seqd::snowflake::layout::DEFAULT_EPOCH_MS,
-        T,
-    )
-    .unwrap()
+    layout_of("51/0/12", 1, T)
 }
 
 async fn restarts_never_reuse_a_timestamp(db: TestDb) {

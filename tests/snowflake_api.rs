@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{Backend, TestDb};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use seqd::config::Settings;
 use seqd::snowflake::{Layout, SystemWallClock, WallClock};
 use serde_json::Value;
@@ -22,12 +22,7 @@ use server::TestServer;
 async fn first_id(s: &TestServer) -> i64 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let resp = s
-            .http
-            .get(s.url("/v1/snowflake/next"))
-            .send()
-            .await
-            .unwrap();
+        let resp = s.get("/v1/snowflake/next").await;
         if resp.status() == StatusCode::OK {
             let v: Value = resp.json().await.unwrap();
             return v["id"].as_i64().unwrap();
@@ -45,7 +40,7 @@ async fn first_id(s: &TestServer) -> i64 {
 }
 
 async fn get_json(s: &TestServer, path: &str) -> (StatusCode, Value) {
-    let resp = s.http.get(s.url(path)).send().await.unwrap();
+    let resp = s.get(path).await;
     let status = resp.status();
     (status, resp.json().await.unwrap())
 }
@@ -55,12 +50,7 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     let mut last = first_id(&s).await;
 
     // JSON: the number and the same number as a string.
-    let resp = s
-        .http
-        .post(s.url("/v1/snowflake/next"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.send(Method::POST, "/v1/snowflake/next").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     assert!(resp.headers()["content-type"]
@@ -75,13 +65,7 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     last = id;
 
     // Plain text.
-    let resp = s
-        .http
-        .get(s.url("/v1/snowflake/next"))
-        .header("accept", "text/plain")
-        .send()
-        .await
-        .unwrap();
+    let resp = s.send_plain(Method::GET, "/v1/snowflake/next").await;
     assert_eq!(resp.status(), StatusCode::OK);
     let id: i64 = resp.text().await.unwrap().parse().unwrap();
     assert!(id > last);
@@ -90,18 +74,8 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     // Batches: increasing, after the previous IDs, strings in step.
     let (status, v) = get_json(&s, "/v1/snowflake/batch?count=5000").await;
     assert_eq!(status, StatusCode::OK);
-    let ids: Vec<i64> = v["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_i64().unwrap())
-        .collect();
-    let strs: Vec<String> = v["ids_str"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_string())
-        .collect();
+    let ids = common::integers(&v, "ids");
+    let strs: Vec<String> = common::strings(&v, "ids_str");
     assert_eq!(ids.len(), 5000);
     assert!(ids[0] > last);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
@@ -133,12 +107,7 @@ async fn snowflake_routes_answer_ids_as_numbers_and_strings(db: TestDb) {
     }
 
     // Leaf's route: plain text; the key is ignored.
-    let resp = s
-        .http
-        .get(s.url("/api/snowflake/get/whatever"))
-        .send()
-        .await
-        .unwrap();
+    let resp = s.get("/api/snowflake/get/whatever").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["cache-control"], "no-store");
     let id: i64 = resp.text().await.unwrap().parse().unwrap();
@@ -176,12 +145,7 @@ async fn servers_on_one_database_lease_distinct_worker_ids(db: TestDb) {
         (0..4).map(move |_| async move {
             let (status, v) = get_json(s, "/v1/snowflake/batch?count=2000").await;
             assert_eq!(status, StatusCode::OK, "{v}");
-            v["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_i64().unwrap())
-                .collect::<Vec<_>>()
+            common::integers(&v, "ids")
         })
     }))
     .await;

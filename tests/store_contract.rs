@@ -59,10 +59,8 @@ async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
     store.create(&seq).await.unwrap();
     assert_eq!(common::row(&store, "wide").await.description, description);
     let patch = SequencePatch {
-        step: None,
         description: Some(description.chars().rev().collect()),
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     let updated = store.update(&name("wide"), &patch).await.unwrap();
     assert_eq!(
@@ -104,15 +102,12 @@ async fn settings_of_reads_the_rows_of_the_names_asked_for_in_chunks(db: TestDb)
     execute(&db, &sql).await;
     let serial = SequencePatch {
         ordering: Some(seqd::domain::IdOrdering::Global),
-        serial: Some(Some(
-            seqd::domain::SerialSettings::new(
-                "A{yyyy}{seq:04}",
-                seqd::serial::Reset::Year,
-                "Europe/Paris",
-                seqd::serial::Overflow::Widen,
-            )
-            .unwrap(),
-        )),
+        serial: Some(Some(common::serial_settings(
+            "A{yyyy}{seq:04}",
+            seqd::serial::Reset::Year,
+            "Europe/Paris",
+            seqd::serial::Overflow::Widen,
+        ))),
         ..Default::default()
     };
     store.update(&name("s00003"), &serial).await.unwrap();
@@ -532,9 +527,7 @@ async fn update_changes_step_and_description(db: TestDb) {
 
     let patch = SequencePatch {
         step: Some(25),
-        description: None,
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!(
@@ -543,10 +536,8 @@ async fn update_changes_step_and_description(db: TestDb) {
     );
 
     let patch = SequencePatch {
-        step: None,
         description: Some("orders".into()),
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (25, "orders"));
@@ -554,8 +545,7 @@ async fn update_changes_step_and_description(db: TestDb) {
     let patch = SequencePatch {
         step: Some(7),
         description: Some("both".into()),
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     let row = store.update(&name("order"), &patch).await.unwrap();
     assert_eq!((row.step, row.description.as_str()), (7, "both"));
@@ -586,9 +576,7 @@ async fn update_of_a_missing_name_fails_with_not_found(db: TestDb) {
     let store = common::store(&db).await;
     let patch = SequencePatch {
         step: Some(5),
-        description: None,
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     match store.update(&name("nope"), &patch).await {
         Err(StoreError::NotFound) => {}
@@ -606,9 +594,7 @@ async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
     store.create(&new_seq("order", 1, 10)).await.unwrap();
     let patch = SequencePatch {
         step: Some(0),
-        description: None,
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     // Bad input, not an outage: never `Unavailable` (a 503 "retry later").
     match store.update(&name("order"), &patch).await {

@@ -12,10 +12,52 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{assert_recent, execute, name, new_seq, Backend, TestDb};
-use seqd::store::{prelude::*, Reservation, SequencePatch, StoreError, StoreOptions};
+use seqd::store::{prelude::*, Reservation, SequencePatch, Store, StoreError, StoreOptions};
+
+/// A reservation up to `max_id` of `size` IDs, on a row of step `row_step`
+/// ordered per instance.
+fn reservation(max_id: i64, size: i64, row_step: i64) -> Reservation {
+    Reservation {
+        max_id,
+        size,
+        row_step,
+        ordering: seqd::domain::IdOrdering::Instance,
+    }
+}
+
+/// Spawns a task per store of `stores`, each reserving `n` times from `seq`
+/// (asking for at least 1 ID); [`all_reserved`] collects them.
+fn spawn_reservers(
+    stores: impl IntoIterator<Item = Arc<dyn Store>>,
+    seq: &'static str,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<Vec<Reservation>>> {
+    stores
+        .into_iter()
+        .map(|store| {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..n {
+                    got.push(store.reserve(&name(seq), 1).await.unwrap());
+                }
+                got
+            })
+        })
+        .collect()
+}
+
+/// Every reservation of `tasks`, once all have finished.
+async fn all_reserved(tasks: Vec<tokio::task::JoinHandle<Vec<Reservation>>>) -> Vec<Reservation> {
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
 
 /// Asserts that `reservations` tile `(start - 1, end]` exactly: no overlap,
 /// no hole, and that each one's size is consistent.
@@ -49,15 +91,7 @@ async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
     let mut expected_first = 1001;
     for _ in 0..5 {
         let r = store.reserve(&name("order"), 1).await.unwrap();
-        assert_eq!(
-            r,
-            Reservation {
-                max_id: expected_first + 99,
-                size: 100,
-                row_step: 100,
-                ordering: seqd::domain::IdOrdering::Instance
-            }
-        );
+        assert_eq!(r, reservation(expected_first + 99, 100, 100));
         assert_eq!(r.first(), expected_first);
         expected_first += 100;
     }
@@ -70,25 +104,9 @@ async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("order", 1, 10)).await.unwrap();
     let r = store.reserve(&name("order"), 250).await.unwrap();
-    assert_eq!(
-        r,
-        Reservation {
-            max_id: 250,
-            size: 250,
-            row_step: 10,
-            ordering: seqd::domain::IdOrdering::Instance
-        }
-    );
+    assert_eq!(r, reservation(250, 250, 10));
     let r = store.reserve(&name("order"), 1).await.unwrap();
-    assert_eq!(
-        r,
-        Reservation {
-            max_id: 260,
-            size: 10,
-            row_step: 10,
-            ordering: seqd::domain::IdOrdering::Instance
-        }
-    );
+    assert_eq!(r, reservation(260, 10, 10));
     assert_eq!(
         common::row(&store, "order").await.step,
         10,
@@ -112,21 +130,11 @@ async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
     assert_eq!(store.reserve(&name("order"), 1).await.unwrap().max_id, 10);
     let patch = SequencePatch {
         step: Some(1000),
-        description: None,
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     store.update(&name("order"), &patch).await.unwrap();
     let r = store.reserve(&name("order"), 1).await.unwrap();
-    assert_eq!(
-        r,
-        Reservation {
-            max_id: 1010,
-            size: 1000,
-            row_step: 1000,
-            ordering: seqd::domain::IdOrdering::Instance
-        }
-    );
+    assert_eq!(r, reservation(1010, 1000, 1000));
     assert_eq!(r.first(), 11);
 }
 
@@ -140,94 +148,56 @@ async fn reserve_of_a_missing_name_fails_with_not_found(db: TestDb) {
     }
 }
 
-async fn reserve_that_would_pass_i64_max_fails_with_exhausted(db: TestDb) {
-    let store = common::store(&db).await;
-    store
-        .create(&new_seq("full", i64::MAX - 5, 10))
-        .await
-        .unwrap();
-    for min_size in [1, 10, 1000, i64::MAX] {
-        match store.reserve(&name("full"), min_size).await {
-            Err(StoreError::Exhausted) => {}
-            other => panic!("expected Exhausted (min_size {min_size}), got {other:?}"),
-        }
+/// Asserts that reserving at least `min_size` IDs of `seq` fails with
+/// `Exhausted` and leaves its row at `max_id`.
+async fn assert_exhausted(store: &Arc<dyn Store>, seq: &str, min_size: i64, max_id: i64) {
+    match store.reserve(&name(seq), min_size).await {
+        Err(StoreError::Exhausted) => {}
+        other => panic!("{seq}: expected Exhausted (min_size {min_size}), got {other:?}"),
     }
     assert_eq!(
-        common::row(&store, "full").await.max_id,
-        i64::MAX - 6,
+        common::row(store, seq).await.max_id,
+        max_id,
         "an exhausted row must not move"
     );
 }
 
+async fn reserve_that_would_pass_i64_max_fails_with_exhausted(db: TestDb) {
+    let store = common::store(&db).await;
+    common::create_seq(&store, "full", i64::MAX - 5, 10).await;
+    for min_size in [1, 10, 1000, i64::MAX] {
+        assert_exhausted(&store, "full", min_size, i64::MAX - 6).await;
+    }
+}
+
 async fn reserve_ending_exactly_at_i64_max_succeeds_then_exhausted(db: TestDb) {
     let store = common::store(&db).await;
-    store
-        .create(&new_seq("edge", i64::MAX - 9, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "edge", i64::MAX - 9, 10).await;
     let r = store.reserve(&name("edge"), 1).await.unwrap();
-    assert_eq!(
-        r,
-        Reservation {
-            max_id: i64::MAX,
-            size: 10,
-            row_step: 10,
-            ordering: seqd::domain::IdOrdering::Instance
-        }
-    );
+    assert_eq!(r, reservation(i64::MAX, 10, 10));
     assert_eq!(r.first(), i64::MAX - 9);
-    assert!(matches!(
-        store.reserve(&name("edge"), 1).await,
-        Err(StoreError::Exhausted)
-    ));
+    assert_exhausted(&store, "edge", 1, i64::MAX).await;
 
     // The very last ID on its own.
     store.create(&new_seq("last", i64::MAX, 1)).await.unwrap();
     let r = store.reserve(&name("last"), 1).await.unwrap();
     assert_eq!((r.first(), r.max_id), (i64::MAX, i64::MAX));
-    assert!(matches!(
-        store.reserve(&name("last"), 1).await,
-        Err(StoreError::Exhausted)
-    ));
-    assert_eq!(common::row(&store, "last").await.max_id, i64::MAX);
+    assert_exhausted(&store, "last", 1, i64::MAX).await;
 }
 
 async fn reserve_with_a_large_min_size_near_i64_max_falls_back_to_the_row_step(db: TestDb) {
     let store = common::store(&db).await;
     // max_id = i64::MAX - 100, step 10.
-    store
-        .create(&new_seq("near", i64::MAX - 99, 10))
-        .await
-        .unwrap();
+    common::create_seq(&store, "near", i64::MAX - 99, 10).await;
     // A min_size that still fits is honoured.
     let r = store.reserve(&name("near"), 60).await.unwrap();
-    assert_eq!(
-        r,
-        Reservation {
-            max_id: i64::MAX - 40,
-            size: 60,
-            row_step: 10,
-            ordering: seqd::domain::IdOrdering::Instance
-        }
-    );
+    assert_eq!(r, reservation(i64::MAX - 40, 60, 10));
     // One that does not fit falls back to the row's step, until the end.
     for expected_max in [i64::MAX - 30, i64::MAX - 20, i64::MAX - 10, i64::MAX] {
         let r = store.reserve(&name("near"), 1000).await.unwrap();
-        assert_eq!(
-            r,
-            Reservation {
-                max_id: expected_max,
-                size: 10,
-                row_step: 10,
-                ordering: seqd::domain::IdOrdering::Instance
-            }
-        );
+        assert_eq!(r, reservation(expected_max, 10, 10));
     }
-    assert!(matches!(
-        store.reserve(&name("near"), 1000).await,
-        Err(StoreError::Exhausted)
-    ));
-    assert_eq!(common::row(&store, "near").await.max_id, i64::MAX);
+    assert_exhausted(&store, "near", 1000, i64::MAX).await;
 }
 
 async fn row_inserted_with_plain_sql_gets_defaults_and_is_reservable(db: TestDb) {
@@ -275,10 +245,7 @@ async fn concurrent_reservations_never_overlap_and_leave_no_holes(db: TestDb) {
             got
         }));
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
+    let all = all_reserved(tasks).await;
     assert_eq!(all.len(), 32 * 50);
     let end = common::row(&store, "hot").await.max_id;
     assert_eq!(end, start - 1 + 16 * 50 * 7 + 16 * 50 * 11);
@@ -290,17 +257,7 @@ async fn concurrent_reservations_never_overlap_and_leave_no_holes(db: TestDb) {
 async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
     let store = common::store(&db).await;
     store.create(&new_seq("moving", 1, 5)).await.unwrap();
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            for _ in 0..40 {
-                got.push(store.reserve(&name("moving"), 1).await.unwrap());
-            }
-            got
-        }));
-    }
+    let tasks = spawn_reservers(vec![store.clone(); 8], "moving", 40);
     let updater = {
         let store = store.clone();
         tokio::spawn(async move {
@@ -311,9 +268,7 @@ async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
                         &name("moving"),
                         &SequencePatch {
                             step: Some(step),
-                            description: None,
-                            ordering: None,
-                            serial: None,
+                            ..Default::default()
                         },
                     )
                     .await
@@ -322,10 +277,7 @@ async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
             }
         })
     };
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
+    let all = all_reserved(tasks).await;
     updater.await.unwrap();
     let steps: BTreeSet<i64> = all.iter().map(|r| r.row_step).collect();
     assert!(steps.is_subset(&BTreeSet::from([3, 5, 50])), "{steps:?}");
@@ -341,21 +293,8 @@ async fn two_instances_on_one_database_never_overlap(db: TestDb) {
     let a = common::store(&db).await;
     let b = common::connect(&db).await;
     a.create(&new_seq("shared", 1, 13)).await.unwrap();
-    let mut tasks = Vec::new();
-    for i in 0..16 {
-        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
-        tasks.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            for _ in 0..25 {
-                got.push(store.reserve(&name("shared"), 1).await.unwrap());
-            }
-            got
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
+    let stores = (0..16).map(|i| [&a, &b][i % 2].clone());
+    let all = all_reserved(spawn_reservers(stores, "shared", 25)).await;
     let end = common::row(&b, "shared").await.max_id;
     assert_eq!(end, 16 * 25 * 13);
     assert_tiles(all, 1, end);
@@ -540,21 +479,7 @@ async fn sqlite_in_memory_url_is_one_database_across_the_pool() {
         .sequences();
     store.migrate().await.unwrap();
     store.create(&new_seq("mem", 1, 3)).await.unwrap();
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            for _ in 0..20 {
-                got.push(store.reserve(&name("mem"), 1).await.unwrap());
-            }
-            got
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
+    let all = all_reserved(spawn_reservers(vec![store.clone(); 8], "mem", 20)).await;
     assert_eq!(common::row(&store, "mem").await.max_id, 8 * 20 * 3);
     assert_tiles(all, 1, 8 * 20 * 3);
 }
@@ -611,16 +536,23 @@ async fn postgres_sessions_bound_lock_waits_and_statements() {
     }
 }
 
+/// A MariaDB store on a fresh database (which lives as long as the returned
+/// `TestDb`), or `None` when the test is skipped.
+async fn mysql_store() -> Option<(TestDb, seqd::store::mysql::MySqlStore)> {
+    let db = common::test_db(Backend::Mysql).await?;
+    let store = seqd::store::mysql::MySqlStore::connect(&db.url)
+        .await
+        .unwrap();
+    Some((db, store))
+}
+
 /// Every MariaDB session of the store's pool carries `innodb_lock_wait_timeout`
 /// (whole seconds, at least 1) and `max_statement_time` under the fetch timeout.
 #[tokio::test]
 async fn mysql_sessions_bound_lock_waits_and_statements() {
-    let Some(db) = common::test_db(Backend::Mysql).await else {
+    let Some((_db, store)) = mysql_store().await else {
         return;
     };
-    let store = seqd::store::mysql::MySqlStore::connect(&db.url)
-        .await
-        .unwrap();
     let (lock, statement): (i64, f64) = sqlx::query_as(
         "SELECT CAST(@@SESSION.innodb_lock_wait_timeout AS SIGNED), CAST(@@SESSION.max_statement_time AS DOUBLE)",
     )
@@ -634,12 +566,9 @@ async fn mysql_sessions_bound_lock_waits_and_statements() {
 /// reservation relies on) and `name` compares bytes (utf8mb4_bin).
 #[tokio::test]
 async fn mysql_table_is_innodb_with_a_binary_name_collation() {
-    let Some(db) = common::test_db(Backend::Mysql).await else {
+    let Some((_db, store)) = mysql_store().await else {
         return;
     };
-    let store = seqd::store::mysql::MySqlStore::connect(&db.url)
-        .await
-        .unwrap();
     store.migrate().await.unwrap();
     let (engine,): (String,) = sqlx::query_as(
         "SELECT CAST(ENGINE AS CHAR) FROM information_schema.TABLES \

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::Backend;
 use proxy::{upstream_of, Proxy};
-use server::Process;
+use server::{fetch_json, fetch_text, Process};
 
 /// The block size of a stripe set created without `--block`.
 const BLOCK: i64 = seqd::store::stripes::DEFAULT_BLOCK;
@@ -68,17 +68,13 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
     for _ in 0..2 {
         instances.push(Process::spawn(&urls, &flags).await);
     }
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let created = http
-        .post(format!("{}/v1/sequences", instances[0].base))
-        .json(&serde_json::json!({"name": "orders", "step": 5}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201, "{:?}", created.text().await);
+    let http = server::client(Duration::from_secs(10));
+    server::create_with(
+        &http,
+        &instances[0].base,
+        &serde_json::json!({"name": "orders", "step": 5}),
+    )
+    .await;
 
     let phase = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -324,14 +320,7 @@ async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
     );
     let mut last = serde_json::Value::Null;
     for _ in 0..100 {
-        last = http
-            .get(format!("{}/readyz", seqd.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        last = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
         if last["checks"]["stripes"][0]["missing_rows"] == serde_json::json!(["partial"]) {
             break;
         }
@@ -347,17 +336,13 @@ async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
         last["checks"]["stripes"][1]["missing_rows"],
         serde_json::json!([])
     );
-    let id: i64 = http
-        .get(format!("{}/v1/sequences/partial/next", seqd.base))
-        .header("accept", "text/plain")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id: i64 = fetch_text(
+        http.get(format!("{}/v1/sequences/partial/next", seqd.base))
+            .header("accept", "text/plain"),
+    )
+    .await
+    .parse()
+    .unwrap();
     assert_eq!(
         id / BLOCK % 2,
         1,

@@ -216,9 +216,7 @@ async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
     ));
     let patch = SequencePatch {
         step: Some(50),
-        description: None,
-        ordering: None,
-        serial: None,
+        ..Default::default()
     };
     assert!(matches!(
         set.update(&name("b"), &patch).await,

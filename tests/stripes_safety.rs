@@ -262,14 +262,8 @@ async fn serve_refuses_one_postgres_database_given_twice() {
 async fn init_turns_a_used_database_into_stripe_0_of_3_above_every_id_it_issued() {
     let dbs = sqlite_dbs(3).await;
     let single = common::store(&dbs[0]).await;
-    single
-        .create(&common::new_seq("order", 1, 70))
-        .await
-        .unwrap();
-    single
-        .create(&common::new_seq("user", 4_000, 10))
-        .await
-        .unwrap();
+    common::create_seq(&single, "order", 1, 70).await;
+    common::create_seq(&single, "user", 4_000, 10).await;
     let mut old_max = 0;
     for _ in 0..20 {
         old_max = single
@@ -320,10 +314,7 @@ async fn init_re_stripes_two_to_three_above_every_id_of_the_old_layout() {
     ok(&seqd_with(&["stripes", "init", "--block", "100"], &[&dbs[0], &dbs[1]]).await);
     let old = stores_of(&dbs[..2]).await;
     for store in &old {
-        store
-            .create(&common::new_seq("order", 1, 10))
-            .await
-            .unwrap();
+        common::create_seq(store, "order", 1, 10).await;
     }
     // Stripe 2 runs far ahead: its rows and blocks are what the new layout
     // moves under the other stripes.
@@ -358,10 +349,7 @@ async fn init_re_stripes_two_to_three_above_every_id_of_the_old_layout() {
 async fn init_dry_run_writes_nothing() {
     let dbs = sqlite_dbs(2).await;
     let single = common::store(&dbs[0]).await;
-    single
-        .create(&common::new_seq("order", 500, 10))
-        .await
-        .unwrap();
+    common::create_seq(&single, "order", 500, 10).await;
     let out = ok(&seqd_with(&["stripes", "init", "--dry-run"], &[&dbs[0], &dbs[1]]).await);
     assert!(out.contains("would create 1 rows"), "{out}");
     assert!(out.contains("nothing written"), "{out}");

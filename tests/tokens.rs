@@ -32,11 +32,10 @@ async fn call(
     path: &str,
     token: Option<&str>,
 ) -> (StatusCode, Value) {
-    let mut req = s.http.request(method, s.url(path));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.unwrap();
+    let resp = match token {
+        Some(t) => s.send_as(t, method, path, None).await,
+        None => s.send(method, path).await,
+    };
     let status = resp.status();
     let text = resp.text().await.unwrap();
     (
@@ -58,13 +57,8 @@ async fn make(
         body["expires_in"] = json!(e);
     }
     let resp = s
-        .http
-        .post(s.url("/v1/tokens"))
-        .bearer_auth(ADMIN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+        .send_as(ADMIN, Method::POST, "/v1/tokens", Some(&body))
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["label"], label);
@@ -73,14 +67,10 @@ async fn make(
 }
 
 async fn create_seq(s: &TestServer, name: &str) {
+    let body = json!({"name": name, "start": 1, "step": 100});
     let resp = s
-        .http
-        .post(s.url("/v1/sequences"))
-        .bearer_auth(ADMIN)
-        .json(&json!({"name": name, "start": 1, "step": 100}))
-        .send()
-        .await
-        .unwrap();
+        .send_as(ADMIN, Method::POST, "/v1/sequences", Some(&body))
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED, "create {name}");
 }
 
@@ -94,6 +84,30 @@ async fn revoke(s: &TestServer, label: &str) -> Value {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
+}
+
+/// The status of `GET path` on `s` with `token` as Bearer (none when `None`).
+async fn draw(s: &TestServer, path: &str, token: Option<&str>) -> StatusCode {
+    call(s, Method::GET, path, token).await.0
+}
+
+/// A refusal: its status and error code.
+type Refusal = (StatusCode, &'static str);
+const UNAUTHORIZED: Refusal = (StatusCode::UNAUTHORIZED, "unauthorized");
+const FORBIDDEN: Refusal = (StatusCode::FORBIDDEN, "forbidden");
+const NOT_FOUND: Refusal = (StatusCode::NOT_FOUND, "sequence_not_found");
+
+/// Asserts that `method path` on `s` with `token` (none when `None`) is
+/// refused as `refusal` says; `what` names the request in a failure.
+async fn assert_refused(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    (status, code): Refusal,
+    what: &str,
+) {
+    assert_code(&call(s, method, path, token).await, status, code, what);
 }
 
 #[track_caller]
@@ -132,30 +146,10 @@ async fn every_right_on_every_route(db: TestDb) {
 
     for (m, path) in drawing("shop1-order") {
         let what = format!("{m} {path}");
-        assert_code(
-            &call(&s, m.clone(), &path, None).await,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            &what,
-        );
-        assert_code(
-            &call(&s, m.clone(), &path, Some(&unknown)).await,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            &what,
-        );
-        assert_code(
-            &call(&s, m.clone(), &path, Some(&reader)).await,
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            &what,
-        );
-        assert_code(
-            &call(&s, m.clone(), &path, Some(&snow)).await,
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            &what,
-        );
+        assert_refused(&s, m.clone(), &path, None, UNAUTHORIZED, &what).await;
+        assert_refused(&s, m.clone(), &path, Some(&unknown), UNAUTHORIZED, &what).await;
+        assert_refused(&s, m.clone(), &path, Some(&reader), FORBIDDEN, &what).await;
+        assert_refused(&s, m.clone(), &path, Some(&snow), FORBIDDEN, &what).await;
         for ok in [&drawer, &all, &ADMIN.to_owned()] {
             let got = call(&s, m.clone(), &path, Some(ok)).await;
             assert_eq!(got.0, StatusCode::OK, "{what}: {}", got.1);
@@ -167,34 +161,14 @@ async fn every_right_on_every_route(db: TestDb) {
         .into_iter()
         .chain(drawing("shop2-nothing"))
     {
-        assert_code(
-            &call(&s, m, &path, Some(&drawer)).await,
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            &path,
-        );
+        assert_refused(&s, m, &path, Some(&drawer), FORBIDDEN, &path).await;
     }
     for (m, path) in drawing("shop1-nothing") {
-        assert_code(
-            &call(&s, m, &path, Some(&drawer)).await,
-            StatusCode::NOT_FOUND,
-            "sequence_not_found",
-            &path,
-        );
+        assert_refused(&s, m, &path, Some(&drawer), NOT_FOUND, &path).await;
     }
     for path in SNOWFLAKE {
-        assert_code(
-            &call(&s, Method::GET, path, None).await,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            path,
-        );
-        assert_code(
-            &call(&s, Method::GET, path, Some(&drawer)).await,
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            path,
-        );
+        assert_refused(&s, Method::GET, path, None, UNAUTHORIZED, path).await;
+        assert_refused(&s, Method::GET, path, Some(&drawer), FORBIDDEN, path).await;
         for ok in [&snow, &all] {
             let got = call(&s, Method::GET, path, Some(ok)).await;
             assert_eq!(got.0, StatusCode::OK, "{path}: {}", got.1);
@@ -203,59 +177,31 @@ async fn every_right_on_every_route(db: TestDb) {
 
     // Reading one sequence.
     let one = "/v1/sequences/shop1-order";
-    assert_code(
-        &call(&s, Method::GET, one, None).await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        one,
-    );
-    assert_code(
-        &call(&s, Method::GET, one, Some(&drawer)).await,
-        StatusCode::FORBIDDEN,
-        "forbidden",
-        one,
-    );
-    assert_eq!(
-        call(&s, Method::GET, one, Some(&reader)).await.0,
-        StatusCode::OK
-    );
+    assert_refused(&s, Method::GET, one, None, UNAUTHORIZED, one).await;
+    assert_refused(&s, Method::GET, one, Some(&drawer), FORBIDDEN, one).await;
+    assert_eq!(draw(&s, one, Some(&reader)).await, StatusCode::OK);
     for other in ["/v1/sequences/shop2-order", "/v1/sequences/shop2-nothing"] {
-        assert_code(
-            &call(&s, Method::GET, other, Some(&reader)).await,
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            other,
-        );
+        assert_refused(&s, Method::GET, other, Some(&reader), FORBIDDEN, other).await;
     }
     // Listing: a token sees the names it covers, nothing of the others.
-    assert_code(
-        &call(&s, Method::GET, "/v1/sequences", None).await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
+    assert_refused(&s, Method::GET, "/v1/sequences", None, UNAUTHORIZED, "list").await;
+    assert_refused(
+        &s,
+        Method::GET,
+        "/v1/sequences",
+        Some(&drawer),
+        FORBIDDEN,
         "list",
-    );
-    assert_code(
-        &call(&s, Method::GET, "/v1/sequences", Some(&drawer)).await,
-        StatusCode::FORBIDDEN,
-        "forbidden",
-        "list",
-    );
-    let names = |v: &Value| -> Vec<String> {
-        v["sequences"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    )
+    .await;
     let (status, scoped) = call(&s, Method::GET, "/v1/sequences", Some(&reader)).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(names(&scoped), ["shop1-order"]);
+    assert_eq!(server::listed_names(&scoped), ["shop1-order"]);
     let (_, every) = call(&s, Method::GET, "/v1/sequences", Some(&all)).await;
-    assert_eq!(names(&every), ["shop1-order", "shop2-order"]);
+    assert_eq!(server::listed_names(&every), ["shop1-order", "shop2-order"]);
     // A page walk with a scoped token ends, and never shows another's name.
     let (_, first) = call(&s, Method::GET, "/v1/sequences?limit=1", Some(&reader)).await;
-    assert_eq!(names(&first), ["shop1-order"]);
+    assert_eq!(server::listed_names(&first), ["shop1-order"]);
     let after = first["next"].as_str().expect("a next page").to_owned();
     let (_, second) = call(
         &s,
@@ -264,81 +210,52 @@ async fn every_right_on_every_route(db: TestDb) {
         Some(&reader),
     )
     .await;
-    assert!(names(&second).is_empty(), "{second}");
+    assert!(server::listed_names(&second).is_empty(), "{second}");
     assert!(second["next"].is_null(), "{second}");
 
     // Client tokens are not admin tokens.
     for t in [&drawer, &all] {
-        let got = call(&s, Method::GET, "/v1/tokens", Some(t)).await;
-        assert_code(
-            &got,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "tokens with a client token",
-        );
+        let what = "tokens with a client token";
+        assert_refused(&s, Method::GET, "/v1/tokens", Some(t), UNAUTHORIZED, what).await;
+        let body = json!({"name": "shop1-new"});
         let resp = s
-            .http
-            .post(s.url("/v1/sequences"))
-            .bearer_auth(t)
-            .json(&json!({"name": "shop1-new"}))
-            .send()
-            .await
-            .unwrap();
+            .send_as(t, Method::POST, "/v1/sequences", Some(&body))
+            .await;
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     }
 
     // Revoked here: refused at once; expired: refused once its time passed.
     let short = make(&s, "short", &["shop1-"], &["draw"], Some("3s")).await;
     assert_eq!(
-        call(
-            &s,
-            Method::GET,
-            "/v1/sequences/shop1-order/next",
-            Some(&short)
-        )
-        .await
-        .0,
+        draw(&s, "/v1/sequences/shop1-order/next", Some(&short)).await,
         StatusCode::OK
     );
     let gone = make(&s, "gone", &["shop1-"], &["draw"], None).await;
     assert_eq!(
-        call(
-            &s,
-            Method::GET,
-            "/v1/sequences/shop1-order/next",
-            Some(&gone)
-        )
-        .await
-        .0,
+        draw(&s, "/v1/sequences/shop1-order/next", Some(&gone)).await,
         StatusCode::OK
     );
     assert_eq!(revoke(&s, "gone").await["revoked"], true);
     assert_eq!(revoke(&s, "gone").await["revoked"], false);
-    assert_code(
-        &call(
-            &s,
-            Method::GET,
-            "/v1/sequences/shop1-order/next",
-            Some(&gone),
-        )
-        .await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
+    assert_refused(
+        &s,
+        Method::GET,
+        "/v1/sequences/shop1-order/next",
+        Some(&gone),
+        UNAUTHORIZED,
         "revoked",
-    );
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(3_100)).await;
-    assert_code(
-        &call(
-            &s,
-            Method::GET,
-            "/v1/sequences/shop1-order/next",
-            Some(&short),
-        )
-        .await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
+    assert_refused(
+        &s,
+        Method::GET,
+        "/v1/sequences/shop1-order/next",
+        Some(&short),
+        UNAUTHORIZED,
         "expired",
-    );
+    )
+    .await;
 
     // The list shows each state and never a token's text or hash.
     let (status, list) = call(&s, Method::GET, "/v1/tokens", Some(ADMIN)).await;
@@ -374,13 +291,8 @@ async fn bad_requests_are_refused_and_labels_stay_taken(db: TestDb) {
         let s = &s;
         async move {
             let resp = s
-                .http
-                .post(s.url("/v1/tokens"))
-                .bearer_auth(ADMIN)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+                .send_as(ADMIN, Method::POST, "/v1/tokens", Some(&body))
+                .await;
             let status = resp.status();
             (status, resp.json::<Value>().await.unwrap())
         }
@@ -439,12 +351,15 @@ async fn bad_requests_are_refused_and_labels_stay_taken(db: TestDb) {
         "token_not_found",
         "revoke of nobody",
     );
-    assert_code(
-        &call(&s, Method::GET, "/v1/tokens", None).await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
+    assert_refused(
+        &s,
+        Method::GET,
+        "/v1/tokens",
+        None,
+        UNAUTHORIZED,
         "no admin token",
-    );
+    )
+    .await;
     // Nothing refused was written.
     let (_, list) = call(&s, Method::GET, "/v1/tokens", Some(ADMIN)).await;
     assert_eq!(list["tokens"].as_array().unwrap().len(), 1, "{list}");
@@ -481,28 +396,13 @@ async fn another_instance_follows_within_5s(db: TestDb) {
     // Rotation: the new token beside the old one, both work on both.
     let new = make(&a, "rot-v2", &["rot-"], &["draw"], None).await;
     until(StatusCode::OK, new.clone()).await;
-    assert_eq!(
-        call(&a, Method::GET, path, Some(&old)).await.0,
-        StatusCode::OK
-    );
-    assert_eq!(
-        call(&b, Method::GET, path, Some(&old)).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(draw(&a, path, Some(&old)).await, StatusCode::OK);
+    assert_eq!(draw(&b, path, Some(&old)).await, StatusCode::OK);
     revoke(&a, "rot-v1").await;
-    assert_eq!(
-        call(&a, Method::GET, path, Some(&old)).await.0,
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(draw(&a, path, Some(&old)).await, StatusCode::UNAUTHORIZED);
     until(StatusCode::UNAUTHORIZED, old.clone()).await;
-    assert_eq!(
-        call(&b, Method::GET, path, Some(&new)).await.0,
-        StatusCode::OK
-    );
-    assert_eq!(
-        call(&a, Method::GET, path, Some(&new)).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(draw(&b, path, Some(&new)).await, StatusCode::OK);
+    assert_eq!(draw(&a, path, Some(&new)).await, StatusCode::OK);
     a.stop().await;
     b.stop().await;
 }
@@ -518,51 +418,25 @@ async fn off_asks_for_nothing(db: TestDb) {
     create_seq(&s, "open-order").await;
     assert_eq!(s.get_json("/v1/info").await["client_auth"], "off");
     assert_eq!(
-        call(&s, Method::GET, "/v1/sequences/open-order/next", None)
-            .await
-            .0,
+        draw(&s, "/v1/sequences/open-order/next", None).await,
         StatusCode::OK
     );
     assert_eq!(
-        call(
-            &s,
-            Method::GET,
-            "/v1/sequences/open-order/next",
-            Some("seqd_nonsense")
-        )
-        .await
-        .0,
+        draw(&s, "/v1/sequences/open-order/next", Some("seqd_nonsense")).await,
         StatusCode::OK
     );
-    assert_eq!(
-        call(&s, Method::GET, "/v1/sequences", None).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(draw(&s, "/v1/sequences", None).await, StatusCode::OK);
     s.stop().await;
 }
 
 /// `seqd tokens create|list|revoke` on the database: the token is printed
 /// once, only its SHA-256 stored, and an instance honours it.
 async fn the_cli_makes_lists_and_revokes(db: TestDb) {
-    let url = db.url.as_str();
-    let out = common::seqd_binary(&[
-        "tokens",
-        "create",
-        "--label",
-        "cli",
-        "--prefix",
-        "cli-",
-        "--prefix",
-        "x.",
-        "--can",
-        "draw,read",
-        "--expires",
-        "90d",
-        "--database-url",
-        url,
-    ])
+    let token = common::cli_token(
+        &db,
+        "--label cli --prefix cli- --prefix x. --can draw,read --expires 90d",
+    )
     .await;
-    let token = common::ok(&out).trim().to_owned();
     assert!(token.starts_with("seqd_") && token.len() == 69, "{token}");
     let rows = common::connect(&db).await.token_rows().await.unwrap();
     assert_eq!(rows.len(), 1);
@@ -574,18 +448,11 @@ async fn the_cli_makes_lists_and_revokes(db: TestDb) {
     let s = TestServer::start(settings(&db)).await;
     create_seq(&s, "cli-order").await;
     assert_eq!(
-        call(
-            &s,
-            Method::GET,
-            "/v1/sequences/cli-order/next",
-            Some(&token)
-        )
-        .await
-        .0,
+        draw(&s, "/v1/sequences/cli-order/next", Some(&token)).await,
         StatusCode::OK
     );
 
-    let listed = common::ok(&common::seqd_binary(&["tokens", "list", "--database-url", url]).await);
+    let listed = common::ok(&common::seqd_on(&db, &["tokens", "list"]).await);
     assert!(
         listed.contains("cli") && listed.contains("active"),
         "{listed}"
@@ -594,16 +461,10 @@ async fn the_cli_makes_lists_and_revokes(db: TestDb) {
         !listed.contains(&token) && !listed.contains(&rows[0].hash),
         "{listed}"
     );
-    let dup = common::seqd_binary(&[
-        "tokens",
-        "create",
-        "--label",
-        "cli",
-        "--prefix",
-        "y",
-        "--database-url",
-        url,
-    ])
+    let dup = common::seqd_on(
+        &db,
+        &["tokens", "create", "--label", "cli", "--prefix", "y"],
+    )
     .await;
     assert!(!dup.status.success());
     assert!(
@@ -611,19 +472,11 @@ async fn the_cli_makes_lists_and_revokes(db: TestDb) {
         "{dup:?}"
     );
 
-    common::ok(&common::seqd_binary(&["tokens", "revoke", "cli", "--database-url", url]).await);
-    let listed = common::ok(&common::seqd_binary(&["tokens", "list", "--database-url", url]).await);
+    common::ok(&common::seqd_on(&db, &["tokens", "revoke", "cli"]).await);
+    let listed = common::ok(&common::seqd_on(&db, &["tokens", "list"]).await);
     assert!(listed.contains("revoked"), "{listed}");
     let start = Instant::now();
-    while call(
-        &s,
-        Method::GET,
-        "/v1/sequences/cli-order/next",
-        Some(&token),
-    )
-    .await
-    .0 != StatusCode::UNAUTHORIZED
-    {
+    while draw(&s, "/v1/sequences/cli-order/next", Some(&token)).await != StatusCode::UNAUTHORIZED {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "a token revoked by the CLI still works after 5 s"

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Backend;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use seqd::config::{Secret, Settings};
 use seqd::service::access::{NUDGE_EVERY, REFRESH_EVERY};
 use seqd::service::ClientAuth;
 use seqd::store::memory::MemoryStore;
 use serde_json::json;
-use server::{Process, TestServer};
+use server::{fetch_text, send_as_to, Process, TestServer};
 
 const ADMIN: &str = "admin-token-that-must-not-leak";
 
@@ -25,20 +25,7 @@ const ADMIN: &str = "admin-token-that-must-not-leak";
 async fn no_token_in_logs_errors_or_metrics() {
     let db = common::test_db(Backend::Sqlite).await.expect("SQLite");
     let url = db.url.as_str();
-    let made = common::seqd_binary(&[
-        "tokens",
-        "create",
-        "--label",
-        "leaky",
-        "--prefix",
-        "pay-",
-        "--can",
-        "draw,read",
-        "--database-url",
-        url,
-    ])
-    .await;
-    let good = common::ok(&made).trim().to_owned();
+    let good = common::cli_token(&db, "--label leaky --prefix pay- --can draw,read").await;
     let p = Process::spawn_with_env(
         url,
         &["--client-auth", "on", "--admin-token", ADMIN],
@@ -46,13 +33,9 @@ async fn no_token_in_logs_errors_or_metrics() {
     )
     .await;
     let http = reqwest::Client::new();
-    let created = http
-        .post(format!("{}/v1/sequences", p.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({"name": "pay-order", "start": 1, "step": 10}))
-        .send()
-        .await
-        .unwrap();
+    let at = |path: &str| format!("{}{path}", p.base);
+    let body = json!({"name": "pay-order", "start": 1, "step": 10});
+    let created = send_as_to(&http, at("/v1/sequences"), ADMIN, Method::POST, Some(&body)).await;
     assert_eq!(created.status(), StatusCode::CREATED);
     let bogus = format!("seqd_{}", "ab".repeat(32));
     let mut answers = String::new();
@@ -89,49 +72,23 @@ async fn no_token_in_logs_errors_or_metrics() {
         "{answers}"
     );
     // A token made and revoked over the admin API.
-    let resp = http
-        .post(format!("{}/v1/tokens", p.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({"label": "brief", "prefixes": ["pay-"], "rights": ["draw"]}))
-        .send()
-        .await
-        .unwrap();
+    let body = json!({"label": "brief", "prefixes": ["pay-"], "rights": ["draw"]});
+    let resp = send_as_to(&http, at("/v1/tokens"), ADMIN, Method::POST, Some(&body)).await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let brief = resp.json::<serde_json::Value>().await.unwrap()["token"]
         .as_str()
         .unwrap()
         .to_owned();
-    let used = http
-        .get(format!("{}/v1/sequences/pay-order/next", p.base))
-        .bearer_auth(&brief)
-        .send()
-        .await
-        .unwrap();
+    let next = at("/v1/sequences/pay-order/next");
+    let used = send_as_to(&http, next.clone(), &brief, Method::GET, None).await;
     assert_eq!(used.status(), StatusCode::OK);
-    let revoked = http
-        .delete(format!("{}/v1/tokens/brief", p.base))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap();
+    let revoked = send_as_to(&http, at("/v1/tokens/brief"), ADMIN, Method::DELETE, None).await;
     assert_eq!(revoked.status(), StatusCode::OK);
-    let refused = http
-        .get(format!("{}/v1/sequences/pay-order/next", p.base))
-        .bearer_auth(&brief)
-        .send()
-        .await
-        .unwrap();
+    let refused = send_as_to(&http, next, &brief, Method::GET, None).await;
     assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
     answers.push_str(&refused.text().await.unwrap());
 
-    let metrics = http
-        .get(format!("{}/metrics", p.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fetch_text(http.get(at("/metrics"))).await;
     let samples = metrics_text::parse(&metrics);
     // 1 + 5 by the CLI's token, 1 by the brief one.
     assert_eq!(
@@ -175,14 +132,10 @@ async fn a_flood_of_random_tokens_costs_no_database_reads() {
     settings.admin_token = Some(Secret::new(ADMIN));
     settings.client_auth = ClientAuth::On;
     let s = Arc::new(TestServer::start_with_store(settings, store.clone()).await);
+    let body = json!({"label": "good", "prefixes": ["flood"], "rights": ["draw"]});
     let made = s
-        .http
-        .post(s.url("/v1/tokens"))
-        .bearer_auth(ADMIN)
-        .json(&json!({"label": "good", "prefixes": ["flood"], "rights": ["draw"]}))
-        .send()
-        .await
-        .unwrap();
+        .send_as(ADMIN, Method::POST, "/v1/tokens", Some(&body))
+        .await;
     assert_eq!(made.status(), StatusCode::CREATED);
     let good: Arc<str> = made.json::<serde_json::Value>().await.unwrap()["token"]
         .as_str()
@@ -202,22 +155,14 @@ async fn a_flood_of_random_tokens_costs_no_database_reads() {
             for i in 0..PER_TASK {
                 let random = format!("seqd_{:016x}{:048x}", rand_u64(t, i), i);
                 let resp = s
-                    .http
-                    .get(s.url("/v1/sequences/flood/next"))
-                    .bearer_auth(&random)
-                    .send()
-                    .await
-                    .unwrap();
+                    .send_as(&random, Method::GET, "/v1/sequences/flood/next", None)
+                    .await;
                 assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
                 refused += 1;
                 if i % 100 == 0 {
                     let ok = s
-                        .http
-                        .get(s.url("/v1/sequences/flood/next"))
-                        .bearer_auth(&*good)
-                        .send()
-                        .await
-                        .unwrap();
+                        .send_as(&good, Method::GET, "/v1/sequences/flood/next", None)
+                        .await;
                     assert_eq!(
                         ok.status(),
                         StatusCode::OK,

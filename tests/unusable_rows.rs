@@ -8,7 +8,7 @@ mod common;
 mod server;
 
 use common::TestDb;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use seqd::config::Settings;
 use serde_json::{json, Value};
 use server::TestServer;
@@ -20,7 +20,7 @@ async fn broken_rows(db: &TestDb) -> TestServer {
     let s = TestServer::start(Settings::for_database(db.url.clone())).await;
     for i in 0..10 {
         let body = json!({"name": format!("q{i:02}"), "format": "Q{yyyy}{MM}{dd}-{seq:04}", "reset": "day"});
-        let resp = s.send_json(Method::POST, "/v1/sequences", &body).await;
+        let resp = s.post_sequence(&body).await;
         assert_eq!(
             resp.status(),
             StatusCode::CREATED,
@@ -74,13 +74,7 @@ async fn an_unusable_row_is_named_and_hides_nothing(db: TestDb) {
 
     // Pages list every row, the unusable ones with their problem, and go on.
     let page = s.get_json("/v1/sequences?limit=3&after=q02").await;
-    let names: Vec<&str> = page["sequences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["q03", "q04", "q05"], "{page}");
+    assert_eq!(server::listed_names(&page), ["q03", "q04", "q05"], "{page}");
     assert_eq!(page["next"], "q05", "{page}");
     assert!(
         page["sequences"][0]["problem"]["message"].is_string(),
@@ -111,11 +105,7 @@ async fn an_unusable_row_is_repaired_by_patch_and_by_the_cli(db: TestDb) {
     let s = broken_rows(&db).await;
     // PATCH with a good format repairs it, and it serves at once.
     let resp = s
-        .send_json(
-            Method::PATCH,
-            "/v1/sequences/q03",
-            &json!({"format": "R{yyyy}{MM}{dd}-{seq:04}"}),
-        )
+        .patch_sequence("q03", &json!({"format": "R{yyyy}{MM}{dd}-{seq:04}"}))
         .await;
     assert_eq!(resp.status(), StatusCode::OK, "{:?}", resp.text().await);
     let row: Value = s.get_json("/v1/sequences/q03").await;
@@ -128,9 +118,7 @@ async fn an_unusable_row_is_repaired_by_patch_and_by_the_cli(db: TestDb) {
     );
 
     // A PATCH of another field answers 200 and keeps reporting the problem.
-    let resp = s
-        .send_json(Method::PATCH, "/v1/sequences/q04", &json!({"step": 50}))
-        .await;
+    let resp = s.patch_sequence("q04", &json!({"step": 50})).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let row: Value = resp.json().await.unwrap();
     assert_eq!(
@@ -139,22 +127,14 @@ async fn an_unusable_row_is_repaired_by_patch_and_by_the_cli(db: TestDb) {
     );
 
     // The CLI changes the step of an unusable row, exits 0 and names the problem.
-    let out = common::seqd_binary(&[
-        "sequences",
-        "set-step",
-        "q05",
-        "70",
-        "--database-url",
-        &db.url,
-    ])
-    .await;
+    let out = common::seqd_on(&db, &["sequences", "set-step", "q05", "70"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(
         stdout.contains("q05") && stdout.contains("cannot be used: field `format`"),
         "{stdout}"
     );
-    let out = common::seqd_binary(&["sequences", "list", "--database-url", &db.url]).await;
+    let out = common::seqd_on(&db, &["sequences", "list"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     for i in 0..10 {

@@ -172,6 +172,18 @@ async fn mysql_drop_database(conn: &mut MySqlConnection, name: &str) {
         .await;
 }
 
+/// Query strings of a batch whose count is missing or invalid (a count is
+/// one whole number from 1 to 10,000).
+pub const BAD_COUNT_QUERIES: [&str; 7] = [
+    "",
+    "?count=0",
+    "?count=-1",
+    "?count=10001",
+    "?count=1e9",
+    "?count=abc",
+    "?count=1&count=2",
+];
+
 /// Whether unreachable backends must fail the tests (`SEQD_TEST_REQUIRE_ALL=1`).
 pub fn require_all() -> bool {
     std::env::var("SEQD_TEST_REQUIRE_ALL").is_ok_and(|v| v == "1")
@@ -291,6 +303,69 @@ pub async fn seqd_binary(args: &[&str]) -> std::process::Output {
     cmd.output().await.expect("run seqd")
 }
 
+/// The items of the JSON array `v[key]`, each read by `item` as a `what`
+/// (panics, showing `v`, if it is not an array or `item` reads `None`).
+fn array_of<T, C: FromIterator<T>>(
+    v: &serde_json::Value,
+    key: &str,
+    what: &str,
+    item: impl Fn(&serde_json::Value) -> Option<T>,
+) -> C {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no array {key} in {v}"))
+        .iter()
+        .map(|i| item(i).unwrap_or_else(|| panic!("{i} in {key} is not {what}: {v}")))
+        .collect()
+}
+
+/// The strings of the JSON array `v[key]` (panics, showing `v`, if it is not
+/// an array of strings).
+pub fn strings<C: FromIterator<String>>(v: &serde_json::Value, key: &str) -> C {
+    array_of(v, key, "a string", |s| s.as_str().map(str::to_owned))
+}
+
+/// The integers of the JSON array `v[key]` (panics, showing `v`, if it is
+/// not an array of integers).
+pub fn integers(v: &serde_json::Value, key: &str) -> Vec<i64> {
+    array_of(v, key, "an integer", serde_json::Value::as_i64)
+}
+
+/// Runs `command` with `stdin` as its input; its output (stdout and stderr
+/// captured). Panics if it cannot be started.
+pub fn run_with_stdin(command: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{:?}: {e}", command.get_program()));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Runs `seqd <args> --database-url <db>` (as [`seqd_binary`]).
+pub async fn seqd_on(db: &TestDb, args: &[&str]) -> std::process::Output {
+    let mut all = args.to_vec();
+    all.extend(["--database-url", db.url.as_str()]);
+    seqd_binary(&all).await
+}
+
+/// `seqd tokens create <args>` (split at whitespace) on `db`, asserted to
+/// succeed; the token it printed.
+pub async fn cli_token(db: &TestDb, args: &str) -> String {
+    let mut all = vec!["tokens", "create"];
+    all.extend(args.split_whitespace());
+    ok(&seqd_on(db, &all).await).trim().to_owned()
+}
+
 /// Asserts that a finished command (such as [`seqd_binary`]'s) succeeded;
 /// its stdout. The failure shows the exit code, stdout and stderr.
 #[track_caller]
@@ -333,6 +408,60 @@ pub fn name(s: &str) -> SeqName {
 pub fn new_seq(name_: &str, start: i64, step: i64) -> NewSequence {
     NewSequence::new(name(name_), start, step, String::new(), i64::MAX)
         .unwrap_or_else(|e| panic!("new sequence {name_:?}: {e}"))
+}
+
+/// An in-memory store holding the row `name_` at `max_id`, by `step`.
+pub fn memory_with(name_: &str, max_id: i64, step: i64) -> Arc<seqd::store::memory::MemoryStore> {
+    let store = Arc::new(seqd::store::memory::MemoryStore::new());
+    store.insert(name_, max_id, step);
+    store
+}
+
+/// An allocator on `store` that always fetches the row's step, on a manual
+/// clock.
+pub fn fixed_step_allocator(
+    store: &Arc<seqd::store::memory::MemoryStore>,
+    config: seqd::allocator::AllocatorConfig,
+) -> seqd::allocator::Allocator {
+    seqd::allocator::Allocator::with_parts(
+        store.clone(),
+        config,
+        Arc::new(seqd::allocator::ManualClock::new()),
+        Arc::new(seqd::allocator::FixedStep),
+    )
+}
+
+/// An allocator on `store` with the default configuration and the
+/// rate-based step (as in production), on the manual clock `clock`.
+pub fn rate_step_allocator(
+    store: Arc<dyn seqd::store::Segments>,
+    clock: &seqd::allocator::ManualClock,
+) -> seqd::allocator::Allocator {
+    let config = seqd::allocator::AllocatorConfig::default();
+    let policy = seqd::allocator::RateStep {
+        target: config.segment_target,
+        max_step: config.max_step,
+    };
+    seqd::allocator::Allocator::with_parts(store, config, Arc::new(clock.clone()), Arc::new(policy))
+}
+
+/// Creates the sequence `name_` from `start` by `step` in `store`
+/// (panics on failure).
+pub async fn create_seq(store: &Arc<dyn Store>, name_: &str, start: i64, step: i64) {
+    store.create(&new_seq(name_, start, step)).await.unwrap();
+}
+
+/// Serial settings of `format`, reset every `reset` in `zone`, with
+/// `overflow` (panics if they are not valid).
+#[track_caller]
+pub fn serial_settings(
+    format: &str,
+    reset: seqd::serial::Reset,
+    zone: &str,
+    overflow: seqd::serial::Overflow,
+) -> seqd::domain::SerialSettings {
+    seqd::domain::SerialSettings::new(format, reset, zone, overflow)
+        .unwrap_or_else(|e| panic!("serial settings {format:?}: {e}"))
 }
 
 /// The row of `name_` in `store` (panics if reading fails or the row is missing).

@@ -4,8 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use crate::common;
 use crate::server::TestServer;
@@ -93,7 +92,7 @@ pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<
 }
 
 pub async fn scrape(srv: &TestServer) -> String {
-    let resp = srv.http.get(srv.url("/metrics")).send().await.unwrap();
+    let resp = srv.get("/metrics").await;
     assert_eq!(resp.status(), 200);
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
     assert!(
@@ -111,21 +110,9 @@ pub fn promtool(args: &[&str], stdin: &str) -> Option<Output> {
     if !common::tool_available("promtool") {
         return None;
     }
-    let mut child = Command::new("promtool")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    Some(child.wait_with_output().unwrap())
+    let mut command = Command::new("promtool");
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    Some(common::run_with_stdin(&mut command, stdin))
 }
 
 /// Runs `promtool check metrics` on `text` and asserts it passes without a

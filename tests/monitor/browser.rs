@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::common;
+use crate::server::fetch_json;
 
 pub(crate) fn find_in_path(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -72,10 +73,7 @@ impl Browser {
             .kill_on_drop(true)
             .spawn()
             .expect("start chromedriver");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
+        let http = crate::server::client(Duration::from_secs(60));
         let base = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -115,15 +113,7 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": chromium, "args": args }
         }}});
-        let resp: Value = http
-            .post(format!("{base}/session"))
-            .json(&caps)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let resp = fetch_json(http.post(format!("{base}/session")).json(&caps)).await;
         let session = resp["value"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no WebDriver session: {resp}"))

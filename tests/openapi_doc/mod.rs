@@ -22,7 +22,7 @@ pub async fn start() -> (TestServer, common::TestDb) {
 }
 
 pub async fn fetch_doc(s: &TestServer) -> Value {
-    let resp = s.http.get(s.url("/openapi.json")).send().await.unwrap();
+    let resp = s.get("/openapi.json").await;
     assert_eq!(resp.status(), StatusCode::OK);
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
     assert!(ct.starts_with("application/json"), "{ct}");
@@ -121,10 +121,5 @@ pub fn documented_codes(doc: &Value) -> BTreeSet<String> {
     let error = resolve(doc, "#/components/schemas/ErrorBody");
     let detail = resolve(doc, error["properties"]["error"]["$ref"].as_str().unwrap());
     let codes = resolve(doc, detail["properties"]["code"]["$ref"].as_str().unwrap());
-    codes["enum"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no enum in {codes}"))
-        .iter()
-        .map(|c| c.as_str().unwrap().to_owned())
-        .collect()
+    common::strings(codes, "enum")
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -164,6 +165,15 @@ fn is_ping(chunk: &[u8]) -> bool {
     chunk == [b'S', 0, 0, 0, 4] || chunk == [1, 0, 0, 0, 0x0e]
 }
 
+/// The length of the next chunk `from` gives into `buf`; `None` at its end
+/// or on an error.
+async fn next_chunk(from: &mut OwnedReadHalf, buf: &mut [u8]) -> Option<usize> {
+    match from.read(buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}
+
 async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
     let mut epoch = st.epoch.subscribe();
     let born = *epoch.borrow_and_update();
@@ -179,11 +189,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
     let frozen_down = frozen.clone();
     let up = async move {
         let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match cr.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
+        while let Some(n) = next_chunk(&mut cr, &mut buf).await {
             let take = || {
                 st_up
                     .freeze_budget
@@ -216,11 +222,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, st: Arc<State>) {
     };
     let down = async move {
         let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match sr.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
+        while let Some(n) = next_chunk(&mut sr, &mut buf).await {
             if frozen_down.load(Ordering::SeqCst) {
                 // Frozen: hold the answer back, and never end the connection from here.
                 std::future::pending::<()>().await;

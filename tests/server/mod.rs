@@ -97,10 +97,7 @@ impl TestServer {
                 let _ = rx.await;
             }),
         ));
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .unwrap();
+        let http = client(std::time::Duration::from_secs(30));
         TestServer {
             addr,
             base: format!("http://{addr}"),
@@ -119,6 +116,38 @@ impl TestServer {
     /// `GET path` (panics if the request cannot be sent).
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.http.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// `method path` without a body (panics if the request cannot be sent).
+    pub async fn send(&self, method: reqwest::Method, path: &str) -> reqwest::Response {
+        self.http
+            .request(method, self.url(path))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `method path` without a body, asking for `text/plain` (panics if the
+    /// request cannot be sent).
+    pub async fn send_plain(&self, method: reqwest::Method, path: &str) -> reqwest::Response {
+        self.http
+            .request(method, self.url(path))
+            .header("accept", "text/plain")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `method path` with `token` as Bearer and `body` as JSON (no body when
+    /// `None`; panics if the request cannot be sent).
+    pub async fn send_as(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> reqwest::Response {
+        send_as_to(&self.http, self.url(path), token, method, body).await
     }
 
     /// `method path` with a JSON body (panics if the request cannot be sent).
@@ -194,6 +223,45 @@ impl Drop for TestServer {
     }
 }
 
+/// The names of the sequences of a `GET /v1/sequences` answer, in order
+/// (panics, showing `page`, if it lists none or a name is not a string).
+#[allow(dead_code)] // not every test binary lists sequences
+pub fn listed_names(page: &serde_json::Value) -> Vec<String> {
+    page["sequences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sequences in {page}"))
+        .iter()
+        .map(|s| {
+            s["name"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a name that is not a string in {page}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// An HTTP client whose requests time out after `timeout`.
+pub fn client(timeout: std::time::Duration) -> reqwest::Client {
+    reqwest::Client::builder().timeout(timeout).build().unwrap()
+}
+
+/// `POST {base}/v1/sequences` with `http` and `body`, asserting 201; the row
+/// as answered. For servers a test reaches by address only.
+#[allow(dead_code)] // not every test binary creates sequences this way
+pub async fn create_with(
+    http: &reqwest::Client,
+    base: &str,
+    body: &serde_json::Value,
+) -> serde_json::Value {
+    let what = format!("create {}", body["name"]);
+    answered(
+        http.post(format!("{base}/v1/sequences")).json(body),
+        &what,
+        201,
+    )
+    .await
+}
+
 /// `POST {base}/v1/sequences` with `http`: creates `name` from `start` by
 /// `step`, asserting 201; the row as answered. For servers a test reaches by
 /// address only (a [`Process`], or from a spawned task).
@@ -206,35 +274,63 @@ pub async fn create_at(
     step: i64,
 ) -> serde_json::Value {
     let body = serde_json::json!({"name": name, "start": start, "step": step});
-    let resp = http
-        .post(format!("{base}/v1/sequences"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("create {name}: {e}"));
-    let status = resp.status();
-    let text = resp.text().await.unwrap();
-    assert_eq!(status, 201, "create {name}: {text}");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("create {name}: {e}: {text}"))
+    create_with(http, base, &body).await
 }
 
 /// `GET {base}/v1/sequences/{name}/next` with `http`, asserting 200; its
 /// `"id"`. For servers a test reaches by address only.
 #[allow(dead_code)] // not every test binary draws IDs over HTTP
 pub async fn next_at(http: &reqwest::Client, base: &str, name: &str) -> i64 {
-    let resp = http
-        .get(format!("{base}/v1/sequences/{name}/next"))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("next {name}: {e}"));
-    let status = resp.status();
-    let text = resp.text().await.unwrap();
-    assert_eq!(status, 200, "next {name}: {text}");
-    let body: serde_json::Value =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("next {name}: {e}: {text}"));
+    let body = answered(
+        http.get(format!("{base}/v1/sequences/{name}/next")),
+        &format!("next {name}"),
+        200,
+    )
+    .await;
     body["id"]
         .as_i64()
         .unwrap_or_else(|| panic!("next {name}: no integer id in {body}"))
+}
+
+/// Sends `req`, asserting the answer's status is `status`; its JSON body
+/// (panics, saying `what`, otherwise).
+async fn answered(req: reqwest::RequestBuilder, what: &str, status: u16) -> serde_json::Value {
+    let resp = req.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = resp.status();
+    let text = resp.text().await.unwrap();
+    assert_eq!(got, status, "{what}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {e}: {text}"))
+}
+
+/// `method url` with `http`, `token` as Bearer and `body` as JSON (no body
+/// when `None`; panics if the request cannot be sent). For servers a test
+/// reaches by address only.
+pub async fn send_as_to(
+    http: &reqwest::Client,
+    url: String,
+    token: &str,
+    method: reqwest::Method,
+    body: Option<&serde_json::Value>,
+) -> reqwest::Response {
+    let mut req = http.request(method, url).bearer_auth(token);
+    if let Some(body) = body {
+        req = req.json(body);
+    }
+    req.send().await.unwrap()
+}
+
+/// Sends `req` (to a server a test reaches by address only); the answer's
+/// body as JSON, whatever its status (panics if it cannot be sent or read).
+#[allow(dead_code)] // not every test binary reads answers this way
+pub async fn fetch_json(req: reqwest::RequestBuilder) -> serde_json::Value {
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// Sends `req`; the answer's body as text, whatever its status (panics if
+/// it cannot be sent or read).
+#[allow(dead_code)] // not every test binary reads answers this way
+pub async fn fetch_text(req: reqwest::RequestBuilder) -> String {
+    req.send().await.unwrap().text().await.unwrap()
 }
 
 /// A `seqd serve` child process listening on 127.0.0.1:0 (the port is read
