@@ -315,6 +315,10 @@ async fn bad_requests_are_refused_and_labels_stay_taken(db: TestDb) {
             "prefix",
         ),
         (
+            json!({"label": "x", "prefixes": ["*", "bad prefix"], "rights": ["draw"]}),
+            "a bad prefix beside *",
+        ),
+        (
             json!({"label": "x", "prefixes": ["a"], "rights": ["write"]}),
             "right",
         ),

@@ -94,6 +94,7 @@ impl Scope {
             return Err(TokenError::PrefixCount);
         }
         // Every prefix is checked, `*` or not: a bad one beside `*` is refused too.
+        let all = given.iter().any(|p| p.as_ref() == "*");
         let prefixes = given
             .iter()
             .filter(|p| p.as_ref() != "*")
@@ -101,10 +102,11 @@ impl Scope {
                 NamePrefix::parse(p.as_ref()).map_err(|_| TokenError::Prefix(p.as_ref().into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if prefixes.len() < given.len() {
-            return Ok(Scope::All);
-        }
-        Ok(Scope::Prefixes(prefixes))
+        Ok(if all {
+            Scope::All
+        } else {
+            Scope::Prefixes(prefixes)
+        })
     }
 
     /// Parses the column: prefixes joined by commas (no name holds one).
@@ -280,6 +282,11 @@ mod tests {
         assert!(!s.covers(n("shop1")));
         assert_eq!(Scope::from_column(&s.to_column()).unwrap(), s);
         assert!(Scope::parse(&["*"]).unwrap().covers(n("anything")));
+        assert_eq!(Scope::parse(&["*", "shop1-"]), Ok(Scope::All));
+        assert!(matches!(
+            Scope::parse(&["*", "bad prefix"]),
+            Err(TokenError::Prefix(p)) if p == "bad prefix"
+        ));
         assert_eq!(Scope::parse::<&str>(&[]), Err(TokenError::PrefixCount));
         assert!(matches!(
             Scope::parse(&["bad prefix"]),
