@@ -54,17 +54,19 @@ async fn run() -> anyhow::Result<()> {
             seqd::cli::schema(args);
             Ok(())
         }
-        // The operators' commands log in the default format.
-        Some(tool) => {
-            seqd::telemetry::init(Default::default());
-            match tool {
-                Command::Migrate(db) => seqd::cli::migrate(db).await,
-                Command::Sequences(cmd) => seqd::cli::sequences(cmd).await,
-                Command::ImportLeaf(args) => seqd::leaf::run(args).await,
-                Command::Stripes(cmd) => seqd::stripes_cli::run(cmd).await,
-                Command::Tokens(cmd) => seqd::tokens_cli::run(cmd).await,
-                Command::Serve(_) | Command::Schema(_) => unreachable!("matched above"),
-            }
-        }
+        Some(Command::Migrate(db)) => tool(seqd::cli::migrate(db)).await,
+        Some(Command::Sequences(cmd)) => tool(seqd::cli::sequences(cmd)).await,
+        Some(Command::ImportLeaf(args)) => tool(seqd::leaf::run(args)).await,
+        Some(Command::Stripes(cmd)) => tool(seqd::stripes_cli::run(cmd)).await,
+        Some(Command::Tokens(cmd)) => tool(seqd::tokens_cli::run(cmd)).await,
     }
+}
+
+/// Runs an operators' command (`command` has not started yet) with logging
+/// in the default format.
+async fn tool(
+    command: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    seqd::telemetry::init(Default::default());
+    command.await
 }
