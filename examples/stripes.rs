@@ -16,24 +16,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, SystemClock};
-use seqd::domain::{NamePrefix, NewSequence, SeqName};
-use seqd::store::stripes::{StripeLayout, StripeRecord, StripedStore, DEFAULT_BLOCK};
-use seqd::store::{
-    BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, Store, StoreError,
-    StoreOptions,
-};
-use seqd::store::{Catalog, Schema, Segments, StripeRecords, Tokens};
+use seqd::domain::{NewSequence, SeqName};
+use seqd::store::forwarding::{Call, Forwarding, Hook};
+use seqd::store::prelude::*;
+use seqd::store::stripes::{StripeLayout, StripedStore, DEFAULT_BLOCK};
+use seqd::store::{StoreError, StoreOptions};
 
-/// A store that fails every operation while `down` is set (a stripe cut).
+/// Fails every call while `down` is set (a stripe cut).
+#[derive(Default)]
 struct Switch {
-    inner: Arc<dyn Store>,
     down: AtomicBool,
 }
 
-impl Switch {
-    fn check(&self) -> Result<(), StoreError> {
+impl Hook for Switch {
+    fn before(&self, _: Call) -> Result<(), StoreError> {
         if self.down.load(Ordering::Relaxed) {
             Err(StoreError::Unavailable("switched off".into()))
         } else {
@@ -41,96 +38,6 @@ impl Switch {
         }
     }
 }
-
-#[async_trait]
-impl Segments for Switch {
-    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        self.check()?;
-        self.inner.reserve(name, min_size).await
-    }
-
-    async fn compare_and_set_max_id(
-        &self,
-        n: &SeqName,
-        e: i64,
-        v: i64,
-    ) -> Result<bool, StoreError> {
-        self.check()?;
-        self.inner.compare_and_set_max_id(n, e, v).await
-    }
-}
-
-#[async_trait]
-impl Catalog for Switch {
-    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
-        self.inner.create(seq).await
-    }
-
-    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        self.check()?;
-        self.inner.get(name).await
-    }
-
-    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
-        self.inner.list().await
-    }
-
-    async fn list_page(
-        &self,
-        p: Option<&NamePrefix>,
-        a: Option<&SeqName>,
-        l: u32,
-    ) -> Result<SequencePage, StoreError> {
-        self.inner.list_page(p, a, l).await
-    }
-
-    async fn update(&self, n: &SeqName, p: &SequencePatch) -> Result<SequenceRow, StoreError> {
-        self.inner.update(n, p).await
-    }
-
-    async fn bump(
-        &self,
-        n: Option<&[SeqName]>,
-        by: i64,
-        m: BumpMode,
-    ) -> Result<Vec<Bumped>, StoreError> {
-        self.inner.bump(n, by, m).await
-    }
-}
-
-#[async_trait]
-impl Schema for Switch {
-    async fn migrate(&self) -> Result<(), StoreError> {
-        self.inner.migrate().await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.ping().await
-    }
-
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-}
-
-#[async_trait]
-impl StripeRecords for Switch {
-    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
-        self.inner.stripe_record().await
-    }
-
-    async fn put_stripe_record(
-        &self,
-        r: &StripeRecord,
-        replace: bool,
-    ) -> Result<StripeRecord, StoreError> {
-        self.inner.put_stripe_record(r, replace).await
-    }
-}
-
-/// Keeps no client tokens.
-impl Tokens for Switch {}
 
 fn name(s: &str) -> SeqName {
     SeqName::parse(s).unwrap()
@@ -191,7 +98,7 @@ fn ms(d: Duration) -> String {
 async fn main() {
     let urls: Vec<String> = std::env::args().skip(1).collect();
     assert_eq!(urls.len(), 3, "usage: stripes URL0 URL1 URL2");
-    let mut stripes: Vec<Arc<Switch>> = Vec::new();
+    let mut stripes: Vec<Arc<Forwarding<Switch>>> = Vec::new();
     for url in &urls {
         let db = seqd::store::connect(url, &StoreOptions::default())
             .await
@@ -202,10 +109,7 @@ async fn main() {
             let new = NewSequence::new(name(seq), 1, 10, String::new(), 1_000_000).unwrap();
             store.create(&new).await.expect("create");
         }
-        stripes.push(Arc::new(Switch {
-            inner: store,
-            down: AtomicBool::new(false),
-        }));
+        stripes.push(Forwarding::new(store, Switch::default()));
     }
     let single: Arc<dyn Store> = stripes[0].clone();
     let set = (0..3u32)
@@ -240,7 +144,7 @@ async fn main() {
         ms(p99),
         ms(mean)
     );
-    stripes[0].down.store(true, Ordering::Relaxed);
+    stripes[0].hook().down.store(true, Ordering::Relaxed);
     let (p50, p99, mean) = latency(&*striped, "latf", 2000).await;
     let rate = ids_per_sec(striped.clone(), "idsf").await;
     println!(

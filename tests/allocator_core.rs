@@ -528,16 +528,23 @@ async fn give_back_takes_only_the_run_this_instance_reserved_at_the_top() {
     assert_eq!(store.max_id("c"), Some(20));
 }
 
+/// A sequence `seq` of step 10 whose first segment is in use and whose
+/// prefetch waits at the store's closed gate.
+async fn prefetch_at_the_gate(seq: &str) -> (Arc<MemoryStore>, Allocator) {
+    let store = memory_with(seq, 0, 10);
+    let alloc = fixed(&store, config());
+    alloc.next(&name(seq)).await.unwrap();
+    store.close_gate();
+    alloc.next(&name(seq)).await.unwrap();
+    until(|| store.max_in_flight(seq) == 1).await;
+    (store, alloc)
+}
+
 /// A sequence whose fetch is in flight gives nothing back (its reservation
 /// may land after), and the row keeps every reservation.
 #[tokio::test]
 async fn give_back_leaves_a_sequence_with_a_fetch_in_flight_alone() {
-    let store = memory_with("a", 0, 10);
-    let alloc = fixed(&store, config());
-    alloc.next(&name("a")).await.unwrap();
-    store.close_gate();
-    alloc.next(&name("a")).await.unwrap();
-    until(|| store.max_in_flight("a") == 1).await;
+    let (store, alloc) = prefetch_at_the_gate("a").await;
     let report = alloc.give_back(4, Duration::from_secs(5)).await;
     assert_eq!((report.fetch_in_flight, report.ids), (1, 0));
     store.open_gate();
@@ -655,12 +662,7 @@ async fn switching_to_global_and_back_never_repeats_an_id() {
 /// another instance's range below it.
 #[tokio::test]
 async fn give_back_after_a_switch_to_global_and_back_gives_nothing() {
-    let store = memory_with("s", 0, 10);
-    let alloc = fixed(&store, config());
-    alloc.next(&name("s")).await.unwrap();
-    store.close_gate();
-    alloc.next(&name("s")).await.unwrap(); // the prefetch waits at the gate
-    until(|| store.max_in_flight("s") == 1).await;
+    let (store, alloc) = prefetch_at_the_gate("s").await;
     store.insert("s", 20, 10); // another instance reserves 11..=20
     store.open_gate();
     until(|| alloc.snapshot(&name("s")).unwrap().next.is_some()).await; // 21..=30

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::TestDb;
-use recording::Recording;
+use recording::{recording, Recording};
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, SystemClock};
 use seqd::config::Settings;
 use seqd::domain::SeqName;
@@ -25,7 +25,7 @@ fn name(s: &str) -> SeqName {
 
 /// A real store that counts the reservations passed through it.
 async fn counting(db: &TestDb) -> Arc<Recording> {
-    Recording::new(common::store(db).await)
+    recording(common::store(db).await)
 }
 
 fn fixed(store: Arc<Recording>, negative_ttl: Duration) -> Allocator {
@@ -56,7 +56,7 @@ async fn a_flood_of_unknown_names_costs_one_query_per_name_and_interval(db: Test
     for _ in 0..100 {
         assert_eq!(alloc.next(&name("ghost0")).await, Err(AllocError::NotFound));
     }
-    assert_eq!(store.reserves(), 5, "one query per missing name");
+    assert_eq!(store.hook().reserves(), 5, "one query per missing name");
 }
 
 async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: TestDb) {
@@ -82,7 +82,7 @@ async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: Tes
     };
     assert_eq!(id, 1);
     assert!(
-        store.reserves() <= 2 + 1,
+        store.hook().reserves() <= 2 + 1,
         "misses were not re-queried per request"
     );
 }

@@ -15,25 +15,20 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use common::Backend;
 use openapi_doc::*;
 use reqwest::StatusCode;
 use seqd::allocator::AllocatorConfig;
 use seqd::config::Secret;
 use seqd::config::Settings;
-use seqd::domain::{NamePrefix, NewSequence, SeqName};
 use seqd::http::error::ErrorCode;
 use seqd::http::limits::Limits;
 use seqd::http::{router, AdminAuth, AppState};
 use seqd::service::Service;
 use seqd::snowflake::{Layout, LeaseConfig, ManualWallClock, Snowflake, TickOutcome};
+use seqd::store::forwarding::{Call, Forwarding, Hook};
 use seqd::store::memory::MemoryStore;
-use seqd::store::{
-    BumpMode, Bumped, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError,
-    StripeRecord,
-};
-use seqd::store::{Catalog, Schema, Segments, StripeRecords, Tokens};
+use seqd::store::StoreError;
 use serde_json::{json, Value};
 use server::TestServer;
 
@@ -119,98 +114,18 @@ async fn memory_server_with(
     TestServer::start_with_store(settings, store.clone()).await
 }
 
-/// A store whose every call fails as misconfigured.
-struct MisconfiguredStore;
+/// Fails every call of the store behind it as misconfigured.
+struct Misconfigured;
 
-fn misconfigured<T>() -> Result<T, StoreError> {
-    Err(StoreError::Config("password=hunter2 rejected".into()))
-}
-
-#[async_trait]
-impl Segments for MisconfiguredStore {
-    async fn reserve(&self, _: &SeqName, _: i64) -> Result<Reservation, StoreError> {
-        misconfigured()
+impl Hook for Misconfigured {
+    fn before(&self, _: Call) -> Result<(), StoreError> {
+        Err(StoreError::Config("password=hunter2 rejected".into()))
     }
 
-    async fn compare_and_set_max_id(
-        &self,
-        _: &SeqName,
-        _: i64,
-        _: i64,
-    ) -> Result<bool, StoreError> {
-        misconfigured()
+    fn backend(&self) -> Option<&'static str> {
+        Some("misconfigured")
     }
 }
-
-#[async_trait]
-impl Catalog for MisconfiguredStore {
-    async fn create(&self, _: &NewSequence) -> Result<SequenceRow, StoreError> {
-        misconfigured()
-    }
-
-    async fn get(&self, _: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        misconfigured()
-    }
-
-    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
-        misconfigured()
-    }
-
-    async fn list_page(
-        &self,
-        _: Option<&NamePrefix>,
-        _: Option<&SeqName>,
-        _: u32,
-    ) -> Result<SequencePage, StoreError> {
-        misconfigured()
-    }
-
-    async fn update(&self, _: &SeqName, _: &SequencePatch) -> Result<SequenceRow, StoreError> {
-        misconfigured()
-    }
-
-    async fn bump(
-        &self,
-        _: Option<&[SeqName]>,
-        _: i64,
-        _: BumpMode,
-    ) -> Result<Vec<Bumped>, StoreError> {
-        misconfigured()
-    }
-}
-
-#[async_trait]
-impl Schema for MisconfiguredStore {
-    async fn migrate(&self) -> Result<(), StoreError> {
-        misconfigured()
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        misconfigured()
-    }
-
-    fn backend(&self) -> &'static str {
-        "misconfigured"
-    }
-}
-
-#[async_trait]
-impl StripeRecords for MisconfiguredStore {
-    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
-        misconfigured()
-    }
-
-    async fn put_stripe_record(
-        &self,
-        _: &StripeRecord,
-        _: bool,
-    ) -> Result<StripeRecord, StoreError> {
-        misconfigured()
-    }
-}
-
-/// Keeps no client tokens.
-impl Tokens for MisconfiguredStore {}
 
 /// The snowflake route most codes are provoked on.
 const SNOWFLAKE_NEXT: &str = "/v1/snowflake/next";
@@ -453,7 +368,11 @@ async fn provoke(code: ErrorCode) -> Sent {
         Internal => {
             let mut settings = Settings::for_database("memory");
             settings.snowflake.enabled = false;
-            let s = TestServer::start_with_store(settings, Arc::new(MisconfiguredStore)).await;
+            let s = TestServer::start_with_store(
+                settings,
+                Forwarding::new(Arc::new(MemoryStore::new()), Misconfigured),
+            )
+            .await;
             let sent = send(&s, "GET", "/v1/sequences", None, None).await;
             let message = sent.body["error"]["message"].as_str().unwrap_or_default();
             assert!(!message.contains("hunter2"), "detail leaked: {message}");

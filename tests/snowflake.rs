@@ -639,40 +639,20 @@ impl WorkerLeases for FirstClaimUnanswered {
         self.inner.insert(row).await
     }
 
-    async fn claim(
-        &self,
-        seen: &WorkerRow,
-        owner: &str,
-        lease_until: i64,
-        last_timestamp: i64,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        let won = self
-            .inner
-            .claim(seen, owner, lease_until, last_timestamp, now)
-            .await?;
+    async fn claim(&self, seen: &WorkerRow, new: &WorkerRow, now: i64) -> Result<bool, StoreError> {
+        let won = self.inner.claim(seen, new, now).await?;
         if !self.answered_one.swap(true, Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
         Ok(won)
     }
 
-    async fn renew(
-        &self,
-        worker_id: u32,
-        owner: &str,
-        lease_until: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.renew(worker_id, owner, lease_until).await
+    async fn renew(&self, worker: u32, owner: &str, until: i64) -> Result<bool, StoreError> {
+        self.inner.renew(worker, owner, until).await
     }
 
-    async fn release(
-        &self,
-        worker_id: u32,
-        owner: &str,
-        last_timestamp: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.release(worker_id, owner, last_timestamp).await
+    async fn release(&self, worker: u32, owner: &str, last: i64) -> Result<bool, StoreError> {
+        self.inner.release(worker, owner, last).await
     }
 
     fn backend(&self) -> &'static str {
@@ -745,13 +725,14 @@ async fn the_background_task_renews_the_lease_and_ends_when_dropped(db: TestDb) 
     // A 1 s lease: renewed every 250 ms; without renewals issuing would stop
     // 667 ms after the claim.
     let leases = leases(&db).await;
-    let s = Snowflake::start(
+    let s = Snowflake::new(
         Layout::default(),
         TOLERANCE,
         Arc::new(SystemWallClock),
         leases.clone(),
         LeaseConfig::new(Duration::from_secs(1)),
-    );
+    )
+    .started();
     tokio::time::timeout(Duration::from_secs(20), async {
         while s.status().grant.is_none() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -798,13 +779,16 @@ async fn three_instances_eight_clients_issue_unique_increasing_ids(db: TestDb) {
     let leases = leases(&db).await;
     let mut instances = Vec::new();
     for _ in 0..INSTANCES {
-        instances.push(Snowflake::start(
-            Layout::default(),
-            TOLERANCE,
-            Arc::new(SystemWallClock),
-            leases.clone(),
-            lease(),
-        ));
+        instances.push(
+            Snowflake::new(
+                Layout::default(),
+                TOLERANCE,
+                Arc::new(SystemWallClock),
+                leases.clone(),
+                lease(),
+            )
+            .started(),
+        );
     }
     // The background tasks claim a worker ID each.
     for s in &instances {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use recording::Recording;
+use recording::{recording, Recording};
 use seqd::allocator::{Allocator, AllocatorConfig, FixedStep, ManualClock};
 use seqd::domain::{NewSequence, SeqName};
 use seqd::store::memory::MemoryStore;
@@ -234,7 +234,7 @@ async fn admin_writes_reach_every_stripe_and_are_refused_while_one_is_down() {
 async fn the_allocator_keeps_order_and_uniqueness_while_stripes_fail_in_turn() {
     let (mems, _) = stripes(3);
     // Each stripe behind a recorder of its row's `max_id` moves.
-    let recorders: Vec<Arc<Recording>> = mems.iter().map(|m| Recording::new(m.clone())).collect();
+    let recorders: Vec<Arc<Recording>> = mems.iter().map(|m| recording(m.clone())).collect();
     let set = StripedStore::new(
         (0..3)
             .map(|i| {
@@ -275,7 +275,7 @@ async fn the_allocator_keeps_order_and_uniqueness_while_stripes_fail_in_turn() {
     // they lie in different blocks). That row moved over the ID.
     let mut ends: Vec<(i64, i64, u32)> = Vec::new(); // (to, from, stripe)
     for (i, r) in recorders.iter().enumerate() {
-        for (from, to) in r.moves() {
+        for (from, to) in r.hook().moves() {
             ends.push((to, from, i as u32));
         }
     }

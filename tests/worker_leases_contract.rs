@@ -73,6 +73,19 @@ async fn stored(leases: &Arc<dyn WorkerLeases>, worker_id: u32) -> WorkerRow {
 }
 
 /// An expired row of a previous holder: free to take at `NOW`.
+/// Whether `owner` takes `seen` at `now`, leased until `until` (which is
+/// also the `last_timestamp` it writes).
+async fn take(
+    leases: &Arc<dyn WorkerLeases>,
+    seen: &WorkerRow,
+    owner: &str,
+    until: i64,
+    now: i64,
+) -> bool {
+    let new = seen.claimed_by(owner, until, until);
+    leases.claim(seen, &new, now).await.unwrap()
+}
+
 fn expired() -> WorkerRow {
     row(2, "previous", NOW - 1, NOW + 500)
 }
@@ -138,10 +151,7 @@ async fn owners_are_ascii_up_to_64_characters_and_compared_exactly(db: TestDb) {
     let upper = long.to_uppercase();
     assert!(!leases.renew(0, &upper, NOW + 2 * TTL).await.unwrap());
     let seen = stored(&leases, 0).await;
-    assert!(!leases
-        .claim(&seen, &upper, NOW + TTL, NOW + TTL, NOW)
-        .await
-        .unwrap());
+    assert!(!take(&leases, &seen, &upper, NOW + TTL, NOW).await);
     assert_eq!(stored(&leases, 0).await, seen);
 }
 
@@ -150,10 +160,7 @@ async fn owners_are_ascii_up_to_64_characters_and_compared_exactly(db: TestDb) {
 
 async fn claim_of_an_expired_row_takes_it_and_writes_the_values(db: TestDb) {
     let leases = leases_with(&db, &[expired()]).await;
-    assert!(leases
-        .claim(&expired(), "next", NOW + TTL, NOW + TTL, NOW)
-        .await
-        .unwrap());
+    assert!(take(&leases, &expired(), "next", NOW + TTL, NOW).await);
     assert_eq!(
         stored(&leases, 2).await,
         row(2, "next", NOW + TTL, NOW + TTL)
@@ -183,10 +190,7 @@ async fn claim_with_a_stale_view_of_the_row_answers_false(db: TestDb) {
     ];
     for seen in &stale {
         assert!(
-            !leases
-                .claim(seen, "next", NOW + TTL, NOW + TTL, NOW)
-                .await
-                .unwrap(),
+            !take(&leases, seen, "next", NOW + TTL, NOW).await,
             "{seen:?}"
         );
         assert_eq!(stored(&leases, 2).await, e, "after {seen:?}");
@@ -199,10 +203,7 @@ async fn claim_of_a_live_lease_of_someone_else_answers_false(db: TestDb) {
     // `lease_until < now` is strict: a lease ending at `now` is still live.
     for now in [NOW - TTL, NOW - 1, NOW] {
         assert!(
-            !leases
-                .claim(&live, "taker", now + TTL, now + TTL, now)
-                .await
-                .unwrap(),
+            !take(&leases, &live, "taker", now + TTL, now).await,
             "at {now}"
         );
     }
@@ -212,10 +213,7 @@ async fn claim_of_a_live_lease_of_someone_else_answers_false(db: TestDb) {
 async fn claim_of_an_own_row_succeeds_while_its_lease_is_live(db: TestDb) {
     let own = row(1, "me", NOW + TTL, NOW + TTL);
     let leases = leases_with(&db, std::slice::from_ref(&own)).await;
-    assert!(leases
-        .claim(&own, "me", NOW + 2 * TTL, NOW + 2 * TTL, NOW)
-        .await
-        .unwrap());
+    assert!(take(&leases, &own, "me", NOW + 2 * TTL, NOW).await);
     assert_eq!(
         stored(&leases, 1).await,
         row(1, "me", NOW + 2 * TTL, NOW + 2 * TTL)
@@ -223,7 +221,11 @@ async fn claim_of_an_own_row_succeeds_while_its_lease_is_live(db: TestDb) {
     // Writing the values the row already holds still answers true.
     let same = stored(&leases, 1).await;
     assert!(leases
-        .claim(&same, "me", same.lease_until, same.last_timestamp, NOW)
+        .claim(
+            &same,
+            &same.claimed_by("me", same.lease_until, same.last_timestamp),
+            NOW
+        )
         .await
         .unwrap());
     assert_eq!(stored(&leases, 1).await, same);
@@ -233,14 +235,8 @@ async fn an_applied_claim_retried_with_the_same_view_answers_false(db: TestDb) {
     // A claim whose answer was lost (a timeout) and is sent again.
     let leases = leases_with(&db, &[expired()]).await;
     let written = row(2, "claimer", NOW + TTL, NOW + TTL);
-    assert!(leases
-        .claim(&expired(), "claimer", NOW + TTL, NOW + TTL, NOW)
-        .await
-        .unwrap());
-    assert!(!leases
-        .claim(&expired(), "claimer", NOW + TTL, NOW + TTL, NOW + 1)
-        .await
-        .unwrap());
+    assert!(take(&leases, &expired(), "claimer", NOW + TTL, NOW).await);
+    assert!(!take(&leases, &expired(), "claimer", NOW + TTL, NOW + 1).await);
     assert_eq!(leases.list(u32::MAX).await.unwrap(), vec![written]);
 }
 
@@ -257,7 +253,11 @@ async fn exactly_one_of_sixteen_racing_claimers_wins(db: TestDb) {
                 let owner = format!("racer-{i}");
                 start.wait().await;
                 let won = mine
-                    .claim(&expired(), &owner, NOW + TTL + i, NOW + TTL + i, NOW)
+                    .claim(
+                        &expired(),
+                        &expired().claimed_by(&owner, NOW + TTL + i, NOW + TTL + i),
+                        NOW,
+                    )
                     .await
                     .unwrap_or_else(|e| panic!("{owner}: {e}"));
                 (i, won)
@@ -322,10 +322,7 @@ async fn release_frees_the_row_with_the_exact_last_timestamp(db: TestDb) {
     let released = stored(&leases, 0).await;
     assert_eq!(released, row(0, "me", 0, NOW + 7));
     // Free at once for anyone.
-    assert!(leases
-        .claim(&released, "next", NOW + TTL, NOW + TTL, NOW)
-        .await
-        .unwrap());
+    assert!(take(&leases, &released, "next", NOW + TTL, NOW).await);
 }
 
 async fn a_lease_that_ran_out_can_be_claimed_by_another_owner(db: TestDb) {
@@ -333,12 +330,7 @@ async fn a_lease_that_ran_out_can_be_claimed_by_another_owner(db: TestDb) {
     let leases = leases_with(&db, std::slice::from_ref(&lapsed)).await;
     let claim_at = |now: i64| {
         let (leases, lapsed) = (leases.clone(), lapsed.clone());
-        async move {
-            leases
-                .claim(&lapsed, "other", now + TTL, now + TTL, now)
-                .await
-                .unwrap()
-        }
+        async move { take(&leases, &lapsed, "other", now + TTL, now).await }
     };
     assert!(!claim_at(NOW + TTL).await, "not before it has run out");
     assert!(claim_at(NOW + TTL + 1).await);

@@ -285,7 +285,7 @@ pub enum TickOutcome {
 impl Snowflake {
     /// A generator on `layout` with its lease storage, without the
     /// background task: call [`Snowflake::tick`] to claim and renew (tests),
-    /// or use [`Snowflake::start`].
+    /// or use [`Snowflake::started`].
     pub fn new(
         layout: Layout,
         tolerance: Duration,
@@ -305,19 +305,12 @@ impl Snowflake {
         }
     }
 
-    /// Like [`Snowflake::new`], and spawns the task that claims a worker ID
-    /// and keeps it renewed. The task ends when every clone is dropped, or on
-    /// [`Snowflake::shutdown`].
-    pub fn start(
-        layout: Layout,
-        tolerance: Duration,
-        clock: Arc<dyn WallClock>,
-        leases: Arc<dyn WorkerLeases>,
-        config: LeaseConfig,
-    ) -> Self {
-        let s = Snowflake::new(layout, tolerance, clock, leases, config);
-        s.spawn_keeper();
-        s
+    /// Spawns the task that claims a worker ID and keeps it renewed, and
+    /// returns the generator: `Snowflake::new(..).started()`. The task ends
+    /// when every clone is dropped, or on [`Snowflake::shutdown`].
+    pub fn started(self) -> Self {
+        self.spawn_keeper();
+        self
     }
 
     fn spawn_keeper(&self) {
@@ -515,12 +508,9 @@ impl Snowflake {
                     .await
             }
             Candidate::Existing(seen) => {
-                let bound = seen.last_timestamp.max(until);
-                self.bounded(
-                    "claim",
-                    inner.leases.claim(&seen, &inner.owner, until, bound, now),
-                )
-                .await
+                let new = seen.claimed_by(&inner.owner, until, seen.last_timestamp.max(until));
+                self.bounded("claim", inner.leases.claim(&seen, &new, now))
+                    .await
             }
         }
     }

@@ -192,13 +192,16 @@ pub fn start(
              (--snowflake false serves without them)"
         )
     })?;
-    Ok(Some(Snowflake::start(
-        layout,
-        settings.clock_tolerance,
-        clock,
-        leases,
-        LeaseConfig::new(settings.lease),
-    )))
+    Ok(Some(
+        Snowflake::new(
+            layout,
+            settings.clock_tolerance,
+            clock,
+            leases,
+            LeaseConfig::new(settings.lease),
+        )
+        .started(),
+    ))
 }
 
 #[cfg(test)]

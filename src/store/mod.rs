@@ -13,7 +13,8 @@
 //! (`mod.rs`), its sequence store (`sequences.rs`) and its worker leases
 //! (`workers.rs`); [`connect`] opens one pool and returns both over it as a
 //! [`Database`]. The traits never name their implementations. `memory.rs` is
-//! an in-memory [`Store`] for tests and benchmarks.
+//! an in-memory [`Store`] for tests and benchmarks; `forwarding.rs` puts a
+//! hook in front of any store (tests, examples).
 
 pub use database::{connect, Database};
 pub use migrator::{Dialect, MigrateMode};
@@ -37,6 +38,7 @@ pub mod prelude {
 
 pub(crate) mod bump;
 pub(crate) mod database;
+pub mod forwarding;
 pub mod memory;
 pub mod migrator;
 pub mod mysql;

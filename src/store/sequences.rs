@@ -14,8 +14,6 @@
 //! unnoticed (and the same range be handed out twice). Stepping to the end
 //! reports it.
 
-use std::sync::OnceLock;
-
 use sqlx::{Connection, Pool};
 
 use super::migrator::Dialect;
@@ -24,8 +22,8 @@ use super::retry::retrying;
 use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
     found_row, in_dialect, in_list, initial_max_id, insert_failed, name_bytes, name_text,
-    period_row, refused, reservation, serial_values, unavailable, Columns, ReadTime, COLUMNS,
-    NOT_COUNTER, SETTINGS_CHUNK,
+    period_row, refused, reservation, serial_values, unavailable, Columns, PerDialect, ReadTime,
+    COLUMNS, NOT_COUNTER, SETTINGS_CHUNK,
 };
 use super::workers::LeaseDb;
 use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
@@ -121,13 +119,10 @@ struct Statements {
     bump: String,
 }
 
-impl Statements {
-    /// The statements of `dialect`, built once.
-    fn of(dialect: Dialect) -> &'static Statements {
-        static BUILT: [OnceLock<Statements>; 3] = [const { OnceLock::new() }; 3];
-        BUILT[dialect as usize].get_or_init(|| Statements::new(dialect))
-    }
+/// The statements of each dialect, built once.
+static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
 
+impl Statements {
     fn new(dialect: Dialect) -> Statements {
         let sql = |text: String| in_dialect(dialect, &text);
         let name = name_bytes(dialect);
@@ -259,7 +254,7 @@ where
     (DB::Name, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     fn statements() -> &'static Statements {
-        Statements::of(DB::DIALECT)
+        STATEMENTS.of(DB::DIALECT)
     }
 
     /// The row a statement that writes it returned (`RETURNING`), or else
@@ -931,7 +926,7 @@ mod tests {
 
     #[test]
     fn each_dialect_writes_its_placeholders_returning_and_byte_order() {
-        let pg = Statements::of(Dialect::Postgres);
+        let pg = STATEMENTS.of(Dialect::Postgres);
         assert_eq!(
             pg.list_periods,
             "SELECT name, max_id, created_at, updated_at FROM sequences \
@@ -947,7 +942,7 @@ mod tests {
             "{}",
             pg.update
         );
-        let mysql = Statements::of(Dialect::Mysql);
+        let mysql = STATEMENTS.of(Dialect::Mysql);
         assert!(!mysql.returning && !mysql.insert.contains("RETURNING"));
         assert!(mysql
             .create_period
@@ -957,7 +952,7 @@ mod tests {
             "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP \
              WHERE name = ? AND max_id = ?"
         );
-        let sqlite = Statements::of(Dialect::Sqlite);
+        let sqlite = STATEMENTS.of(Dialect::Sqlite);
         assert!(sqlite.returning && sqlite.insert.ends_with(&format!("RETURNING {COLUMNS}")));
         assert!(
             sqlite

@@ -114,6 +114,29 @@ pub(crate) fn in_dialect(dialect: Dialect, sql: &str) -> String {
     }
 }
 
+/// A table of statements for each dialect, built on first use by `build`
+/// and kept for the process: `static STATEMENTS: PerDialect<Statements> =
+/// PerDialect::new(Statements::new);`, then `STATEMENTS.of(dialect)`.
+pub(crate) struct PerDialect<T: 'static> {
+    built: [std::sync::OnceLock<T>; 3],
+    build: fn(Dialect) -> T,
+}
+
+impl<T> PerDialect<T> {
+    /// Nothing built yet.
+    pub(crate) const fn new(build: fn(Dialect) -> T) -> Self {
+        PerDialect {
+            built: [const { std::sync::OnceLock::new() }; 3],
+            build,
+        }
+    }
+
+    /// The table of `dialect`, built on the first call.
+    pub(crate) fn of(&'static self, dialect: Dialect) -> &'static T {
+        self.built[dialect as usize].get_or_init(|| (self.build)(dialect))
+    }
+}
+
 /// `name` as compared in byte order: PostgreSQL compares in the
 /// database's collation unless told `COLLATE "C"`; MySQL/MariaDB
 /// (`utf8mb4_bin`) and SQLite (`BINARY`) compare bytes.

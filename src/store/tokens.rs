@@ -4,14 +4,13 @@
 //! backend, in its `sequences.rs`). A row is read as it is stored
 //! ([`TokenRow`]); the service decides what an unusable one means.
 
-use std::sync::OnceLock;
-
 use sqlx::Pool;
 
 use super::migrator::Dialect;
 use super::pool::Held;
 use super::retry::retrying;
-use super::workers::{numbered, LeaseDb};
+use super::sql::{in_dialect, PerDialect};
+use super::workers::LeaseDb;
 use super::{insert_failed, StoreError, TokenRow};
 
 /// The columns, in the order every statement binds and reads them.
@@ -28,34 +27,32 @@ struct Statements {
     revoked_at: String,
 }
 
+/// The statements of each dialect, built once.
+static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
+
 impl Statements {
-    fn of(dialect: Dialect) -> &'static Statements {
-        static BUILT: [OnceLock<Statements>; 3] = [const { OnceLock::new() }; 3];
-        BUILT[dialect as usize].get_or_init(|| {
-            let sql = |text: String| match dialect {
-                Dialect::Postgres => numbered(&text),
-                Dialect::Mysql | Dialect::Sqlite => text,
-            };
-            // MariaDB reports a column of a binary collation as VARBINARY,
-            // which does not decode as text: read it as text.
-            let read = match dialect {
-                Dialect::Mysql => "CAST(label AS CHAR), CAST(hash AS CHAR), prefixes, rights, \
-                                   created_at, expires_at, revoked_at"
-                    .to_owned(),
-                Dialect::Postgres | Dialect::Sqlite => COLUMNS.to_owned(),
-            };
-            Statements {
-                list: sql(format!("SELECT {read} FROM seqd_tokens ORDER BY label")),
-                insert: sql(format!(
-                    "INSERT INTO seqd_tokens ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                )),
-                revoke: sql(
-                    "UPDATE seqd_tokens SET revoked_at = ? WHERE label = ? AND revoked_at IS NULL"
-                        .into(),
-                ),
-                revoked_at: sql("SELECT revoked_at FROM seqd_tokens WHERE label = ?".into()),
-            }
-        })
+    /// Written with `?` placeholders; PostgreSQL's are numbered.
+    fn new(dialect: Dialect) -> Statements {
+        let sql = |text: String| in_dialect(dialect, &text);
+        // MariaDB reports a column of a binary collation as VARBINARY,
+        // which does not decode as text: read it as text.
+        let read = match dialect {
+            Dialect::Mysql => "CAST(label AS CHAR), CAST(hash AS CHAR), prefixes, rights, \
+                               created_at, expires_at, revoked_at"
+                .to_owned(),
+            Dialect::Postgres | Dialect::Sqlite => COLUMNS.to_owned(),
+        };
+        Statements {
+            list: sql(format!("SELECT {read} FROM seqd_tokens ORDER BY label")),
+            insert: sql(format!(
+                "INSERT INTO seqd_tokens ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            )),
+            revoke: sql(
+                "UPDATE seqd_tokens SET revoked_at = ? WHERE label = ? AND revoked_at IS NULL"
+                    .into(),
+            ),
+            revoked_at: sql("SELECT revoked_at FROM seqd_tokens WHERE label = ?".into()),
+        }
     }
 }
 
@@ -80,7 +77,7 @@ where
     let mut held = Held::acquire(pool).await?;
     let read: Result<Vec<Columns>, _> = retrying!(
         DB::DIALECT.name(),
-        sqlx::query_as::<DB, Columns>(&Statements::of(DB::DIALECT).list)
+        sqlx::query_as::<DB, Columns>(&STATEMENTS.of(DB::DIALECT).list)
             .fetch_all(held.conn())
             .await
     );
@@ -115,7 +112,7 @@ where
     let mut held = Held::acquire(pool).await?;
     let done = retrying!(
         DB::DIALECT.name(),
-        sqlx::query::<DB>(&Statements::of(DB::DIALECT).insert)
+        sqlx::query::<DB>(&STATEMENTS.of(DB::DIALECT).insert)
             .bind(row.label.as_str())
             .bind(row.hash.as_str())
             .bind(row.prefixes.as_str())
@@ -141,7 +138,7 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     (Option<i64>,): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
-    let statements = Statements::of(DB::DIALECT);
+    let statements = STATEMENTS.of(DB::DIALECT);
     let mut held = Held::acquire(pool).await?;
     let done = retrying!(
         DB::DIALECT.name(),

@@ -44,6 +44,19 @@ pub struct WorkerRow {
     pub last_timestamp: i64,
 }
 
+impl WorkerRow {
+    /// The row `owner` writes when it claims this one: the same worker ID,
+    /// leased to `owner` until `lease_until`, with `last_timestamp`.
+    pub fn claimed_by(&self, owner: &str, lease_until: i64, last_timestamp: i64) -> WorkerRow {
+        WorkerRow {
+            worker_id: self.worker_id,
+            owner: owner.to_string(),
+            lease_until,
+            last_timestamp,
+        }
+    }
+}
+
 /// Lease storage for snowflake worker IDs.
 ///
 /// Every method is one statement (or one read); a `false` answer means the
@@ -61,38 +74,22 @@ pub trait WorkerLeases: Send + Sync + 'static {
     /// Inserts `row`; `false` if its worker ID already has a row.
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError>;
 
-    /// Takes over `seen` (a row as [`WorkerLeases::list`] returned it) for
-    /// `owner` until `lease_until`, writing `last_timestamp`, if and only if
+    /// Replaces `seen` (a row as [`WorkerLeases::list`] returned it) by
+    /// `new` (the same worker ID: the claimer as owner, its `lease_until`
+    /// and `last_timestamp`; see [`WorkerRow::claimed_by`]) if and only if
     /// the row is still exactly `seen` and its lease has expired at `now`
-    /// (`lease_until < now`) or belongs to `owner`.
-    async fn claim(
-        &self,
-        seen: &WorkerRow,
-        owner: &str,
-        lease_until: i64,
-        last_timestamp: i64,
-        now: i64,
-    ) -> Result<bool, StoreError>;
+    /// (`lease_until < now`) or belongs to `new.owner`.
+    async fn claim(&self, seen: &WorkerRow, new: &WorkerRow, now: i64) -> Result<bool, StoreError>;
 
-    /// Extends `owner`'s lease of `worker_id` to `lease_until` and raises
-    /// `last_timestamp` to at least `lease_until`; `false` if `owner` no
-    /// longer holds the row.
-    async fn renew(
-        &self,
-        worker_id: u32,
-        owner: &str,
-        lease_until: i64,
-    ) -> Result<bool, StoreError>;
+    /// Extends `owner`'s lease of worker ID `worker` to `until` (its
+    /// `lease_until`) and raises `last_timestamp` to at least `until`;
+    /// `false` if `owner` no longer holds the row.
+    async fn renew(&self, worker: u32, owner: &str, until: i64) -> Result<bool, StoreError>;
 
-    /// Frees `owner`'s lease of `worker_id` (`lease_until = 0`), recording
-    /// `last_timestamp` (the exact bound of what `owner` issued); `false` if
-    /// `owner` no longer holds the row.
-    async fn release(
-        &self,
-        worker_id: u32,
-        owner: &str,
-        last_timestamp: i64,
-    ) -> Result<bool, StoreError>;
+    /// Frees `owner`'s lease of worker ID `worker` (`lease_until = 0`),
+    /// recording `last` as `last_timestamp` (the exact bound of what `owner`
+    /// issued); `false` if `owner` no longer holds the row.
+    async fn release(&self, worker: u32, owner: &str, last: i64) -> Result<bool, StoreError>;
 
     /// A short name of the backend ("postgres", ...).
     fn backend(&self) -> &'static str;

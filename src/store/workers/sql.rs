@@ -5,8 +5,6 @@
 //! binds and reads are its [`LeaseDb`] (`postgres/workers.rs`,
 //! `mysql/workers.rs`, `sqlite/workers.rs`).
 
-use std::sync::OnceLock;
-
 use async_trait::async_trait;
 use sqlx::Pool;
 
@@ -14,6 +12,7 @@ use super::{check_owner, worker_row, WorkerLeases, WorkerRow};
 use crate::store::migrator::{create_schema_sql, Dialect, Migrator, PoolRef, SchemaSetup};
 use crate::store::pool::Held;
 use crate::store::retry::retrying;
+use crate::store::sql::{in_dialect, PerDialect};
 use crate::store::{insert_failed, unavailable, StoreError, StoreOptions};
 
 /// What a backend's sqlx database brings to [`SqlWorkerLeases`]: its
@@ -74,6 +73,9 @@ macro_rules! lease_db {
 }
 pub(crate) use lease_db;
 
+/// The statements of each dialect, built once.
+static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
+
 /// The statements of one dialect, each with one placeholder per bind, in
 /// bind order.
 struct Statements {
@@ -93,19 +95,10 @@ struct Statements {
 }
 
 impl Statements {
-    /// The statements of `dialect`, built once.
-    fn of(dialect: Dialect) -> &'static Statements {
-        static BUILT: [OnceLock<Statements>; 3] = [const { OnceLock::new() }; 3];
-        BUILT[dialect as usize].get_or_init(|| Statements::new(dialect))
-    }
-
     /// Written with `?` placeholders, as MariaDB and SQLite take them;
     /// PostgreSQL's are numbered.
     fn new(dialect: Dialect) -> Statements {
-        let sql = |text: &str| match dialect {
-            Dialect::Postgres => numbered(text),
-            Dialect::Mysql | Dialect::Sqlite => text.to_owned(),
-        };
+        let sql = |text: &str| in_dialect(dialect, text);
         // `worker_id` read as a 64-bit integer: PostgreSQL's `INTEGER` and
         // MariaDB's `INT` are 32-bit.
         let worker_id = match dialect {
@@ -240,7 +233,7 @@ where
         let mut held = Held::acquire(&self.pool).await?;
         let rows: Result<Vec<(i64, DB::Owner, i64, i64)>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, _>(&Statements::of(DB::DIALECT).list)
+            sqlx::query_as::<DB, _>(&STATEMENTS.of(DB::DIALECT).list)
                 .bind(i64::from(below))
                 .fetch_all(held.conn())
                 .await
@@ -255,7 +248,7 @@ where
         check_owner(&row.owner)?;
         let inserted = one_row!(
             self,
-            &Statements::of(DB::DIALECT).insert,
+            &STATEMENTS.of(DB::DIALECT).insert,
             insert_failed,
             [
                 DB::worker_id(row.worker_id),
@@ -270,58 +263,47 @@ where
         }
     }
 
-    async fn claim(
-        &self,
-        seen: &WorkerRow,
-        owner: &str,
-        lease_until: i64,
-        last_timestamp: i64,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        check_owner(owner)?;
+    async fn claim(&self, seen: &WorkerRow, new: &WorkerRow, now: i64) -> Result<bool, StoreError> {
+        check_owner(&new.owner)?;
+        if new.worker_id != seen.worker_id {
+            return Err(StoreError::Invalid(format!(
+                "a claim of worker {} cannot write worker {}",
+                seen.worker_id, new.worker_id
+            )));
+        }
         one_row!(
             self,
-            &Statements::of(DB::DIALECT).claim,
+            &STATEMENTS.of(DB::DIALECT).claim,
             unavailable,
             [
-                owner,
-                lease_until,
-                last_timestamp,
+                new.owner.as_str(),
+                new.lease_until,
+                new.last_timestamp,
                 DB::worker_id(seen.worker_id),
                 seen.owner.as_str(),
                 seen.lease_until,
                 seen.last_timestamp,
                 now,
-                owner,
+                new.owner.as_str(),
             ]
         )
     }
 
-    async fn renew(
-        &self,
-        worker_id: u32,
-        owner: &str,
-        lease_until: i64,
-    ) -> Result<bool, StoreError> {
+    async fn renew(&self, worker: u32, owner: &str, until: i64) -> Result<bool, StoreError> {
         one_row!(
             self,
-            &Statements::of(DB::DIALECT).renew,
+            &STATEMENTS.of(DB::DIALECT).renew,
             unavailable,
-            [lease_until, lease_until, DB::worker_id(worker_id), owner]
+            [until, until, DB::worker_id(worker), owner]
         )
     }
 
-    async fn release(
-        &self,
-        worker_id: u32,
-        owner: &str,
-        last_timestamp: i64,
-    ) -> Result<bool, StoreError> {
+    async fn release(&self, worker: u32, owner: &str, last: i64) -> Result<bool, StoreError> {
         one_row!(
             self,
-            &Statements::of(DB::DIALECT).release,
+            &STATEMENTS.of(DB::DIALECT).release,
             unavailable,
-            [last_timestamp, DB::worker_id(worker_id), owner]
+            [last, DB::worker_id(worker), owner]
         )
     }
 
@@ -336,7 +318,7 @@ mod tests {
 
     #[test]
     fn each_dialect_writes_its_placeholders_and_functions() {
-        let renew = |d| Statements::of(d).renew.clone();
+        let renew = |d| STATEMENTS.of(d).renew.clone();
         assert_eq!(
             renew(Dialect::Postgres),
             "UPDATE workers SET lease_until = $1, last_timestamp = GREATEST(last_timestamp, $2), \
@@ -357,13 +339,13 @@ mod tests {
             (Dialect::Mysql, "CAST(worker_id AS SIGNED)"),
             (Dialect::Sqlite, "worker_id"),
         ] {
-            let list = &Statements::of(dialect).list;
+            let list = &STATEMENTS.of(dialect).list;
             assert!(
                 list.starts_with(&format!("SELECT {column}, owner,")),
                 "{list}"
             );
         }
-        let claim = &Statements::of(Dialect::Postgres).claim;
+        let claim = &STATEMENTS.of(Dialect::Postgres).claim;
         assert!(
             claim.ends_with("AND (lease_until < $8 OR owner = $9)"),
             "{claim}"

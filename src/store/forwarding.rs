@@ -1,0 +1,334 @@
+//! A store that passes every call on to another store, asking a [`Hook`]
+//! first: the one wrapper that tests, benchmarks and examples put in front
+//! of a real store to count calls, watch `max_id` moves or fail calls (a
+//! stripe cut, a misconfigured database) without writing out the five
+//! storage traits again.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::stripes::{StripeRecord, StripeStatus};
+use super::{
+    BumpMode, Bumped, Catalog, PeriodRow, Reservation, Schema, Segments, SequencePage,
+    SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow, Tokens,
+};
+use crate::domain::{NamePrefix, NewSequence, SeqName};
+
+/// One call of the storage traits, as a [`Hook`] sees it before it reaches
+/// the inner store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Call {
+    /// [`Segments::reserve`] and [`Segments::reserve_above`].
+    Reserve,
+    /// [`Segments::reserve_exact`] and [`Segments::reserve_within`].
+    ReserveExact,
+    /// [`Segments::compare_and_set_max_id`] and [`Segments::give_back`].
+    CompareAndSet,
+    /// A read of [`Catalog`]: get, settings, list, a page, the periods.
+    Read,
+    /// A write of [`Catalog`]: create, update, bump, the periods.
+    Write,
+    /// [`Schema::migrate`] and [`Schema::check_schema`].
+    Schema,
+    /// [`Schema::ping`].
+    Ping,
+    /// [`StripeRecords`]: the stripe record, read or written.
+    StripeRecord,
+    /// [`Tokens`]: the token rows, read or written.
+    Tokens,
+}
+
+/// What a [`Forwarding`] store does around each call.
+pub trait Hook: Send + Sync + 'static {
+    /// Runs before `call` reaches the inner store; an error is answered
+    /// instead of calling it.
+    fn before(&self, call: Call) -> Result<(), StoreError> {
+        let _ = call;
+        Ok(())
+    }
+
+    /// Runs after a compare-and-set (or a give-back) that moved `max_id`
+    /// from `expected` to `new`.
+    fn moved(&self, expected: i64, new: i64) {
+        let _ = (expected, new);
+    }
+
+    /// The backend name to report instead of the inner store's.
+    fn backend(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// `inner` behind `hook`: every method of [`Store`] asks the hook, then
+/// calls the same method of `inner`.
+pub struct Forwarding<H> {
+    inner: Arc<dyn Store>,
+    hook: H,
+}
+
+impl<H: Hook> Forwarding<H> {
+    /// `inner` behind `hook`.
+    pub fn new(inner: Arc<dyn Store>, hook: H) -> Arc<Self> {
+        Arc::new(Forwarding { inner, hook })
+    }
+
+    /// The hook, to read what it recorded or to switch it.
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+
+    fn moved(&self, set: bool, expected: i64, new: i64) -> bool {
+        if set {
+            self.hook.moved(expected, new);
+        }
+        set
+    }
+}
+
+#[async_trait]
+impl<H: Hook> Segments for Forwarding<H> {
+    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
+        self.hook.before(Call::Reserve)?;
+        self.inner.reserve(name, min_size).await
+    }
+
+    async fn reserve_above(
+        &self,
+        name: &SeqName,
+        min_size: i64,
+        floor: i64,
+    ) -> Result<Reservation, StoreError> {
+        self.hook.before(Call::Reserve)?;
+        self.inner.reserve_above(name, min_size, floor).await
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::CompareAndSet)?;
+        let set = self.inner.compare_and_set_max_id(name, expected, new);
+        Ok(self.moved(set.await?, expected, new))
+    }
+
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
+        self.hook.before(Call::ReserveExact)?;
+        self.inner.reserve_exact(name, n).await
+    }
+
+    async fn reserve_within(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        self.hook.before(Call::ReserveExact)?;
+        self.inner.reserve_within(name, n, cap).await
+    }
+
+    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
+        self.hook.before(Call::CompareAndSet)?;
+        Ok(self.moved(self.inner.give_back(name, top, keep).await?, top, keep))
+    }
+}
+
+#[async_trait]
+impl<H: Hook> Catalog for Forwarding<H> {
+    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+        self.hook.before(Call::Write)?;
+        self.inner.create(seq).await
+    }
+
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        self.hook.before(Call::Write)?;
+        self.inner.create_period(parent, key).await
+    }
+
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        self.hook.before(Call::Read)?;
+        self.inner.list_periods(parent).await
+    }
+
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        self.hook.before(Call::Write)?;
+        self.inner.delete_periods(parent, keys).await
+    }
+
+    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
+        self.hook.before(Call::Read)?;
+        self.inner.get(name).await
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        self.hook.before(Call::Read)?;
+        self.inner.settings_of(names).await
+    }
+
+    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
+        self.hook.before(Call::Read)?;
+        self.inner.list().await
+    }
+
+    async fn list_page(
+        &self,
+        prefix: Option<&NamePrefix>,
+        after: Option<&SeqName>,
+        limit: u32,
+    ) -> Result<SequencePage, StoreError> {
+        self.hook.before(Call::Read)?;
+        self.inner.list_page(prefix, after, limit).await
+    }
+
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
+        self.hook.before(Call::Write)?;
+        self.inner.update(name, patch).await
+    }
+
+    async fn bump(
+        &self,
+        names: Option<&[SeqName]>,
+        by: i64,
+        mode: BumpMode,
+    ) -> Result<Vec<Bumped>, StoreError> {
+        self.hook.before(Call::Write)?;
+        self.inner.bump(names, by, mode).await
+    }
+}
+
+#[async_trait]
+impl<H: Hook> Schema for Forwarding<H> {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.hook.before(Call::Schema)?;
+        self.inner.migrate().await
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        self.hook.before(Call::Schema)?;
+        self.inner.check_schema().await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.hook.before(Call::Ping)?;
+        self.inner.ping().await
+    }
+
+    fn backend(&self) -> &'static str {
+        self.hook.backend().unwrap_or_else(|| self.inner.backend())
+    }
+}
+
+#[async_trait]
+impl<H: Hook> StripeRecords for Forwarding<H> {
+    fn stripe_status(&self) -> Vec<StripeStatus> {
+        self.inner.stripe_status()
+    }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        self.hook.before(Call::StripeRecord)?;
+        self.inner.stripe_record().await
+    }
+
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        self.hook.before(Call::StripeRecord)?;
+        self.inner.put_stripe_record(record, replace).await
+    }
+}
+
+#[async_trait]
+impl<H: Hook> Tokens for Forwarding<H> {
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        self.hook.before(Call::Tokens)?;
+        self.inner.token_rows().await
+    }
+
+    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
+        self.hook.before(Call::Tokens)?;
+        self.inner.insert_token(row).await
+    }
+
+    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+        self.hook.before(Call::Tokens)?;
+        self.inner.revoke_token(label, at).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    #[derive(Default)]
+    struct Watch {
+        reserves: AtomicU64,
+        moves: Mutex<Vec<(i64, i64)>>,
+        refuse_reads: std::sync::atomic::AtomicBool,
+    }
+
+    impl Hook for Watch {
+        fn before(&self, call: Call) -> Result<(), StoreError> {
+            if call == Call::Reserve {
+                self.reserves.fetch_add(1, Ordering::SeqCst);
+            }
+            if call == Call::Read && self.refuse_reads.load(Ordering::SeqCst) {
+                return Err(StoreError::Unavailable("cut".into()));
+            }
+            Ok(())
+        }
+
+        fn moved(&self, expected: i64, new: i64) {
+            self.moves.lock().unwrap().push((expected, new));
+        }
+
+        fn backend(&self) -> Option<&'static str> {
+            Some("watched")
+        }
+    }
+
+    #[tokio::test]
+    async fn every_call_reaches_the_inner_store_after_the_hook() {
+        let inner = Arc::new(MemoryStore::new());
+        let name = SeqName::parse("a").unwrap();
+        inner.insert("a", 0, 10);
+        let store = Forwarding::new(inner.clone(), Watch::default());
+
+        let r = store.reserve(&name, 10).await.unwrap();
+        assert_eq!(r.max_id, 10);
+        store.reserve_above(&name, 10, 0).await.unwrap();
+        assert_eq!(store.hook().reserves.load(Ordering::SeqCst), 2);
+        assert_eq!(store.reserve_exact(&name, 3).await.unwrap().max_id, 23);
+
+        assert!(store.compare_and_set_max_id(&name, 23, 30).await.unwrap());
+        assert!(!store.compare_and_set_max_id(&name, 23, 40).await.unwrap());
+        assert!(store.give_back(&name, 30, 25).await.unwrap());
+        assert_eq!(
+            *store.hook().moves.lock().unwrap(),
+            vec![(23, 30), (30, 25)]
+        );
+        assert_eq!(inner.max_id("a"), Some(25));
+
+        assert!(store.get(&name).await.unwrap().is_some());
+        store.hook().refuse_reads.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            store.get(&name).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        assert!(store.list().await.is_err());
+        store.ping().await.unwrap();
+        assert_eq!(store.backend(), "watched");
+    }
+}
