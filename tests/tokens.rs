@@ -6,14 +6,19 @@
 mod common;
 mod server;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::TestDb;
+use common::{Backend, TestDb};
 use reqwest::{Method, StatusCode};
 use seqd::config::{Secret, Settings};
+use seqd::service::access::REFRESH_EVERY;
 use seqd::service::ClientAuth;
+use seqd::store::forwarding::{Call, Forwarding, Hook};
+use seqd::store::StoreError;
 use serde_json::{json, Value};
 use server::TestServer;
+use sqlx::{Connection, Executor};
 
 const ADMIN: &str = "admin-secret-for-tests";
 
@@ -490,7 +495,151 @@ async fn the_cli_makes_lists_and_revokes(db: TestDb) {
     s.stop().await;
 }
 
+/// Counts the reads of the token table and fails them while `down` is set.
+#[derive(Default)]
+struct TokenTable {
+    down: AtomicBool,
+    reads: AtomicU64,
+}
+
+impl Hook for TokenTable {
+    fn before(&self, call: Call) -> Result<(), StoreError> {
+        if call != Call::Tokens {
+            return Ok(());
+        }
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("the token table is cut".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Another client's session holding the token table locked, as an
+/// operator's would: PostgreSQL `LOCK TABLE ... ACCESS EXCLUSIVE` in an open
+/// transaction, MariaDB `LOCK TABLES ... WRITE`; inside it, `label` is
+/// revoked, which nobody else sees before [`TableLock::release`]. `None` on
+/// SQLite, whose readers a writer does not block (WAL).
+enum TableLock {
+    Postgres(sqlx::PgConnection),
+    Mysql(sqlx::MySqlConnection),
+}
+
+impl TableLock {
+    async fn take_revoking(db: &TestDb, label: &str) -> Option<TableLock> {
+        let revoke = format!("UPDATE seqd_tokens SET revoked_at = 1 WHERE label = '{label}'");
+        match db.backend {
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+                c.execute("BEGIN").await.unwrap();
+                c.execute("LOCK TABLE seqd_tokens IN ACCESS EXCLUSIVE MODE")
+                    .await
+                    .unwrap();
+                c.execute(revoke.as_str()).await.unwrap();
+                Some(TableLock::Postgres(c))
+            }
+            Backend::Mysql => {
+                let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+                c.execute("LOCK TABLES seqd_tokens WRITE").await.unwrap();
+                c.execute(revoke.as_str()).await.unwrap();
+                Some(TableLock::Mysql(c))
+            }
+            Backend::Sqlite => None,
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            TableLock::Postgres(mut c) => c.execute("COMMIT").await.map(drop).unwrap(),
+            TableLock::Mysql(mut c) => c.execute("UNLOCK TABLES").await.map(drop).unwrap(),
+        }
+    }
+}
+
+/// Draws with `token` until `reads` has counted `more` further reads of
+/// the token table, every draw answered 200 meanwhile.
+async fn served_across_reads(
+    s: &TestServer,
+    path: &str,
+    token: &str,
+    reads: &AtomicU64,
+    more: u64,
+) {
+    let target = reads.load(Ordering::SeqCst) + more;
+    let start = Instant::now();
+    while reads.load(Ordering::SeqCst) < target {
+        assert_eq!(draw(s, path, Some(token)).await, StatusCode::OK);
+        assert!(
+            start.elapsed() < 10 * REFRESH_EVERY,
+            "the token table was not read {more} more times"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Draws with `token` until it is refused 401, which must happen within
+/// the promised 5 s.
+async fn refused_within_5s(s: &TestServer, path: &str, token: &str, what: &str) {
+    let start = Instant::now();
+    while draw(s, path, Some(token)).await != StatusCode::UNAUTHORIZED {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: still served 5 s after the table could be read again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// While the token table cannot be read (a lock another session holds on
+/// the network databases; reads failing, on every backend), the set read
+/// last stays in force: its tokens keep drawing and unknown ones stay
+/// refused. A revocation made meanwhile takes effect within 5 s of the
+/// table answering again.
+async fn tokens_in_force_stay_in_force_while_the_table_cannot_be_read(db: TestDb) {
+    let store = Forwarding::new(common::store(&db).await, TokenTable::default());
+    let mut settings = settings(&db);
+    settings.snowflake.enabled = false;
+    let s = TestServer::start_with_store(settings, store.clone()).await;
+    create_seq(&s, "cut-order").await;
+    let path = "/v1/sequences/cut-order/next";
+    let reads = &store.hook().reads;
+
+    let locked = make(&s, "cut-locked", &["cut-"], &["draw"], None).await;
+    assert_eq!(draw(&s, path, Some(&locked)).await, StatusCode::OK);
+    if let Some(lock) = TableLock::take_revoking(&db, "cut-locked").await {
+        // Two reads start while the lock is held: each waits on it and fails.
+        served_across_reads(&s, path, &locked, reads, 2).await;
+        let (status, body) = call(&s, Method::GET, path, Some("seqd_unknown")).await;
+        assert_code(
+            &(status, body),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown, locked",
+        );
+        lock.release().await;
+        refused_within_5s(&s, path, &locked, "revoked under the lock").await;
+    }
+
+    let cut = make(&s, "cut-failing", &["cut-"], &["draw"], None).await;
+    assert_eq!(draw(&s, path, Some(&cut)).await, StatusCode::OK);
+    store.hook().down.store(true, Ordering::SeqCst);
+    common::execute(
+        &db,
+        "UPDATE seqd_tokens SET revoked_at = 1 WHERE label = 'cut-failing'",
+    )
+    .await;
+    served_across_reads(&s, path, &cut, reads, 2).await;
+    assert_eq!(
+        draw(&s, path, Some("seqd_unknown")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    store.hook().down.store(false, Ordering::SeqCst);
+    refused_within_5s(&s, path, &cut, "revoked while reads failed").await;
+    s.stop().await;
+}
+
 per_backend!(
+    tokens_in_force_stay_in_force_while_the_table_cannot_be_read,
     every_right_on_every_route,
     bad_requests_are_refused_and_labels_stay_taken,
     another_instance_follows_within_5s,

@@ -289,9 +289,22 @@ impl FromRequestParts<AppState> for Who {
     ) -> Result<Self, Self::Rejection> {
         Ok(match state.service.access().client_auth() {
             ClientAuth::Off => Who(None),
-            ClientAuth::On => Who(parts.headers.get(AUTHORIZATION).cloned()),
+            ClientAuth::On => Who(take_authorization(&mut parts.headers)),
         })
     }
+}
+
+/// Takes the first `Authorization` value out of `headers`, leaving an
+/// empty value in its place: nothing that runs after the extractor (a
+/// handler, a log line, an error) can see the token, and no copy of it is
+/// made. A scan of the entries: a request carries a handful of headers,
+/// fewer than a hashed lookup costs to set up (docs/design.md, "Client
+/// tokens").
+fn take_authorization(headers: &mut axum::http::HeaderMap) -> Option<HeaderValue> {
+    let (_, value) = headers
+        .iter_mut()
+        .find(|(name, _)| *name == AUTHORIZATION)?;
+    Some(std::mem::replace(value, HeaderValue::from_static("")))
 }
 
 /// [`bearer_token`] on an `Authorization` value's bytes, without checking
@@ -299,9 +312,10 @@ impl FromRequestParts<AppState> for Who {
 /// bytes go to the service as they are (a token that is not ASCII matches
 /// nothing).
 fn bearer_bytes(value: &[u8]) -> Option<&[u8]> {
-    // `Bearer <token>` with one space, as clients send it, first.
+    // `Bearer <token>` with one space, as clients send it, first: spelled
+    // as the RFC spells it, then in any case.
     if let (Some(scheme), Some(&first)) = (value.get(..7), value.get(7)) {
-        if scheme.eq_ignore_ascii_case(b"bearer ") && first != b' ' {
+        if (scheme == b"Bearer " || scheme.eq_ignore_ascii_case(b"bearer ")) && first != b' ' {
             return Some(&value[7..]);
         }
     }

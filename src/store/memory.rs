@@ -42,7 +42,6 @@ pub struct MemoryStore {
     total_reserves: AtomicU64,
     stripe: Mutex<Option<StripeRecord>>,
     tokens: Mutex<BTreeMap<String, TokenRow>>,
-    token_reads: AtomicU64,
 }
 
 impl Default for MemoryStore {
@@ -61,7 +60,6 @@ impl MemoryStore {
             total_reserves: AtomicU64::new(0),
             stripe: Mutex::new(None),
             tokens: Mutex::new(BTreeMap::new()),
-            token_reads: AtomicU64::new(0),
         }
     }
 
@@ -530,17 +528,9 @@ impl StripeRecords for MemoryStore {
     }
 }
 
-impl MemoryStore {
-    /// How many times the token rows were read ([`Tokens::token_rows`]).
-    pub fn token_reads(&self) -> u64 {
-        self.token_reads.load(Ordering::Relaxed)
-    }
-}
-
 #[async_trait]
 impl Tokens for MemoryStore {
     async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
-        self.token_reads.fetch_add(1, Ordering::Relaxed);
         Ok(self.tokens.lock().unwrap().values().cloned().collect())
     }
 
