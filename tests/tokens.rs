@@ -638,7 +638,72 @@ async fn tokens_in_force_stay_in_force_while_the_table_cannot_be_read(db: TestDb
     s.stop().await;
 }
 
+/// A row an operator wrote by SQL that cannot be used (rights `fly`) is
+/// skipped: its token is refused, every other token keeps working, and
+/// the list shows it as unusable, saying why. Fixed by SQL, it is in force
+/// at the next read.
+async fn an_unusable_row_written_by_sql_is_skipped_and_listed_as_such(db: TestDb) {
+    let s = TestServer::start(settings(&db)).await;
+    create_seq(&s, "us-order").await;
+    let path = "/v1/sequences/us-order/next";
+    let good = make(&s, "us-good", &["us-"], &["draw"], None).await;
+    let text = "seqd_written-by-an-operator-who-misspelt-the-rights";
+    common::execute(
+        &db,
+        &format!(
+            "INSERT INTO seqd_tokens (label, hash, prefixes, rights, created_at) \
+             VALUES ('us-bad', '{}', 'us-', 'fly', 0)",
+            hex_sha256(text)
+        ),
+    )
+    .await;
+    // A create reads the table again before it answers.
+    make(&s, "us-read-1", &["us-"], &["read"], None).await;
+    assert_refused(
+        &s,
+        Method::GET,
+        path,
+        Some(text),
+        UNAUTHORIZED,
+        "unusable row",
+    )
+    .await;
+    assert_eq!(draw(&s, path, Some(&good)).await, StatusCode::OK);
+    let (status, list) = call(&s, Method::GET, "/v1/tokens", Some(ADMIN)).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let states: Vec<(String, String)> = list["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["label"].as_str().unwrap().into(),
+                t["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let bad = states.iter().find(|(l, _)| l == "us-bad").expect("listed");
+    assert!(
+        bad.1.starts_with("unusable") && bad.1.contains("fly"),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("us-good".into(), "active".into())),
+        "{states:?}"
+    );
+
+    common::execute(
+        &db,
+        "UPDATE seqd_tokens SET rights = 'draw' WHERE label = 'us-bad'",
+    )
+    .await;
+    make(&s, "us-read-2", &["us-"], &["read"], None).await;
+    assert_eq!(draw(&s, path, Some(text)).await, StatusCode::OK);
+    s.stop().await;
+}
+
 per_backend!(
+    an_unusable_row_written_by_sql_is_skipped_and_listed_as_such,
     tokens_in_force_stay_in_force_while_the_table_cannot_be_read,
     every_right_on_every_route,
     bad_requests_are_refused_and_labels_stay_taken,

@@ -164,6 +164,9 @@ pub struct Entry {
     drawn: metrics::Counter,
 }
 
+/// A presented text that matched, and the entry it matched.
+type Remembered = (Box<[u8]>, Arc<Entry>);
+
 /// The tokens in force at the last read, and the presented texts found to
 /// match one of them since.
 #[derive(Debug, Default, Clone)]
@@ -171,7 +174,7 @@ pub struct TokenSet {
     /// By the first 8 bytes of the hash (the whole hash is compared).
     by_hash: HashMap<u64, Vec<Arc<Entry>>, Keys>,
     /// Presented texts that matched, by a keyed hash of the text.
-    known: HashMap<u64, (Box<[u8]>, Arc<Entry>), Keys>,
+    known: HashMap<u64, Remembered, Keys>,
     /// Which read this set came from; `known` is only added to the set
     /// of the same read.
     generation: u64,
