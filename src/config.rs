@@ -442,6 +442,10 @@ pub struct ServeArgs {
     /// anyone who reaches the port may draw from and list every sequence.
     #[arg(long, env = "SEQD_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off)]
     pub client_auth: ClientAuth,
+    /// Largest range one lease may hold (`POST /v1/sequences/{name}/lease?size=N`).
+    #[arg(long, env = "SEQD_MAX_LEASE", default_value_t = crate::service::lease::DEFAULT_MAX_LEASE,
+        value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_lease: i64,
     /// How long a segment should last at the measured rate.
     #[arg(long, env = "SEQD_SEGMENT_TARGET", default_value = "10m", value_parser = humantime::parse_duration)]
     pub segment_target: Duration,
@@ -563,6 +567,14 @@ mod tests {
         assert_eq!(args.serve.db.max_step, 1_000_000);
         assert_eq!(args.serve.log_format, LogFormat::Text);
         assert_eq!(args.serve.metrics_top, 100);
+        assert_eq!(args.serve.max_lease, 1_000_000);
+        assert_eq!(
+            Cli::parse_from(["seqd", "--max-lease", "500"])
+                .serve
+                .max_lease,
+            500
+        );
+        assert!(Cli::try_parse_from(["seqd", "--max-lease", "0"]).is_err());
     }
 
     #[test]

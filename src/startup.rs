@@ -56,7 +56,9 @@ pub async fn run(
     // it is read, before the router (which would install it) is built.
     crate::http::metrics::handle();
     let access = Access::new(settings.client_auth, admin.clone());
-    let service = Service::new(store, settings.allocator.clone()).with_access(access);
+    let service = Service::new(store, settings.allocator.clone())
+        .with_access(access)
+        .with_max_lease(settings.max_lease);
     // Tokens made or revoked elsewhere reach this instance; the task ends
     // with the service.
     service.start_token_refresh().await;

@@ -202,8 +202,7 @@ async fn ten_thousand_concurrent_requests_on_a_fresh_sequence_all_succeed() {
 /// On a real database: a hot sequence with step 1 hammered by 16 tasks, and
 /// 20 cold sequences served meanwhile, with no error anywhere.
 async fn hot_and_cold_sequences_share_the_database(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("hot", 1, 1)).await.unwrap();
+    let store = common::store_with(&db, "hot", 1, 1).await;
     for i in 0..20 {
         store
             .create(&new_seq(&format!("cold{i}"), 1, 1))

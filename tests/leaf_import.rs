@@ -453,10 +453,8 @@ async fn raise_with_a_serial_target_writes_nothing(db: TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn raise_with_a_serial_target_in_sqlite_writes_nothing() {
-    let Some(leaf_db) = common::test_db(Backend::Postgres).await else {
-        return;
-    };
-    let Some(sqlite) = common::test_db(Backend::Sqlite).await else {
+    let Some([leaf_db, sqlite]) = common::test_dbs([Backend::Postgres, Backend::Sqlite]).await
+    else {
         return;
     };
     raise_with_a_serial_target_writes_nothing_and_reports_every_row(&leaf_db, &sqlite).await;

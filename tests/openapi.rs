@@ -208,6 +208,8 @@ async fn the_document_is_valid_openapi_3() {
                 && matches!(path.as_str(), "/v1/sequences" | "/v1/sequences/{name}");
             let drawing = path.ends_with("/next")
                 || path.ends_with("/batch")
+                || path.ends_with("/lease")
+                || path.ends_with("/lease/return")
                 || path.starts_with("/api/segment/get/")
                 || path.starts_with("/api/snowflake/get/");
             let expected = if admin {
@@ -227,8 +229,9 @@ async fn the_document_is_valid_openapi_3() {
             assert_eq!(op["security"], expected, "{method} {path}");
         }
     }
-    // next, batch and snowflake's two (GET and POST each), two Leaf routes, two reads.
-    assert_eq!(client_ops, 12);
+    // next, batch and snowflake's two (GET and POST each), two Leaf routes,
+    // two reads, a lease and its return.
+    assert_eq!(client_ops, 14);
     s.stop().await;
 }
 

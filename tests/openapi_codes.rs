@@ -241,6 +241,19 @@ async fn provoke(code: ErrorCode) -> Sent {
                 body: resp.json().await.unwrap(),
             }
         }
+        NotLeasable => {
+            store.insert("glob", 0, 10);
+            store.set_ordering("glob", seqd::domain::IdOrdering::Global);
+            let template = Some("/v1/sequences/{name}/lease");
+            send(
+                &plain().await,
+                "POST",
+                "/v1/sequences/glob/lease",
+                template,
+                None,
+            )
+            .await
+        }
         TokenExists => {
             let s = plain().await;
             let body = json!({"label": "twice", "prefixes": ["*"], "rights": ["read"]});

@@ -298,8 +298,7 @@ async fn delete_periods_deletes_those_keys_only(db: TestDb) {
 /// The table refuses settings no seqd writes (an operator's SQL): an
 /// unknown reset or overflow, a counter start below 1.
 async fn the_table_checks_the_serial_columns(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("s", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "s", 1, 10).await;
     for set in ["reset = 'week'", "overflow = 'wrap'", "counter_start = 0"] {
         let sql = format!("UPDATE sequences SET {set} WHERE name = 's'");
         assert!(
@@ -318,8 +317,7 @@ async fn the_table_checks_the_serial_columns(db: TestDb) {
 /// A row made serial by an operator's SQL is refused for plain ranges and
 /// read with its settings.
 async fn settings_written_by_sql_are_read(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("s", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "s", 1, 10).await;
     execute(
         &db,
         "UPDATE sequences SET format = 'S{yyyy}{seq:04}', reset = 'year', time_zone = 'Europe/Paris' WHERE name = 's'",

@@ -75,6 +75,15 @@ async fn server_limited(
     .await
 }
 
+/// A connection that sent half a request head and stopped.
+async fn half_a_head(addr: std::net::SocketAddr) -> TcpStream {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    sock.write_all(b"GET /v1/sequences/s/next HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .await
+        .unwrap();
+    sock
+}
+
 /// 100 connections send half a request head and stop: every one is closed
 /// by the server, while a well-behaved client is answered meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,11 +91,7 @@ async fn half_sent_request_heads_are_cut_off() {
     let (s, _db) = server_limited(Duration::from_millis(500), Duration::from_secs(60), 1000).await;
     let mut slow = Vec::new();
     for _ in 0..100 {
-        let mut sock = TcpStream::connect(s.addr).await.unwrap();
-        sock.write_all(b"GET /v1/sequences/s/next HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-            .await
-            .unwrap();
-        slow.push(sock);
+        slow.push(half_a_head(s.addr).await);
     }
     assert_eq!(s.get("/v1/sequences/s/next").await.status(), 200);
     for (i, sock) in slow.iter_mut().enumerate() {

@@ -70,8 +70,7 @@ async fn description_of_256_multibyte_characters_round_trips(db: TestDb) {
 }
 
 async fn create_of_an_existing_name_fails_with_already_exists(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "order", 1, 10).await;
     match store.create(&new_seq("order", 500, 20)).await {
         Err(StoreError::AlreadyExists) => {}
         other => panic!("expected AlreadyExists, got {other:?}"),
@@ -510,13 +509,9 @@ async fn a_page_is_an_index_range_read_in_order_without_sorting_the_table(db: Te
 }
 
 async fn list_ignores_rows_whose_name_is_not_a_valid_sequence_name(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("good", 1, 10)).await.unwrap();
-    execute(
-        &db,
-        "INSERT INTO sequences (name, max_id, step) VALUES ('bad name', 0, 10)",
-    )
-    .await;
+    let store = common::store_with(&db, "good", 1, 10).await;
+    let bad_name = "INSERT INTO sequences (name, max_id, step) VALUES ('bad name', 0, 10)";
+    execute(&db, bad_name).await;
     let listed = common::names(&store).await;
     assert_eq!(listed, ["good"]);
 }
@@ -556,8 +551,7 @@ async fn update_changes_step_and_description(db: TestDb) {
 }
 
 async fn update_with_an_empty_patch_returns_the_unchanged_row(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "order", 1, 10).await;
     // Twice in a row, so that on MySQL nothing at all changes the second time
     // (same updated_at second): must still be found, not NotFound.
     for _ in 0..2 {
@@ -605,8 +599,7 @@ async fn step_below_one_is_rejected_by_the_table(db: TestDb) {
 }
 
 async fn names_are_case_sensitive(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("Order", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "Order", 1, 10).await;
     store.create(&new_seq("order", 1001, 100)).await.unwrap();
     assert_eq!(common::row(&store, "Order").await.max_id, 0);
     assert_eq!(common::row(&store, "order").await.max_id, 1000);

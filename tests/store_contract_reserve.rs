@@ -85,8 +85,7 @@ fn assert_tiles(mut reservations: Vec<Reservation>, start: i64, end: i64) {
 // reserve
 
 async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("order", 1001, 100)).await.unwrap();
+    let store = common::store_with(&db, "order", 1001, 100).await;
     let before = common::row(&store, "order").await;
     let mut expected_first = 1001;
     for _ in 0..5 {
@@ -101,8 +100,7 @@ async fn reserve_returns_consecutive_ranges_of_the_row_step(db: TestDb) {
 }
 
 async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "order", 1, 10).await;
     let r = store.reserve(&name("order"), 250).await.unwrap();
     assert_eq!(r, reservation(250, 250, 10));
     let r = store.reserve(&name("order"), 1).await.unwrap();
@@ -115,8 +113,7 @@ async fn reserve_with_min_size_above_the_step_reserves_min_size(db: TestDb) {
 }
 
 async fn reserve_with_min_size_below_the_step_reserves_the_step(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("order", 1, 100)).await.unwrap();
+    let store = common::store_with(&db, "order", 1, 100).await;
     for min_size in [0, 1, 99, 100] {
         let r = store.reserve(&name("order"), min_size).await.unwrap();
         assert_eq!((r.size, r.row_step), (100, 100), "min_size {min_size}");
@@ -125,8 +122,7 @@ async fn reserve_with_min_size_below_the_step_reserves_the_step(db: TestDb) {
 }
 
 async fn step_changed_by_update_is_used_by_the_next_reserve(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("order", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "order", 1, 10).await;
     assert_eq!(store.reserve(&name("order"), 1).await.unwrap().max_id, 10);
     let patch = SequencePatch {
         step: Some(1000),
@@ -255,8 +251,7 @@ async fn concurrent_reservations_never_overlap_and_leave_no_holes(db: TestDb) {
 /// Reservations racing with step changes: each reservation's size is the
 /// step its own statement saw, so the ranges still tile exactly.
 async fn reservations_racing_step_updates_still_tile_exactly(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("moving", 1, 5)).await.unwrap();
+    let store = common::store_with(&db, "moving", 1, 5).await;
     let tasks = spawn_reservers(vec![store.clone(); 8], "moving", 40);
     let updater = {
         let store = store.clone();
@@ -389,8 +384,7 @@ async fn connect_to_an_unreachable_server_fails_with_unavailable(db: TestDb) {
 }
 
 async fn compare_and_set_max_id_sets_only_the_expected_value_of_that_row(db: TestDb) {
-    let store = common::store(&db).await;
-    store.create(&new_seq("cas", 1, 10)).await.unwrap();
+    let store = common::store_with(&db, "cas", 1, 10).await;
     store.create(&new_seq("other", 1, 10)).await.unwrap();
     // the expected value: set
     assert!(store

@@ -213,10 +213,7 @@ async fn a_fresh_set_of_three_starts_and_records_each_stripe_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_mariadb_and_sqlite_stripes_are_checked_alike() {
-    let Some(pg) = common::test_db(Backend::Postgres).await else {
-        return;
-    };
-    let Some(my) = common::test_db(Backend::Mysql).await else {
+    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
         return;
     };
     let lite = sqlite_dbs(1).await.remove(0);

@@ -129,6 +129,7 @@ fn drawing(name: &str) -> Vec<(Method, String)> {
         (Method::GET, format!("/v1/sequences/{name}/batch?count=3")),
         (Method::POST, format!("/v1/sequences/{name}/batch?count=3")),
         (Method::GET, format!("/api/segment/get/{name}")),
+        (Method::POST, format!("/v1/sequences/{name}/lease?size=3")),
     ]
 }
 

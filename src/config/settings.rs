@@ -42,6 +42,8 @@ pub struct Settings {
     /// (`--settings-refresh`, docs/design.md, "Settings changes reach every
     /// instance").
     pub settings_refresh: Duration,
+    /// Largest range one lease may hold (`--max-lease`).
+    pub max_lease: i64,
 }
 
 impl std::fmt::Debug for Settings {
@@ -51,6 +53,7 @@ impl std::fmt::Debug for Settings {
             database_urls,
             admin_token,
             client_auth,
+            max_lease,
             allocator,
             shutdown_timeout,
             snowflake,
@@ -71,6 +74,7 @@ impl std::fmt::Debug for Settings {
             )
             .field("admin_token", admin_token)
             .field("client_auth", client_auth)
+            .field("max_lease", max_lease)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
             .field("snowflake", snowflake)
@@ -91,6 +95,7 @@ impl Settings {
             database_urls: vec![url.into()],
             admin_token: None,
             client_auth: ClientAuth::Off,
+            max_lease: crate::service::lease::DEFAULT_MAX_LEASE,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -109,6 +114,7 @@ impl Settings {
             database_urls: args.db.urls(),
             admin_token: args.admin_token.clone(),
             client_auth: args.client_auth,
+            max_lease: args.max_lease,
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,

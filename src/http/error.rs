@@ -78,6 +78,9 @@ error_codes! {
     /// 409: the period's counter outgrew `{seq:0N}` and the sequence's
     /// overflow rule is `refuse`.
     SerialExhausted => CONFLICT,
+    /// 409: a lease of a global or serial sequence (only plain sequences
+    /// can be leased).
+    NotLeasable => CONFLICT,
     /// 413: body over the body limit (64 KiB by default).
     PayloadTooLarge => PAYLOAD_TOO_LARGE,
     /// 503: no IDs in memory and the database unreachable or too slow.
@@ -278,6 +281,7 @@ fn service_code(e: &ServiceError) -> ErrorCode {
         ServiceError::Forbidden => ErrorCode::Forbidden,
         ServiceError::TokenExists(_) => ErrorCode::TokenExists,
         ServiceError::TokenNotFound(_) => ErrorCode::TokenNotFound,
+        ServiceError::NotLeasable(..) => ErrorCode::NotLeasable,
         ServiceError::BumpRefused(_) | ServiceError::Internal => ErrorCode::Internal,
     }
 }

@@ -95,19 +95,26 @@ pub fn path_rejection(e: PathRejection) -> ApiError {
     ApiError::InvalidRequest(format!("invalid path: {why}"))
 }
 
-/// Reads the one `count` parameter of a query string.
-pub fn count_from_query(query: Option<&str>) -> Result<Count, ApiError> {
+/// The value of parameter `key` in a query string, if given; an error when
+/// it is given more than once.
+pub fn one_param(query: Option<&str>, key: &str) -> Result<Option<String>, String> {
     let mut found = None;
     for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        if k == "count" {
+        if k == key {
             if found.is_some() {
-                return Err(ApiError::InvalidCount("count given more than once".into()));
+                return Err(format!("{key} given more than once"));
             }
             found = Some(v.into_owned());
         }
     }
-    let raw =
-        found.ok_or_else(|| ApiError::InvalidCount("count is required, e.g. ?count=100".into()))?;
+    Ok(found)
+}
+
+/// Reads the one `count` parameter of a query string.
+pub fn count_from_query(query: Option<&str>) -> Result<Count, ApiError> {
+    let raw = one_param(query, "count")
+        .map_err(ApiError::InvalidCount)?
+        .ok_or_else(|| ApiError::InvalidCount("count is required, e.g. ?count=100".into()))?;
     Count::parse(&raw).map_err(|e| ApiError::InvalidCount(e.to_string()))
 }
 

@@ -14,6 +14,7 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod ids;
+pub mod leases;
 pub mod limits;
 
 pub mod metrics;
@@ -121,6 +122,16 @@ fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)
         (
             "/v1/sequences/{name}/batch",
             get(ids::batch).post(ids::batch).head(ids::head_get_post),
+        ),
+        (
+            "/v1/sequences/{name}/lease",
+            axum::routing::post(leases::lease),
+        ),
+        (
+            "/v1/sequences/{name}/lease/return",
+            axum::routing::post(leases::lease_return)
+                .layer(body_limit.clone())
+                .layer(announced.clone()),
         ),
         (
             "/v1/sequences",

@@ -31,7 +31,7 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use super::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use super::extract::PathParam;
-use super::{health, ids, metrics, monitor, sequences, snowflake, tokens};
+use super::{health, ids, leases, metrics, monitor, sequences, snowflake, tokens};
 
 /// Name of the admin bearer-token security scheme in the document.
 pub const ADMIN_SECURITY: &str = "admin_token";
@@ -55,6 +55,8 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         sequences::get,
         sequences::patch,
         ids::leaf_get,
+        leases::lease,
+        leases::lease_return,
         snowflake::next,
         snowflake::batch,
         snowflake::decode,
@@ -76,6 +78,9 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         ErrorCode,
         ids::NextIdDoc,
         ids::BatchDoc,
+        leases::LeaseBody,
+        leases::ReturnBody,
+        leases::ReturnedBody,
         sequences::SequenceDoc,
         sequences::SequenceListDoc,
         sequences::BufferDoc,
@@ -141,9 +146,11 @@ pub const CLIENT_SECURITY: &str = "client_token";
 
 /// The routes that draw IDs or read sequences: under `--client-auth on`
 /// they need a client token (or the admin token), and answer 401 and 403.
-pub const CLIENT_ROUTES: [&str; 8] = [
+pub const CLIENT_ROUTES: [&str; 10] = [
     "/v1/sequences/{name}/next",
     "/v1/sequences/{name}/batch",
+    "/v1/sequences/{name}/lease",
+    "/v1/sequences/{name}/lease/return",
     "/v1/sequences",
     "/v1/sequences/{name}",
     "/api/segment/get/{key}",

@@ -33,6 +33,12 @@ pub enum ServiceError {
          or a wider {{seq:0N}} with PATCH /v1/sequences/{0}"
     )]
     SerialExhausted(SeqName, Exhausted),
+    /// A lease of a sequence that is not plain (`global` or `serial`).
+    #[error(
+        "sequence '{0}' is {1}: only plain sequences can be leased (a {1} sequence is served by \
+         seqd at request time); draw its IDs with /next or /batch"
+    )]
+    NotLeasable(SeqName, &'static str),
     /// The sequence's row holds settings seqd cannot use.
     #[error(
         "sequence '{0}' cannot be used: its row in `sequences` has an invalid {1}; repair it with \

@@ -3,6 +3,7 @@
 //!
 //! - [`issue`]: next and batch for any sequence, its kind (plain, global,
 //!   serial) decided here, not by the door.
+//! - [`lease`]: ranges held by clients, and the give-back of their rest.
 //! - [`admin`]: create, patch, read, list, bump and purge, with every
 //!   validation and the one-database rules.
 //! - [`error`]: [`ServiceError`], the one list of failures; each door maps
@@ -24,12 +25,14 @@ pub mod access;
 pub mod admin;
 pub mod error;
 pub mod issue;
+pub mod lease;
 pub mod tokens;
 
 pub use access::{Access, AdminAuth, Caller, ClientAuth, Presented, Want};
 pub use admin::{CreateRequest, ListPage, PatchRequest, PurgeReport, SerialFields};
 pub use error::ServiceError;
 pub use issue::{Many, One};
+pub use lease::{Lease, LeaseRest};
 
 /// Issues and administers sequences over one store. Cheap to clone (shared).
 #[derive(Clone)]
@@ -38,6 +41,8 @@ pub struct Service {
     allocator: Allocator,
     serials: Serials,
     access: Access,
+    max_lease: i64,
+    issued: Arc<lease::Issued>,
 }
 
 impl Service {
@@ -60,6 +65,8 @@ impl Service {
             allocator,
             serials,
             access: Access::new(ClientAuth::Off, AdminAuth::OpenOnLoopback),
+            max_lease: lease::DEFAULT_MAX_LEASE,
+            issued: lease::issued(),
         }
     }
 

@@ -141,35 +141,90 @@ async fn drop_owned(owned: &Owned) {
     match owned {
         Owned::PgSchema { base_url, name } => {
             if let Ok(mut conn) = PgConnection::connect(base_url).await {
-                pg_drop_schema(&mut conn, name).await;
+                PG_SCHEMAS.drop(&mut conn, name).await;
                 let _ = conn.close().await;
             }
         }
         Owned::MySqlDatabase { base_url, name } => {
             if let Ok(mut conn) = MySqlConnection::connect(base_url).await {
-                mysql_drop_database(&mut conn, name).await;
+                MYSQL_DATABASES.drop(&mut conn, name).await;
                 let _ = conn.close().await;
             }
         }
     }
 }
 
-async fn pg_drop_schema(conn: &mut PgConnection, name: &str) {
-    let _ = sqlx::query("SET lock_timeout = '5s'")
-        .execute(&mut *conn)
-        .await;
-    let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
-        .execute(&mut *conn)
-        .await;
+/// How a fresh test database is made on a database server, and dropped:
+/// a schema on PostgreSQL, a database on MariaDB.
+struct Namespaces {
+    /// Lists the names `LIKE` its one bind.
+    list: &'static str,
+    /// Bounds the session's lock waits (a drop waits on no one for long).
+    lock_bound: &'static str,
+    create: fn(&str) -> String,
+    drop: fn(&str) -> String,
 }
 
-async fn mysql_drop_database(conn: &mut MySqlConnection, name: &str) {
-    let _ = sqlx::query("SET SESSION lock_wait_timeout = 5")
-        .execute(&mut *conn)
-        .await;
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
-        .execute(&mut *conn)
-        .await;
+const PG_SCHEMAS: Namespaces = Namespaces {
+    list: "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1",
+    lock_bound: "SET lock_timeout = '5s'",
+    create: |name| format!("CREATE SCHEMA \"{name}\""),
+    drop: |name| format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
+};
+
+const MYSQL_DATABASES: Namespaces = Namespaces {
+    list:
+        "SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
+    lock_bound: "SET SESSION lock_wait_timeout = 5",
+    create: |name| {
+        format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    },
+    drop: |name| format!("DROP DATABASE IF EXISTS `{name}`"),
+};
+
+impl Namespaces {
+    /// Drops `name`, best effort.
+    async fn drop<C: Connection>(&self, conn: &mut C, name: &str)
+    where
+        for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+    {
+        let _ = sqlx::Executor::execute(&mut *conn, self.lock_bound).await;
+        let _ = sqlx::Executor::execute(&mut *conn, (self.drop)(name).as_str()).await;
+    }
+
+    /// Connects to `base_url` within [`CONNECT_TIMEOUT`], drops what earlier
+    /// runs left (never young ones: other tests run in parallel) and creates
+    /// a fresh namespace: its name.
+    async fn fresh<C>(&self, base_url: &str) -> Result<String, String>
+    where
+        C: Connection,
+        for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+        for<'q> <C::Database as sqlx::Database>::Arguments<'q>:
+            sqlx::IntoArguments<'q, C::Database>,
+        for<'q> String: sqlx::Encode<'q, C::Database> + sqlx::Type<C::Database>,
+        (String,): for<'r> sqlx::FromRow<'r, <C::Database as sqlx::Database>::Row>,
+    {
+        let shown = seqd::store::redact_url(base_url);
+        let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, C::connect(base_url))
+            .await
+            .map_err(|_| format!("{shown}: connect timed out"))?
+            .map_err(|e| format!("{shown}: {e}"))?;
+        let pattern = format!("{}%", PREFIX.replace('_', "\\_"));
+        let old: Vec<(String,)> = sqlx::query_as(self.list)
+            .bind(pattern)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+        for (stale,) in old.into_iter().filter(|(n,)| is_stale(n)) {
+            self.drop(&mut conn, &stale).await;
+        }
+        let name = fresh_name();
+        sqlx::Executor::execute(&mut conn, (self.create)(&name).as_str())
+            .await
+            .map_err(|e| format!("{shown}: creating {name}: {e}"))?;
+        let _ = conn.close().await;
+        Ok(name)
+    }
 }
 
 /// Query strings of a batch whose count is missing or invalid (a count is
@@ -207,6 +262,25 @@ pub async fn test_db(backend: Backend) -> Option<TestDb> {
             None
         }
     }
+}
+
+/// Fresh databases for each of `backends`, or `None` if any is skipped (see
+/// [`test_db`]).
+#[allow(dead_code)] // not every test binary needs several backends at once
+pub async fn test_dbs<const N: usize>(backends: [Backend; N]) -> Option<[TestDb; N]> {
+    let mut dbs = Vec::with_capacity(N);
+    for backend in backends {
+        dbs.push(test_db(backend).await?);
+    }
+    dbs.try_into().ok()
+}
+
+/// [`store`] on `db` with the sequence `name_` created from `start` by `step`.
+#[allow(dead_code)] // not every test binary starts this way
+pub async fn store_with(db: &TestDb, name_: &str, start: i64, step: i64) -> Arc<dyn Store> {
+    let store = store(db).await;
+    create_seq(&store, name_, start, step).await;
+    store
 }
 
 /// Connects to `db` through `seqd::store::connect` and applies the
@@ -538,32 +612,7 @@ fn sqlite_db() -> Result<TestDb, String> {
 async fn postgres_db() -> Result<TestDb, String> {
     let base_url = std::env::var("SEQD_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
-    let shown = seqd::store::redact_url(&base_url);
-    let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&base_url))
-        .await
-        .map_err(|_| format!("{shown}: connect timed out"))?
-        .map_err(|e| format!("{shown}: {e}"))?;
-
-    // Best-effort cleanup of leftovers of earlier runs (never of young ones:
-    // other tests run in parallel).
-    let pattern = format!("{}%", PREFIX.replace('_', "\\_"));
-    let old: Vec<(String,)> =
-        sqlx::query_as("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1")
-            .bind(&pattern)
-            .fetch_all(&mut conn)
-            .await
-            .unwrap_or_default();
-    for (schema,) in old.into_iter().filter(|(s,)| is_stale(s)) {
-        pg_drop_schema(&mut conn, &schema).await;
-    }
-
-    let name = fresh_name();
-    sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
-        .execute(&mut conn)
-        .await
-        .map_err(|e| format!("{shown}: creating schema {name}: {e}"))?;
-    let _ = conn.close().await;
-
+    let name = PG_SCHEMAS.fresh::<PgConnection>(&base_url).await?;
     let sep = if base_url.contains('?') { '&' } else { '?' };
     let url = format!("{base_url}{sep}options=-csearch_path%3D{name}");
     Ok(TestDb {
@@ -577,33 +626,8 @@ async fn postgres_db() -> Result<TestDb, String> {
 async fn mysql_db() -> Result<TestDb, String> {
     let base_url =
         std::env::var("SEQD_TEST_MYSQL_URL").unwrap_or_else(|_| DEFAULT_MYSQL_URL.to_string());
+    let name = MYSQL_DATABASES.fresh::<MySqlConnection>(&base_url).await?;
     let shown = seqd::store::redact_url(&base_url);
-    let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&base_url))
-        .await
-        .map_err(|_| format!("{shown}: connect timed out"))?
-        .map_err(|e| format!("{shown}: {e}"))?;
-
-    // Best-effort cleanup of leftovers of earlier runs (never of young ones).
-    let pattern = format!("{}%", PREFIX.replace('_', "\\_"));
-    let old: Vec<(String,)> =
-        sqlx::query_as("SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?")
-            .bind(&pattern)
-            .fetch_all(&mut conn)
-            .await
-            .unwrap_or_default();
-    for (database,) in old.into_iter().filter(|(d,)| is_stale(d)) {
-        mysql_drop_database(&mut conn, &database).await;
-    }
-
-    let name = fresh_name();
-    sqlx::query(&format!(
-        "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-    ))
-    .execute(&mut conn)
-    .await
-    .map_err(|e| format!("{shown}: creating database {name}: {e}"))?;
-    let _ = conn.close().await;
-
     let mut url = url::Url::parse(&base_url).map_err(|e| format!("{shown}: {e}"))?;
     url.set_path(&format!("/{name}"));
     Ok(TestDb {

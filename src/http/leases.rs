@@ -1,0 +1,149 @@
+//! Lease routes: `POST /v1/sequences/{name}/lease?size=N` reserves a range
+//! for the caller alone, `POST /v1/sequences/{name}/lease/return` gives its
+//! unused rest back (docs/api.md, "Leases").
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{exact_integer, one_param, JsonBody, PathSeqName, Who};
+use super::sequences::integer;
+use super::AppState;
+use crate::service::{Lease, LeaseRest};
+
+/// A range reserved for the caller: `[start, end)`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LeaseBody {
+    /// The sequence.
+    #[schema(example = "order")]
+    pub name: String,
+    /// The first ID of the range.
+    #[schema(example = 1001)]
+    pub start: i64,
+    /// One past the last ID of the range (`end` is not in it).
+    #[schema(example = 2001)]
+    pub end: i64,
+}
+
+impl From<Lease> for LeaseBody {
+    fn from(lease: Lease) -> Self {
+        LeaseBody {
+            name: lease.name.to_string(),
+            start: lease.start,
+            end: lease.end,
+        }
+    }
+}
+
+/// Body of `POST /v1/sequences/{name}/lease/return`: the lease
+/// `[start, end)` as it was answered, and the first ID not used.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReturnBody {
+    /// The lease's `start`.
+    #[schema(minimum = 1, example = 1001)]
+    #[serde(deserialize_with = "integer")]
+    start: Option<i64>,
+    /// The lease's `end`.
+    #[schema(minimum = 2, example = 2001)]
+    #[serde(deserialize_with = "integer")]
+    end: Option<i64>,
+    /// The first ID not used: `[next, end)` is given back.
+    #[schema(minimum = 1, example = 1500)]
+    #[serde(deserialize_with = "integer")]
+    next: Option<i64>,
+}
+
+/// Whether the rest went back.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReturnedBody {
+    /// `true` when the row went down to `next - 1`; `false` when something
+    /// was reserved since, the lease was issued by another instance, or
+    /// nothing was left: those IDs stay unused (a gap, never a duplicate).
+    pub returned: bool,
+}
+
+/// The one optional `size` parameter of a query string, in digits.
+fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
+    let Some(raw) = one_param(query, "size").map_err(ApiError::InvalidRequest)? else {
+        return Ok(None);
+    };
+    let digits = raw.trim().bytes().all(|b| b.is_ascii_digit() || b == b'-');
+    match exact_integer(&raw) {
+        Ok(n) if digits => Ok(Some(n)),
+        Ok(_) => Err(ApiError::InvalidRequest(format!(
+            "size must be a whole number written in digits, not {raw:?}"
+        ))),
+        Err(why) => Err(ApiError::InvalidRequest(format!("size: {why}"))),
+    }
+}
+
+/// `POST /v1/sequences/{name}/lease?size=N`: a range held by the caller.
+#[utoipa::path(
+    post, path = "/v1/sequences/{name}/lease", operation_id = "lease", tag = "ids",
+    summary = "A range of IDs for the caller alone",
+    description = "Reserves `[start, end)` by the same atomic step update an instance's buffer makes, committed \
+                   before the answer: it never overlaps IDs any instance serves or another lease holds. The \
+                   caller hands the IDs out itself.",
+    responses(
+        (status = 200, description = "The range", body = LeaseBody),
+        (status = 400, description = "`invalid_name`, or `invalid_request`: size not a whole number from 1 to `--max-lease`", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`", body = ErrorBody),
+        (status = 409, description = "`not_leasable`: a global or serial sequence; `sequence_exhausted`", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`: the database unreachable or too slow", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    params(
+        ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
+        ("size" = Option<i64>, Query, description = "How many IDs (default: the sequence's step), 1 to `--max-lease` (default 1,000,000)", minimum = 1, example = 1000),
+    )
+)]
+pub async fn lease(
+    State(st): State<AppState>,
+    PathSeqName(name): PathSeqName,
+    who: Who,
+    RawQuery(q): RawQuery,
+) -> Result<Json<LeaseBody>, ApiError> {
+    let size = size_from_query(q.as_deref())?;
+    let lease = st.service.lease(who.presented(), &name, size).await?;
+    Ok(Json(lease.into()))
+}
+
+/// `POST /v1/sequences/{name}/lease/return`: gives back a lease's unused rest.
+#[utoipa::path(
+    post, path = "/v1/sequences/{name}/lease/return", operation_id = "lease_return", tag = "ids",
+    summary = "Give back the unused rest of a lease",
+    description = "Lowers the sequence's row from the lease's last ID to `next - 1` by a compare-and-set, only \
+                   while the lease is still the top of the row and only on the instance that issued it; \
+                   otherwise `{\"returned\": false}` and the IDs stay unused.",
+    params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
+    request_body(content = ReturnBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Whether the rest went back", body = ReturnedBody),
+        (status = 400, description = "`invalid_name`, or `invalid_request`: a field missing or not `1 <= start < end`, `start <= next <= end`", body = ErrorBody),
+        (status = 404, description = "`sequence_not_found`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 503, description = "`storage_unavailable`: the database unreachable or too slow", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
+pub async fn lease_return(
+    State(st): State<AppState>,
+    PathSeqName(name): PathSeqName,
+    who: Who,
+    JsonBody(body): JsonBody<ReturnBody>,
+) -> Result<Json<ReturnedBody>, ApiError> {
+    let field = |v: Option<i64>, what: &str| {
+        v.ok_or_else(|| ApiError::InvalidRequest(format!("{what} is required")))
+    };
+    let rest = LeaseRest {
+        start: field(body.start, "start")?,
+        end: field(body.end, "end")?,
+        next: field(body.next, "next")?,
+    };
+    let returned = st
+        .service
+        .return_lease(who.presented(), &name, rest)
+        .await?;
+    Ok(Json(ReturnedBody { returned }))
+}

@@ -1,0 +1,238 @@
+//! Leases (docs/api.md, "Leases") on every backend: a range reserved for
+//! one caller never meets another lease or what any instance serves; bad
+//! sizes, global and serial sequences are refused with nothing reserved;
+//! the unused rest goes back only while it is the top of the row and only
+//! on the instance that issued it.
+
+mod common;
+mod server;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use common::TestDb;
+use reqwest::{Method, StatusCode};
+use seqd::config::Settings;
+use serde_json::{json, Value};
+use server::TestServer;
+
+/// `POST /v1/sequences/{name}/lease` with `query`: status and body.
+async fn lease(s: &TestServer, name: &str, query: &str) -> (StatusCode, Value) {
+    let path = format!("/v1/sequences/{name}/lease{query}");
+    let resp = s.send(Method::POST, &path).await;
+    (resp.status(), resp.json().await.unwrap())
+}
+
+/// A lease that must succeed: `(start, end)`.
+async fn leased(s: &TestServer, name: &str, query: &str) -> (i64, i64) {
+    let (status, body) = lease(s, name, query).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["name"], name);
+    (
+        body["start"].as_i64().unwrap(),
+        body["end"].as_i64().unwrap(),
+    )
+}
+
+/// Gives back `[next, end)` of the lease `[start, end)`: status and body.
+async fn give_back(s: &TestServer, name: &str, body: Value) -> (StatusCode, Value) {
+    let path = format!("/v1/sequences/{name}/lease/return");
+    let resp = s.send_json(Method::POST, &path, &body).await;
+    (resp.status(), resp.json().await.unwrap())
+}
+
+/// The row's `max_id`, read from the database.
+async fn max_id(db: &TestDb, name: &str) -> i64 {
+    common::row(&common::store(db).await, name).await.max_id
+}
+
+/// Leases of every size, by the default size, beside `/next` and `/batch`
+/// on two instances: the ranges have the size asked (the step by default)
+/// and no ID is handed out twice.
+async fn leases_never_meet_each_other_or_the_instances(db: TestDb) {
+    let a = Arc::new(TestServer::on(&db.url).await);
+    let b = Arc::new(TestServer::on(&db.url).await);
+    a.create("ls", 1, 100).await;
+    let (start, end) = leased(&a, "ls", "").await;
+    assert_eq!(end - start, 100, "the step by default");
+    for size in [1, 5, 99, 100, 101, 5000] {
+        let (start, end) = leased(&a, "ls", &format!("?size={size}")).await;
+        assert_eq!(end - start, size);
+    }
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let s = if t % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..40 {
+                match (t + i) % 3 {
+                    0 => {
+                        let (start, end) = leased(&s, "ls", &format!("?size={}", 1 + i * 7)).await;
+                        ids.extend(start..end);
+                    }
+                    1 => ids.push(s.next("ls").await),
+                    _ => {
+                        let body = s.get_json("/v1/sequences/ls/batch?count=7").await;
+                        ids.extend(common::integers(&body, "ids"));
+                    }
+                }
+            }
+            ids
+        }));
+    }
+    let mut seen = HashSet::new();
+    for t in tasks {
+        for id in t.await.unwrap() {
+            assert!(seen.insert(id), "ID {id} handed out twice");
+        }
+    }
+    assert!(seen.len() > 16 * 40);
+}
+
+/// Bad sizes are refused 400 `invalid_request` and reserve nothing.
+async fn bad_sizes_reserve_nothing(db: TestDb) {
+    let s = TestServer::on(&db.url).await;
+    s.create("lb", 1, 100).await;
+    let before = max_id(&db, "lb").await;
+    for query in [
+        "?size=0",
+        "?size=-1",
+        "?size=1000001",
+        "?size=abc",
+        "?size=1.5",
+        "?size=1e3",
+        "?size=",
+        "?size=9223372036854775808",
+        "?size=2&size=3",
+    ] {
+        let (status, body) = lease(&s, "lb", query).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{query}: {body}");
+    }
+    let (status, body) = lease(&s, "nope", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "sequence_not_found");
+    assert_eq!(
+        max_id(&db, "lb").await,
+        before,
+        "a refused lease reserved IDs"
+    );
+    s.stop().await;
+}
+
+/// A smaller `--max-lease` bounds the size asked and the default size.
+async fn max_lease_bounds_every_lease(db: TestDb) {
+    let s = TestServer::start(Settings {
+        max_lease: 50,
+        ..Settings::for_database(db.url.clone())
+    })
+    .await;
+    s.create("lm", 1, 100).await;
+    let (status, body) = lease(&s, "lm", "?size=51").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--max-lease"));
+    let (start, end) = leased(&s, "lm", "").await;
+    assert_eq!(end - start, 50, "a step of 100 leased as 50");
+    // The step's other 50 went back: the next lease follows at once.
+    assert_eq!(leased(&s, "lm", "?size=50").await, (end, end + 50));
+    s.stop().await;
+}
+
+/// Global and serial sequences are refused 409 `not_leasable`, and the
+/// rows are as they were.
+async fn global_and_serial_sequences_are_not_leasable(db: TestDb) {
+    let s = TestServer::on(&db.url).await;
+    for body in [
+        json!({"name": "lg", "step": 10, "ordering": "global"}),
+        json!({"name": "lsr", "format": "L{yyyy}{seq:06}", "reset": "year"}),
+    ] {
+        let created = s.post_sequence(&body).await.status();
+        assert_eq!(created, StatusCode::CREATED, "{body}");
+    }
+    for (name, kind) in [("lg", "global"), ("lsr", "serial")] {
+        let before = max_id(&db, name).await;
+        let (status, body) = lease(&s, name, "?size=5").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+        assert_eq!(body["error"]["code"], "not_leasable", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(kind),
+            "{body}"
+        );
+        assert_eq!(max_id(&db, name).await, before, "{name}: the row moved");
+    }
+    s.stop().await;
+}
+
+/// The unused rest goes back while the lease is the top of the row, once,
+/// and only on the instance that issued it; a range nobody leased never
+/// lowers the row.
+async fn the_rest_goes_back_only_from_the_top_and_only_where_leased(db: TestDb) {
+    let a = TestServer::on(&db.url).await;
+    let b = TestServer::on(&db.url).await;
+    a.create("lr", 1, 100).await;
+    let (start, end) = leased(&a, "lr", "?size=100").await;
+    let rest = json!({"start": start, "end": end, "next": start + 10});
+    // On another instance: not issued there.
+    assert_eq!(give_back(&b, "lr", rest.clone()).await.1["returned"], false);
+    assert_eq!(max_id(&db, "lr").await, end - 1);
+    assert_eq!(give_back(&a, "lr", rest.clone()).await.1["returned"], true);
+    assert_eq!(max_id(&db, "lr").await, start + 9);
+    // Once only.
+    assert_eq!(give_back(&a, "lr", rest).await.1["returned"], false);
+    assert_eq!(max_id(&db, "lr").await, start + 9);
+
+    // The next lease follows the given-back IDs.
+    let (s1, e1) = leased(&a, "lr", "?size=10").await;
+    assert_eq!(s1, start + 10);
+    // A range nobody leased, whose top is the row's: refused.
+    let forged = json!({"start": s1 + 1, "end": e1, "next": s1 + 1});
+    assert_eq!(give_back(&a, "lr", forged).await.1["returned"], false);
+    // A lease that is no longer the top: refused, the later one untouched.
+    let (s2, e2) = leased(&a, "lr", "?size=10").await;
+    let old = json!({"start": s1, "end": e1, "next": s1});
+    assert_eq!(give_back(&a, "lr", old).await.1["returned"], false);
+    assert_eq!(max_id(&db, "lr").await, e2 - 1);
+    // Nothing left to give back.
+    let used = json!({"start": s2, "end": e2, "next": e2});
+    assert_eq!(give_back(&a, "lr", used).await.1["returned"], false);
+    assert_eq!(max_id(&db, "lr").await, e2 - 1);
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Bad return bodies are refused 400 `invalid_request`.
+async fn bad_returns_are_refused(db: TestDb) {
+    let s = TestServer::on(&db.url).await;
+    s.create("lx", 1, 100).await;
+    let (start, end) = leased(&s, "lx", "").await;
+    for body in [
+        json!({"start": start, "end": end}),
+        json!({"start": start, "end": end, "next": end + 1}),
+        json!({"start": start, "end": end, "next": start - 1}),
+        json!({"start": end, "end": start, "next": start}),
+        json!({"start": 0, "end": end, "next": 1}),
+        json!({"start": start, "end": end, "next": "5"}),
+        json!({"start": start, "end": end, "next": start, "extra": 1}),
+    ] {
+        let (status, answer) = give_back(&s, "lx", body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert_eq!(
+            answer["error"]["code"], "invalid_request",
+            "{body}: {answer}"
+        );
+    }
+    assert_eq!(max_id(&db, "lx").await, end - 1);
+    s.stop().await;
+}
+
+per_backend!(
+    leases_never_meet_each_other_or_the_instances,
+    bad_sizes_reserve_nothing,
+    max_lease_bounds_every_lease,
+    global_and_serial_sequences_are_not_leasable,
+    the_rest_goes_back_only_from_the_top_and_only_where_leased,
+    bad_returns_are_refused,
+);
