@@ -25,13 +25,19 @@ async fn lease(s: &TestServer, name: &str, query: &str) -> (StatusCode, Value) {
 
 /// A lease that must succeed: `(start, end)`.
 async fn leased(s: &TestServer, name: &str, query: &str) -> (i64, i64) {
+    let (start, end, _) = leased_with_key(s, name, query).await;
+    (start, end)
+}
+
+/// A lease that must succeed: `(start, end, key)`.
+async fn leased_with_key(s: &TestServer, name: &str, query: &str) -> (i64, i64, String) {
     let (status, body) = lease(s, name, query).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["name"], name);
-    (
-        body["start"].as_i64().unwrap(),
-        body["end"].as_i64().unwrap(),
-    )
+    let key = body["key"].as_str().unwrap().to_owned();
+    assert_eq!(key.len(), 32, "{body}");
+    let id = |field: &str| body[field].as_i64().unwrap();
+    (id("start"), id("end"), key)
 }
 
 /// Gives back `[next, end)` of the lease `[start, end)`: status and body.
@@ -167,16 +173,19 @@ async fn global_and_serial_sequences_are_not_leasable(db: TestDb) {
 }
 
 /// The unused rest goes back while the lease is the top of the row, once,
-/// and only on the instance that issued it; a range nobody leased never
-/// lowers the row.
-async fn the_rest_goes_back_only_from_the_top_and_only_where_leased(db: TestDb) {
+/// only on the instance that issued it and only with its key; a range
+/// nobody leased, or another caller's without its key, never lowers the row.
+async fn the_rest_goes_back_only_from_the_top_and_only_to_its_holder(db: TestDb) {
     let a = TestServer::on(&db.url).await;
     let b = TestServer::on(&db.url).await;
     a.create("lr", 1, 100).await;
-    let (start, end) = leased(&a, "lr", "?size=100").await;
-    let rest = json!({"start": start, "end": end, "next": start + 10});
+    let (start, end, key) = leased_with_key(&a, "lr", "?size=100").await;
+    let rest = json!({"start": start, "end": end, "next": start + 10, "key": key});
     // On another instance: not issued there.
     assert_eq!(give_back(&b, "lr", rest.clone()).await.1["returned"], false);
+    // Without its key (another caller who guessed the range).
+    let guessed = json!({"start": start, "end": end, "next": start, "key": "0".repeat(32)});
+    assert_eq!(give_back(&a, "lr", guessed).await.1["returned"], false);
     assert_eq!(max_id(&db, "lr").await, end - 1);
     assert_eq!(give_back(&a, "lr", rest.clone()).await.1["returned"], true);
     assert_eq!(max_id(&db, "lr").await, start + 9);
@@ -185,18 +194,18 @@ async fn the_rest_goes_back_only_from_the_top_and_only_where_leased(db: TestDb) 
     assert_eq!(max_id(&db, "lr").await, start + 9);
 
     // The next lease follows the given-back IDs.
-    let (s1, e1) = leased(&a, "lr", "?size=10").await;
+    let (s1, e1, k1) = leased_with_key(&a, "lr", "?size=10").await;
     assert_eq!(s1, start + 10);
     // A range nobody leased, whose top is the row's: refused.
-    let forged = json!({"start": s1 + 1, "end": e1, "next": s1 + 1});
+    let forged = json!({"start": s1 + 1, "end": e1, "next": s1 + 1, "key": k1});
     assert_eq!(give_back(&a, "lr", forged).await.1["returned"], false);
     // A lease that is no longer the top: refused, the later one untouched.
-    let (s2, e2) = leased(&a, "lr", "?size=10").await;
-    let old = json!({"start": s1, "end": e1, "next": s1});
+    let (s2, e2, k2) = leased_with_key(&a, "lr", "?size=10").await;
+    let old = json!({"start": s1, "end": e1, "next": s1, "key": k1});
     assert_eq!(give_back(&a, "lr", old).await.1["returned"], false);
     assert_eq!(max_id(&db, "lr").await, e2 - 1);
     // Nothing left to give back.
-    let used = json!({"start": s2, "end": e2, "next": e2});
+    let used = json!({"start": s2, "end": e2, "next": e2, "key": k2});
     assert_eq!(give_back(&a, "lr", used).await.1["returned"], false);
     assert_eq!(max_id(&db, "lr").await, e2 - 1);
     a.stop().await;
@@ -207,15 +216,17 @@ async fn the_rest_goes_back_only_from_the_top_and_only_where_leased(db: TestDb) 
 async fn bad_returns_are_refused(db: TestDb) {
     let s = TestServer::on(&db.url).await;
     s.create("lx", 1, 100).await;
-    let (start, end) = leased(&s, "lx", "").await;
+    let (start, end, key) = leased_with_key(&s, "lx", "").await;
     for body in [
-        json!({"start": start, "end": end}),
-        json!({"start": start, "end": end, "next": end + 1}),
-        json!({"start": start, "end": end, "next": start - 1}),
-        json!({"start": end, "end": start, "next": start}),
-        json!({"start": 0, "end": end, "next": 1}),
-        json!({"start": start, "end": end, "next": "5"}),
-        json!({"start": start, "end": end, "next": start, "extra": 1}),
+        json!({"start": start, "end": end, "key": key}),
+        json!({"start": start, "end": end, "next": start}),
+        json!({"start": start, "end": end, "next": end + 1, "key": key}),
+        json!({"start": start, "end": end, "next": start - 1, "key": key}),
+        json!({"start": end, "end": start, "next": start, "key": key}),
+        json!({"start": 0, "end": end, "next": 1, "key": key}),
+        json!({"start": start, "end": end, "next": "5", "key": key}),
+        json!({"start": start, "end": end, "next": start, "key": key, "extra": 1}),
+        json!({"start": start, "end": end, "next": start, "key": 5}),
     ] {
         let (status, answer) = give_back(&s, "lx", body.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
@@ -233,6 +244,6 @@ per_backend!(
     bad_sizes_reserve_nothing,
     max_lease_bounds_every_lease,
     global_and_serial_sequences_are_not_leasable,
-    the_rest_goes_back_only_from_the_top_and_only_where_leased,
+    the_rest_goes_back_only_from_the_top_and_only_to_its_holder,
     bad_returns_are_refused,
 );

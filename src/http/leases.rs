@@ -25,6 +25,10 @@ pub struct LeaseBody {
     /// One past the last ID of the range (`end` is not in it).
     #[schema(example = 2001)]
     pub end: i64,
+    /// Proves the caller holds the lease when it gives the rest back: keep
+    /// it with the range.
+    #[schema(example = "9f86d081884c7d659a2feaa0c55ad015")]
+    pub key: String,
 }
 
 impl From<Lease> for LeaseBody {
@@ -33,12 +37,14 @@ impl From<Lease> for LeaseBody {
             name: lease.name.to_string(),
             start: lease.start,
             end: lease.end,
+            key: lease.key,
         }
     }
 }
 
 /// Body of `POST /v1/sequences/{name}/lease/return`: the lease
-/// `[start, end)` as it was answered, and the first ID not used.
+/// `[start, end)` and its key as they were answered, and the first ID not
+/// used.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReturnBody {
@@ -54,6 +60,9 @@ pub struct ReturnBody {
     #[schema(minimum = 1, example = 1500)]
     #[serde(deserialize_with = "integer")]
     next: Option<i64>,
+    /// The lease's `key`.
+    #[schema(example = "9f86d081884c7d659a2feaa0c55ad015")]
+    key: String,
 }
 
 /// Whether the rest went back.
@@ -115,8 +124,8 @@ pub async fn lease(
     post, path = "/v1/sequences/{name}/lease/return", operation_id = "lease_return", tag = "ids",
     summary = "Give back the unused rest of a lease",
     description = "Lowers the sequence's row from the lease's last ID to `next - 1` by a compare-and-set, only \
-                   while the lease is still the top of the row and only on the instance that issued it; \
-                   otherwise `{\"returned\": false}` and the IDs stay unused.",
+                   while the lease is still the top of the row, only on the instance that issued it and only \
+                   with the lease's key; otherwise `{\"returned\": false}` and the IDs stay unused.",
     params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
     request_body(content = ReturnBody, content_type = "application/json"),
     responses(
@@ -140,6 +149,7 @@ pub async fn lease_return(
         start: field(body.start, "start")?,
         end: field(body.end, "end")?,
         next: field(body.next, "next")?,
+        key: body.key,
     };
     let returned = st
         .service

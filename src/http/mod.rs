@@ -130,7 +130,7 @@ fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)
         (
             "/v1/sequences/{name}/lease/return",
             axum::routing::post(leases::lease_return)
-                .layer(body_limit.clone())
+                .layer(body_limit)
                 .layer(announced.clone()),
         ),
         (

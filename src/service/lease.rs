@@ -11,11 +11,13 @@
 //!
 //! A give-back lowers the row's `max_id` from the lease's last ID, by a
 //! compare-and-set, only while the lease is still the top of the row. A
-//! caller could name a range it never leased whose top is an instance's
-//! segment; lowering the row under that segment would hand its IDs out
-//! twice. So an instance gives back only a lease it issued itself, the last
-//! one of each name (`Issued`); any other range is answered `false` and
-//! its IDs stay unused (a gap, never a duplicate).
+//! caller could name a range it does not hold whose top is an instance's
+//! segment or another caller's lease (ranges are easy to guess); lowering
+//! the row under it would hand those IDs out twice. So each lease carries a
+//! random key, answered only to its holder, and an instance gives back only
+//! the last lease of each name it issued itself (`Issued`), presented with
+//! its key; anything else is answered `false` and its IDs stay unused (a
+//! gap, never a duplicate).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,10 +42,13 @@ pub struct Lease {
     pub start: i64,
     /// One past the last ID of the range.
     pub end: i64,
+    /// What proves the caller holds it when it gives the rest back: 32 hex
+    /// digits of 16 random bytes.
+    pub key: String,
 }
 
 /// The unused rest of a lease `[start, end)`: `[next, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRest {
     /// The lease's first ID.
     pub start: i64,
@@ -51,13 +56,18 @@ pub struct LeaseRest {
     pub end: i64,
     /// The first ID the caller did not use.
     pub next: i64,
+    /// The lease's key, as answered.
+    pub key: String,
 }
 
-/// The last lease this instance issued of each name, with a number that
-/// orders them (for forgetting the oldest).
+/// A lease as remembered: start, end, key, and a number that orders the
+/// leases (for forgetting the oldest).
+type Remembered = (i64, i64, String, u64);
+
+/// The last lease this instance issued of each name.
 #[derive(Default)]
 pub(crate) struct Issued {
-    last: Mutex<HashMap<SeqName, (i64, i64, u64)>>,
+    last: Mutex<HashMap<SeqName, Remembered>>,
     count: std::sync::atomic::AtomicU64,
 }
 
@@ -68,20 +78,21 @@ impl Issued {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut last = self.last.lock().expect("lease map");
         if last.len() >= REMEMBERED && !last.contains_key(&lease.name) {
-            let mut ages: Vec<u64> = last.values().map(|v| v.2).collect();
+            let mut ages: Vec<u64> = last.values().map(|v| v.3).collect();
             let (_, median, _) = ages.select_nth_unstable(last.len() / 2);
             let median = *median;
-            last.retain(|_, v| v.2 > median);
+            last.retain(|_, v| v.3 > median);
         }
-        last.insert(lease.name.clone(), (lease.start, lease.end, n));
+        let remembered = (lease.start, lease.end, lease.key.clone(), n);
+        last.insert(lease.name.clone(), remembered);
     }
 
-    /// Whether `[start, end)` is the last lease of `name` issued here; it
-    /// is forgotten either way once it matched (a range is given back once).
-    fn take(&self, name: &SeqName, start: i64, end: i64) -> bool {
+    /// Whether `rest` is of the last lease of `name` issued here, with its
+    /// key; it is forgotten once it matched (a range is given back once).
+    fn take(&self, name: &SeqName, rest: &LeaseRest) -> bool {
         let mut last = self.last.lock().expect("lease map");
         match last.get(name) {
-            Some(&(s, e, _)) if (s, e) == (start, end) => {
+            Some((s, e, key, _)) if (*s, *e) == (rest.start, rest.end) && *key == rest.key => {
                 last.remove(name);
                 true
             }
@@ -143,6 +154,7 @@ impl Service {
             name: seq,
             start,
             end: start + len,
+            key: new_key(),
         };
         self.issued.remember(&lease);
         caller.drew(&self.access, len as u64);
@@ -160,14 +172,14 @@ impl Service {
         rest: LeaseRest,
     ) -> Result<bool, ServiceError> {
         self.access.authorize(who, Want::Draw(seq.into()))?;
-        let LeaseRest { start, end, next } = rest;
+        let (start, end, next) = (rest.start, rest.end, rest.next);
         if !(1 <= start && start < end && start <= next && next <= end) {
             return Err(ServiceError::InvalidRequest(format!(
                 "a lease's rest needs 1 <= start < end and start <= next <= end, not start {start}, \
                  end {end}, next {next}"
             )));
         }
-        if next == end || !self.issued.take(seq, start, end) {
+        if next == end || !self.issued.take(seq, &rest) {
             return Ok(false);
         }
         self.store
@@ -181,6 +193,13 @@ impl Service {
             tracing::info!(sequence = %name, error = %e, from = top, to = keep, "a lease's unused IDs could not be given back; they stay unused");
         }
     }
+}
+
+/// A lease's key: 16 random bytes from the operating system, in hex.
+fn new_key() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random generator failed");
+    hex::encode(bytes)
 }
 
 /// A shared `Issued`.
