@@ -212,7 +212,10 @@ async fn the_rest_goes_back_only_from_the_top_and_only_to_its_holder(db: TestDb)
     b.stop().await;
 }
 
-/// Bad return bodies are refused 400 `invalid_request`.
+/// Return bodies that are not JSON of the documented shape are refused 400
+/// `invalid_request`; well-formed ones that are not the rest of a lease
+/// (next outside it, an empty or inverted range) answer `false`; the row
+/// never moves.
 async fn bad_returns_are_refused(db: TestDb) {
     let s = TestServer::on(&db.url).await;
     s.create("lx", 1, 100).await;
@@ -220,11 +223,11 @@ async fn bad_returns_are_refused(db: TestDb) {
     for body in [
         json!({"start": start, "end": end, "key": key}),
         json!({"start": start, "end": end, "next": start}),
-        json!({"start": start, "end": end, "next": end + 1, "key": key}),
-        json!({"start": start, "end": end, "next": start - 1, "key": key}),
-        json!({"start": end, "end": start, "next": start, "key": key}),
-        json!({"start": 0, "end": end, "next": 1, "key": key}),
         json!({"start": start, "end": end, "next": "5", "key": key}),
+        json!({"start": null, "end": end, "next": start, "key": key}),
+        json!({"start": 0, "end": end, "next": 1, "key": key}),
+        json!({"start": start, "end": 1, "next": start, "key": key}),
+        json!({"start": start, "end": end, "next": -3, "key": key}),
         json!({"start": start, "end": end, "next": start, "key": key, "extra": 1}),
         json!({"start": start, "end": end, "next": start, "key": 5}),
     ] {
@@ -234,6 +237,17 @@ async fn bad_returns_are_refused(db: TestDb) {
             answer["error"]["code"], "invalid_request",
             "{body}: {answer}"
         );
+    }
+    for body in [
+        json!({"start": start, "end": end, "next": end + 1, "key": key}),
+        json!({"start": start + 1, "end": end, "next": start, "key": key}),
+        json!({"start": end, "end": start + 1, "next": end, "key": key}),
+        json!({"start": end, "end": end, "next": end, "key": key}),
+        json!({"start": i64::MAX - 1, "end": end, "next": start, "key": key}),
+    ] {
+        let (status, answer) = give_back(&s, "lx", body.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{body}: {answer}");
+        assert_eq!(answer["returned"], false, "{body}: {answer}");
     }
     assert_eq!(max_id(&db, "lx").await, end - 1);
     s.stop().await;

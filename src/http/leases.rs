@@ -9,7 +9,6 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
 use super::extract::{exact_integer, one_param, JsonBody, PathSeqName, Who};
-use super::sequences::integer;
 use super::AppState;
 use crate::service::{Lease, LeaseRest};
 
@@ -50,19 +49,27 @@ impl From<Lease> for LeaseBody {
 pub struct ReturnBody {
     /// The lease's `start`.
     #[schema(minimum = 1, example = 1001)]
-    #[serde(deserialize_with = "integer")]
-    start: Option<i64>,
+    #[serde(deserialize_with = "required_integer")]
+    start: i64,
     /// The lease's `end`.
     #[schema(minimum = 2, example = 2001)]
-    #[serde(deserialize_with = "integer")]
-    end: Option<i64>,
+    #[serde(deserialize_with = "required_integer")]
+    end: i64,
     /// The first ID not used: `[next, end)` is given back.
     #[schema(minimum = 1, example = 1500)]
-    #[serde(deserialize_with = "integer")]
-    next: Option<i64>,
+    #[serde(deserialize_with = "required_integer")]
+    next: i64,
     /// The lease's `key`.
     #[schema(example = "9f86d081884c7d659a2feaa0c55ad015")]
     key: String,
+}
+
+/// A 64-bit integer field that must be given, read from the number's own
+/// digits ([`exact_integer`]).
+fn required_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    use serde::de::Error;
+    let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+    exact_integer(raw.get()).map_err(D::Error::custom)
 }
 
 /// Whether the rest went back.
@@ -105,7 +112,7 @@ fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
     ),
     params(
         ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
-        ("size" = Option<i64>, Query, description = "How many IDs (default: the sequence's step), 1 to `--max-lease` (default 1,000,000)", minimum = 1, example = 1000),
+        ("size" = Option<i64>, Query, description = "How many IDs (default: the sequence's step), 1 to `--max-lease` (default 1,000,000, the maximum shown)", minimum = 1, maximum = 1000000, example = 1000),
     )
 )]
 pub async fn lease(
@@ -130,7 +137,7 @@ pub async fn lease(
     request_body(content = ReturnBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Whether the rest went back", body = ReturnedBody),
-        (status = 400, description = "`invalid_name`, or `invalid_request`: a field missing or not `1 <= start < end`, `start <= next <= end`", body = ErrorBody),
+        (status = 400, description = "`invalid_name`, or `invalid_request`: a field missing, not an integer (`key`: not a string) or below its minimum", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: the database unreachable or too slow", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -142,13 +149,10 @@ pub async fn lease_return(
     who: Who,
     JsonBody(body): JsonBody<ReturnBody>,
 ) -> Result<Json<ReturnedBody>, ApiError> {
-    let field = |v: Option<i64>, what: &str| {
-        v.ok_or_else(|| ApiError::InvalidRequest(format!("{what} is required")))
-    };
     let rest = LeaseRest {
-        start: field(body.start, "start")?,
-        end: field(body.end, "end")?,
-        next: field(body.next, "next")?,
+        start: body.start,
+        end: body.end,
+        next: body.next,
         key: body.key,
     };
     let returned = st

@@ -253,7 +253,7 @@ pub struct PatchBody {
 /// A 64-bit integer field that may be left out but not set to `null`, read
 /// from the number's own digits (never through a double): see
 /// [`super::extract::exact_integer`] for what is accepted.
-pub(super) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     use serde::de::Error;
     let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
     exact_integer(raw.get()).map(Some).map_err(D::Error::custom)

@@ -164,7 +164,8 @@ impl Service {
     /// Gives back `[rest.next, rest.end)` of a lease of `name` that this
     /// instance issued, if it is still the top of the row: `true` when the
     /// row went down, `false` when something was reserved since, the lease
-    /// was not issued here, or nothing is left to return.
+    /// was not issued here (or is not a lease at all, `next` outside it
+    /// included), its key is wrong, or nothing is left to return.
     pub async fn return_lease(
         &self,
         who: Presented<'_>,
@@ -173,11 +174,16 @@ impl Service {
     ) -> Result<bool, ServiceError> {
         self.access.authorize(who, Want::Draw(seq.into()))?;
         let (start, end, next) = (rest.start, rest.end, rest.next);
-        if !(1 <= start && start < end && start <= next && next <= end) {
+        if start < 1 || end < 2 || next < 1 {
             return Err(ServiceError::InvalidRequest(format!(
-                "a lease's rest needs 1 <= start < end and start <= next <= end, not start {start}, \
-                 end {end}, next {next}"
+                "a lease's rest has start >= 1, end >= 2 and next >= 1, not start {start}, end \
+                 {end}, next {next}"
             )));
+        }
+        // Not the rest of any lease (next outside it, an empty or inverted
+        // range): nothing issued here matches it.
+        if !(start < end && start <= next && next <= end) {
+            return Ok(false);
         }
         if next == end || !self.issued.take(seq, &rest) {
             return Ok(false);
