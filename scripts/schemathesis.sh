@@ -18,7 +18,7 @@ token="schemathesis-$RANDOM"
 ./target/debug/seqd serve --database-url "sqlite://$dir/st.db?mode=rwc" --listen "127.0.0.1:$port" \
   --admin-token "$token" >"$dir/seqd.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$dir" || true' EXIT
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
   sleep 0.1
