@@ -135,6 +135,7 @@ impl Scope {
     }
 
     /// Whether `name` is covered.
+    #[inline]
     pub fn covers(&self, name: SeqNameRef<'_>) -> bool {
         match self {
             Scope::All => true,

@@ -204,7 +204,9 @@ struct Inner {
     set: ArcSwap<TokenSet>,
     /// The key of the hash of presented texts in `known`.
     keys: foldhash::fast::RandomState,
-    generations: AtomicU64,
+    /// The generation of the set in force, stored after the set: what a
+    /// thread's [`hot`] entry is checked against.
+    published: AtomicU64,
     /// Milliseconds since `epoch` of the last early refresh asked for.
     last_nudge: AtomicU64,
     epoch: Instant,
@@ -239,7 +241,7 @@ impl Access {
                 admin,
                 set: ArcSwap::from_pointee(TokenSet::default()),
                 keys: foldhash::fast::RandomState::default(),
-                generations: AtomicU64::new(0),
+                published: AtomicU64::new(0),
                 last_nudge: AtomicU64::new(0),
                 epoch: Instant::now(),
                 nudge: tokio::sync::Notify::new(),
@@ -344,12 +346,29 @@ impl Access {
         }
     }
 
-    /// The entry `token` matches, if any.
+    /// The entry `token` matches, if any: this thread's last match first,
+    /// then the set ([`Access::find_in_set`]).
+    #[inline]
     fn find(&self, token: &[u8]) -> Option<Arc<Entry>> {
+        let published = self.inner.published.load(Ordering::Acquire);
+        if let Some(entry) = hot::get(published, token) {
+            return Some(entry);
+        }
+        self.find_in_set(token)
+    }
+
+    /// The entry `token` matches in the set in force. Kept out of line: the
+    /// thread's last match answers nearly every request, and the frame this
+    /// path needs (a SHA-256, a map probe, a new set) would otherwise be
+    /// set up on each of them.
+    #[cold]
+    #[inline(never)]
+    fn find_in_set(&self, token: &[u8]) -> Option<Arc<Entry>> {
         let set = self.inner.set.load();
         let key = self.inner.keys.hash_one(token);
         if let Some((text, entry)) = set.known.get(&key) {
             if same_text(text, token) {
+                hot::put(set.generation, token, entry);
                 return Some(entry.clone());
             }
         }
@@ -361,6 +380,7 @@ impl Access {
             .find(|e| bool::from(e.record.hash.0.ct_eq(&hash.0)))?
             .clone();
         self.remember(set.generation, key, token, &entry);
+        hot::put(set.generation, token, &entry);
         Some(entry)
     }
 
@@ -399,7 +419,7 @@ impl Access {
     /// unchanged are kept.
     pub fn replace(&self, records: Vec<TokenRecord>, now: DateTime<Utc>) {
         let old = self.inner.set.load_full();
-        let generation = self.inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let generation = GENERATIONS.fetch_add(1, Ordering::Relaxed) + 1;
         let mut next = TokenSet {
             generation,
             ..TokenSet::default()
@@ -424,6 +444,7 @@ impl Access {
             }
         }
         self.inner.set.store(Arc::new(next));
+        self.inner.published.store(generation, Ordering::Release);
     }
 
     /// Reads the token set from `store` once and puts it in force.
@@ -487,6 +508,70 @@ impl Access {
     }
 }
 
+/// The generations of every set read in this process, from 1: unique
+/// across instances of [`Access`], so that a thread's [`hot`] entry made
+/// for one instance's set never matches another's.
+static GENERATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The last token each thread matched (docs/design.md, "The cost of a
+/// token"): a request whose token is that text, while the set of the
+/// same read is in force, is answered from here without the set's
+/// `ArcSwap` load, the keyed hash or the map probe. The text is compared
+/// whole in constant time; a new set (a new generation) misses.
+mod hot {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use super::{same_text, Entry};
+
+    struct Hot {
+        generation: u64,
+        text: Vec<u8>,
+        entry: Arc<Entry>,
+    }
+
+    thread_local! {
+        static HOT: RefCell<Option<Hot>> = const { RefCell::new(None) };
+    }
+
+    /// The entry of `token` if it is this thread's last match and still of
+    /// the set of `generation`.
+    pub(super) fn get(generation: u64, token: &[u8]) -> Option<Arc<Entry>> {
+        HOT.try_with(|hot| {
+            let hot = hot.try_borrow().ok()?;
+            let hot = hot.as_ref()?;
+            (hot.generation == generation && same_text(&hot.text, token)).then(|| hot.entry.clone())
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Makes `token`, matched to `entry` in the set of `generation`, this
+    /// thread's last match.
+    pub(super) fn put(generation: u64, token: &[u8], entry: &Arc<Entry>) {
+        let _ = HOT.try_with(|hot| {
+            let Ok(mut hot) = hot.try_borrow_mut() else {
+                return;
+            };
+            match &mut *hot {
+                Some(h) => {
+                    h.generation = generation;
+                    h.text.clear();
+                    h.text.extend_from_slice(token);
+                    h.entry = entry.clone();
+                }
+                None => {
+                    *hot = Some(Hot {
+                        generation,
+                        text: token.to_vec(),
+                        entry: entry.clone(),
+                    })
+                }
+            }
+        });
+    }
+}
+
 /// The hasher of the set's maps, whose keys are hashes already (of the
 /// token, or a keyed one of the presented text): a few instructions per
 /// lookup; what a key finds is then compared whole.
@@ -494,21 +579,47 @@ type Keys = foldhash::fast::FixedState;
 
 /// Whether `a` and `b` are the same bytes, in time that depends on their
 /// length only (a token's length is public: every token has 69 bytes):
-/// every byte is looked at, eight at a time, with no early exit.
+/// every byte is looked at, sixteen at a time, with no early exit.
+/// Inlined: a call costs a tenth of the comparison.
+#[inline(always)]
 fn same_text(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    let (wa, ta) = a.as_chunks::<8>();
-    let (wb, tb) = b.as_chunks::<8>();
-    let mut diff = 0u64;
-    for (x, y) in wa.iter().zip(wb) {
-        diff |= u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y);
+    let n = a.len();
+    // The differences, byte by byte, folded into 16 bytes: a loop the
+    // compiler makes one vector XOR and OR a lane.
+    let mut diff = [0u8; 16];
+    let mut fold = |x: &[u8; 16], y: &[u8; 16]| {
+        for k in 0..16 {
+            diff[k] |= x[k] ^ y[k];
+        }
+    };
+    let lane = |s: &[u8], at: usize| -> [u8; 16] { s[at..at + 16].try_into().expect("16 bytes") };
+    if (64..=80).contains(&n) {
+        // A token's length (`seqd_` and 64 hex digits): five lanes, the
+        // last overlapping the fourth, unrolled.
+        for at in [0, 16, 32, 48, n - 16] {
+            fold(&lane(a, at), &lane(b, at));
+        }
+    } else if n >= 16 {
+        let (wa, _) = a.as_chunks::<16>();
+        let (wb, _) = b.as_chunks::<16>();
+        for (x, y) in wa.iter().zip(wb) {
+            fold(x, y);
+        }
+        // The last 16 bytes, overlapping the lanes above: the bytes past
+        // the last whole lane are looked at too, with no loop over them.
+        fold(&lane(a, n - 16), &lane(b, n - 16));
+    } else {
+        let mut x = [0u8; 16];
+        let mut y = [0u8; 16];
+        x[..n].copy_from_slice(a);
+        y[..n].copy_from_slice(b);
+        fold(&x, &y);
     }
-    for (x, y) in ta.iter().zip(tb) {
-        diff |= u64::from(x ^ y);
-    }
-    bool::from(diff.ct_eq(&0))
+    let diff = u128::from_ne_bytes(diff);
+    bool::from((diff as u64 | (diff >> 64) as u64).ct_eq(&0))
 }
 
 fn hash_key(hash: &TokenHash) -> u64 {
@@ -542,6 +653,11 @@ mod tests {
         read: false,
     };
 
+    const READ: Rights = Rights {
+        draw: false,
+        read: true,
+    };
+
     fn draw<'a>(token: &'a str, name: &'a str) -> (Presented<'a>, Want<'a>) {
         let p = Presented {
             token: Some(token.as_bytes()),
@@ -560,6 +676,33 @@ mod tests {
     }
 
     #[test]
+    fn a_threads_last_token_is_not_taken_for_another_instances_or_a_later_set() {
+        let a = Access::new(ClientAuth::On, AdminAuth::Refused);
+        let b = Access::new(ClientAuth::On, AdminAuth::Refused);
+        let t = new_token();
+        a.replace(vec![record("a", t.expose(), DRAW, None)], Utc::now());
+        b.replace(
+            vec![record("b", new_token().expose(), DRAW, None)],
+            Utc::now(),
+        );
+        // Matched on `a`: this thread's last token, served from it next.
+        assert_eq!(outcome(&a, t.expose(), "shop-1"), Ok(()));
+        assert_eq!(outcome(&a, t.expose(), "shop-1"), Ok(()));
+        // `b` on the same thread does not hold it.
+        assert!(outcome(&b, t.expose(), "shop-1").is_err());
+        assert_eq!(outcome(&a, t.expose(), "shop-1"), Ok(()));
+        // Narrowed to read only: the new set's row decides, not the thread's entry.
+        a.replace(vec![record("a", t.expose(), READ, None)], Utc::now());
+        assert_eq!(
+            outcome(&a, t.expose(), "shop-1"),
+            Err("Forbidden".to_owned())
+        );
+        // Revoked: gone from the set, refused although it was this thread's last.
+        a.replace(vec![], Utc::now());
+        assert!(outcome(&a, t.expose(), "shop-1").is_err());
+    }
+
+    #[test]
     fn same_text_compares_every_byte() {
         let a = b"seqd_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
         assert!(same_text(a, a));
@@ -570,6 +713,16 @@ mod tests {
         }
         assert!(!same_text(a, &a[..68]));
         assert!(same_text(b"", b""));
+        // Every length, below a lane, of whole lanes and between them.
+        for n in 0..=a.len() {
+            let x = &a[..n];
+            assert!(same_text(x, x));
+            for i in 0..n {
+                let mut y = x.to_vec();
+                y[i] ^= 0x80;
+                assert!(!same_text(x, &y), "length {n}: a difference at byte {i}");
+            }
+        }
     }
 
     #[test]
@@ -603,11 +756,7 @@ mod tests {
         access.replace(vec![record("a", t.expose(), DRAW, None)], Utc::now());
         assert_eq!(outcome(&access, t.expose(), "shop-1"), Ok(()));
         // The same token with its right narrowed to `read`.
-        let read = Rights {
-            draw: false,
-            read: true,
-        };
-        access.replace(vec![record("a", t.expose(), read, None)], Utc::now());
+        access.replace(vec![record("a", t.expose(), READ, None)], Utc::now());
         assert_eq!(
             outcome(&access, t.expose(), "shop-1"),
             Err("Forbidden".into())

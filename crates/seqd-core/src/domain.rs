@@ -194,6 +194,7 @@ impl NamePrefix {
     }
 
     /// Whether `name` begins with this prefix.
+    #[inline]
     pub fn matches(&self, name: &str) -> bool {
         name.starts_with(self.as_str())
     }
