@@ -446,6 +446,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SEQD_MAX_LEASE", default_value_t = crate::service::lease::DEFAULT_MAX_LEASE,
         value_parser = clap::value_parser!(i64).range(1..))]
     pub max_lease: i64,
+    /// Where Tinyid's routes are served (`{prefix}/id/nextSegmentIdSimple`,
+    /// ...): Tinyid's clients reach seqd unchanged. Empty: at the root.
+    #[arg(long, env = "SEQD_TINYID_PREFIX", default_value = crate::http::tinyid::DEFAULT_PREFIX,
+        value_parser = crate::http::tinyid::parse_prefix)]
+    pub tinyid_prefix: String,
     /// How long a segment should last at the measured rate.
     #[arg(long, env = "SEQD_SEGMENT_TARGET", default_value = "10m", value_parser = humantime::parse_duration)]
     pub segment_target: Duration,
@@ -575,6 +580,14 @@ mod tests {
             500
         );
         assert!(Cli::try_parse_from(["seqd", "--max-lease", "0"]).is_err());
+        assert_eq!(args.serve.tinyid_prefix, "/tinyid");
+        assert_eq!(
+            Cli::parse_from(["seqd", "--tinyid-prefix", "/ids/tinyid"])
+                .serve
+                .tinyid_prefix,
+            "/ids/tinyid"
+        );
+        assert!(Cli::try_parse_from(["seqd", "--tinyid-prefix", "tinyid/"]).is_err());
     }
 
     #[test]

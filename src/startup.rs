@@ -9,7 +9,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::config::{ServeArgs, Settings};
-use crate::http::{router_with_limits, AdminAuth, AppState};
+use crate::http::{router_with, AdminAuth, AppState};
 use crate::service::{Access, ClientAuth, Service};
 use crate::store::{self, Store, WorkerLeases};
 
@@ -71,7 +71,7 @@ pub async fn run(
         metrics_top: settings.metrics_top,
         ..AppState::serving(service)
     };
-    let app = router_with_limits(state, &settings.limits);
+    let app = router_with(state, &settings.limits, &settings.tinyid_prefix);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = crate::http::serve::serve(listener, app, settings.connections, async move {

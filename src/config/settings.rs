@@ -44,6 +44,8 @@ pub struct Settings {
     pub settings_refresh: Duration,
     /// Largest range one lease may hold (`--max-lease`).
     pub max_lease: i64,
+    /// Where Tinyid's routes are served (`--tinyid-prefix`).
+    pub tinyid_prefix: String,
 }
 
 impl std::fmt::Debug for Settings {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for Settings {
             admin_token,
             client_auth,
             max_lease,
+            tinyid_prefix,
             allocator,
             shutdown_timeout,
             snowflake,
@@ -75,6 +78,7 @@ impl std::fmt::Debug for Settings {
             .field("admin_token", admin_token)
             .field("client_auth", client_auth)
             .field("max_lease", max_lease)
+            .field("tinyid_prefix", tinyid_prefix)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
             .field("snowflake", snowflake)
@@ -96,6 +100,7 @@ impl Settings {
             admin_token: None,
             client_auth: ClientAuth::Off,
             max_lease: crate::service::lease::DEFAULT_MAX_LEASE,
+            tinyid_prefix: crate::http::tinyid::DEFAULT_PREFIX.to_owned(),
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -115,6 +120,7 @@ impl Settings {
             admin_token: args.admin_token.clone(),
             client_auth: args.client_auth,
             max_lease: args.max_lease,
+            tinyid_prefix: args.tinyid_prefix.clone(),
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,

@@ -207,7 +207,7 @@ impl ApiError {
     }
 
     /// The message clients see: seqd's own words, never driver text.
-    fn message(&self) -> String {
+    pub fn public_message(&self) -> String {
         use ApiError::*;
         match self {
             Snowflake(e) => snowflake_message(e),
@@ -293,7 +293,7 @@ impl IntoResponse for ApiError {
         let body = ErrorBody {
             error: ErrorDetail {
                 code,
-                message: self.message(),
+                message: self.public_message(),
             },
         };
         let mut resp = (status, Json(body)).into_response();

@@ -25,6 +25,7 @@ pub mod reads;
 pub mod sequences;
 pub mod serve;
 pub mod snowflake;
+pub mod tinyid;
 pub mod tokens;
 
 use error::ApiError;
@@ -76,9 +77,17 @@ pub fn router(state: AppState) -> App {
     router_with_limits(state, &limits::Limits::default())
 }
 
-/// Builds the application with every route of the API and the given limits.
+/// Builds the application with every route of the API and the given limits,
+/// Tinyid's routes under [`tinyid::DEFAULT_PREFIX`].
 pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> App {
-    let routes = routes(limits);
+    router_with(state, limits, tinyid::DEFAULT_PREFIX)
+}
+
+/// Builds the application with every route of the API, the given limits
+/// and Tinyid's routes under `tinyid_prefix` (checked by
+/// [`tinyid::parse_prefix`]).
+pub fn router_with(state: AppState, limits: &limits::Limits, tinyid_prefix: &str) -> App {
+    let routes = routes(limits, tinyid_prefix);
     let labels = middleware::RouteLabels::new(
         routes
             .iter()
@@ -98,7 +107,7 @@ pub fn router_with_limits(state: AppState, limits: &limits::Limits) -> App {
 /// The template of every API route (Swagger UI's pages aside), from the table
 /// the router is built from.
 pub fn route_templates() -> Vec<&'static str> {
-    routes(&limits::Limits::default())
+    routes(&limits::Limits::default(), tinyid::DEFAULT_PREFIX)
         .into_iter()
         .map(|(path, _)| path)
         .collect()
@@ -107,7 +116,10 @@ pub fn route_templates() -> Vec<&'static str> {
 /// Every API route: its template and handlers. The router and the request
 /// metrics' `route` labels are both built from this table, so a route goes
 /// here and nowhere else.
-fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)> {
+fn routes(
+    limits: &limits::Limits,
+    tinyid_prefix: &str,
+) -> Vec<(&'static str, MethodRouter<AppState>)> {
     // Only these routes read a body; the others never buffer one.
     let body_limit = DefaultBodyLimit::max(limits.body_bytes);
     let announced =
@@ -179,6 +191,21 @@ fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)
             "/api/snowflake/get/{key}",
             get(snowflake::leaf_get).head(ids::head_get),
         ),
+    ]
+    .into_iter()
+    // Tinyid's routes (their bodies are forms: bounded as the others).
+    .chain(tinyid::Route::ALL.map(|route| {
+        (
+            tinyid::template(tinyid_prefix, route),
+            tinyid::handler(route)
+                .layer(DefaultBodyLimit::max(limits.body_bytes))
+                .layer(axum::middleware::from_fn_with_state(
+                    limits.body_bytes,
+                    limits::refuse_announced_overflow,
+                )),
+        )
+    }))
+    .chain([
         ("/healthz", get(health::healthz)),
         ("/readyz", get(health::readyz)),
         ("/metrics", get(metrics::metrics)),
@@ -186,5 +213,6 @@ fn routes(limits: &limits::Limits) -> Vec<(&'static str, MethodRouter<AppState>)
         ("/assets/{file}", get(monitor::asset)),
         ("/v1/info", get(monitor::info)),
         ("/openapi.json", get(openapi::openapi_json)),
-    ]
+    ])
+    .collect()
 }

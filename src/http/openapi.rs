@@ -31,7 +31,7 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use super::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use super::extract::PathParam;
-use super::{health, ids, leases, metrics, monitor, sequences, snowflake, tokens};
+use super::{health, ids, leases, metrics, monitor, sequences, snowflake, tinyid, tokens};
 
 /// Name of the admin bearer-token security scheme in the document.
 pub const ADMIN_SECURITY: &str = "admin_token";
@@ -71,6 +71,10 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         tokens::list,
         tokens::create,
         tokens::revoke,
+        tinyid::next_segment_id_simple,
+        tinyid::next_segment_id,
+        tinyid::next_id_simple,
+        tinyid::next_id,
     ),
     components(schemas(
         ErrorBody,
@@ -81,6 +85,11 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         leases::LeaseBody,
         leases::ReturnBody,
         leases::ReturnedBody,
+        tinyid::TinyidErrorDoc,
+        tinyid::TinyidSegmentDoc,
+        tinyid::TinyidSegmentAnswerDoc,
+        tinyid::TinyidIdsAnswerDoc,
+        tinyid::TinyidForm,
         sequences::SequenceDoc,
         sequences::SequenceListDoc,
         sequences::BufferDoc,
@@ -113,6 +122,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         (name = "ids", description = "Issuing IDs (the hot path)"),
         (name = "sequences", description = "Creating, listing, reading and changing sequences"),
         (name = "snowflake", description = "Time-ordered snowflake IDs (no sequence, no database round trip per ID)"),
+        (name = "tinyid", description = "Tinyid's routes, answered as Tinyid's server answers them (under `--tinyid-prefix`)"),
         (name = "tokens", description = "Client tokens: who may draw IDs from which sequences (admin)"),
         (name = "operations", description = "Health, readiness, metrics, the monitor page and this document"),
     )

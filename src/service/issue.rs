@@ -15,6 +15,10 @@ use crate::allocator::{AllocError, Batch};
 use crate::domain::{Count, SeqNameRef};
 use crate::serial::{IssueError, Issued};
 
+/// The most IDs [`Service::numbers`] draws in one call (Tinyid's
+/// `batchSize` bound).
+pub const MAX_NUMBERS: u32 = 100_000;
+
 /// One ID of a sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum One {
@@ -88,6 +92,44 @@ impl Service {
         let many = self.batch_of(name, count).await?;
         caller.drew(&self.access, u64::from(count.get()));
         Ok(many)
+    }
+
+    /// `total` plain IDs of `name` (1 to [`MAX_NUMBERS`]), strictly
+    /// increasing, drawn [`crate::domain::MAX_BATCH`] at a time, for a
+    /// caller who presented `who`: what Tinyid's `nextId` routes answer. A
+    /// serial sequence is refused [`ServiceError::NotLeasable`] before
+    /// anything is drawn (its IDs are serial numbers, which these answers
+    /// cannot carry). A later part that fails leaves the earlier ones
+    /// unused: a gap, never a duplicate.
+    pub async fn numbers<'n>(
+        &self,
+        who: Presented<'_>,
+        name: impl Into<SeqNameRef<'n>>,
+        total: u32,
+    ) -> Result<Vec<Batch>, ServiceError> {
+        let name = name.into();
+        let caller = self.access.authorize(who, Want::Draw(name))?;
+        if !(1..=MAX_NUMBERS).contains(&total) {
+            return Err(ServiceError::InvalidRequest(format!(
+                "batchSize must be a whole number from 1 to {MAX_NUMBERS}, not {total}"
+            )));
+        }
+        let mut parts = Vec::with_capacity(total.div_ceil(crate::domain::MAX_BATCH) as usize);
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(crate::domain::MAX_BATCH);
+            let count = Count::new(n).map_err(|_| ServiceError::Internal)?;
+            match self.allocator.batch(name, count).await {
+                Ok(batch) => parts.push(batch),
+                Err(AllocError::Serial) => {
+                    return Err(ServiceError::NotLeasable(name.to_owned(), "serial"))
+                }
+                Err(e) => return Err(ServiceError::from_alloc(name, e)),
+            }
+            left -= n;
+        }
+        caller.drew(&self.access, u64::from(total));
+        Ok(parts)
     }
 
     async fn next_of(&self, name: SeqNameRef<'_>) -> Result<One, ServiceError> {
