@@ -53,6 +53,8 @@ pub enum Command {
     Sequences(SequencesCommand),
     /// Import Leaf's `leaf_alloc` table into seqd's `sequences` (migrating from Leaf).
     ImportLeaf(ImportLeafArgs),
+    /// Import Tinyid's `tiny_id_info` and `tiny_id_token` (migrating from Tinyid).
+    ImportTinyid(ImportTinyidArgs),
     /// Set up stripes: one sequence over several databases (operators).
     #[command(subcommand)]
     Stripes(StripesCommand),
@@ -178,6 +180,57 @@ impl fmt::Debug for ImportLeafArgs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ImportLeafArgs")
             .field("from", &crate::store::redact_url(&self.from))
+            .field("dry_run", &self.dry_run)
+            .field("skip_invalid", &self.skip_invalid)
+            .field("raise", &self.raise)
+            .field("db", &self.db)
+            .finish()
+    }
+}
+
+/// Flags of `seqd import-tinyid`.
+#[derive(Clone, Args)]
+#[command(
+    long_about = "Import Tinyid's `tiny_id_info` and `tiny_id_token` into seqd (migrating from Tinyid).
+
+Every biz_type becomes a seqd sequence that continues above every ID any of the Tinyid databases \
+given handed out (its max_id is the largest max_id of them, whatever their delta and remainder). \
+Every Tinyid token becomes a client token with the same text (only its SHA-256 stored) that may \
+draw from names beginning with its biz types. Stop Tinyid's servers and clients first. Conflicts, \
+invalid rows and --raise as for import-leaf: docs/import-tinyid.md."
+)]
+pub struct ImportTinyidArgs {
+    /// URL of a Tinyid database, holding `tiny_id_info` and `tiny_id_token`: postgres://,
+    /// mysql:// or mariadb://. Give every Tinyid database (repeat the flag).
+    #[arg(long, value_name = "URL", required = true)]
+    pub from: Vec<String>,
+    /// Print the plan and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Exit 0 even if some rows or tokens are not usable in seqd (they are still skipped).
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Raise the max_id of sequences that already exist in seqd to at least Tinyid's largest
+    /// max_id (IDs in between are never issued).
+    #[arg(long)]
+    pub raise: bool,
+    /// The seqd database to import into.
+    #[allow(missing_docs)] // flattened: documented by its own fields
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+}
+
+impl fmt::Debug for ImportTinyidArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImportTinyidArgs")
+            .field(
+                "from",
+                &self
+                    .from
+                    .iter()
+                    .map(|u| crate::store::redact_url(u))
+                    .collect::<Vec<_>>(),
+            )
             .field("dry_run", &self.dry_run)
             .field("skip_invalid", &self.skip_invalid)
             .field("raise", &self.raise)

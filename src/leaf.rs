@@ -96,9 +96,11 @@ pub enum LeafError {
         /// The driver's message.
         detail: String,
     },
-    /// `leaf_alloc` could not be read (missing table, permissions, ...).
-    #[error("reading leaf_alloc from {url}: {detail}")]
+    /// A table could not be read (missing table, permissions, ...).
+    #[error("reading {table} from {url}: {detail}")]
     Read {
+        /// The table.
+        table: &'static str,
         /// The URL, password redacted.
         url: String,
         /// The driver's message.
@@ -112,49 +114,7 @@ type RawRow = (String, Option<i64>, Option<i64>, Option<String>);
 /// Reads every row of `leaf_alloc` from a `postgres://`, `postgresql://`,
 /// `mysql://` or `mariadb://` URL, ordered by `biz_tag`.
 pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
-    let shown = store::redact_url(url);
-    let dialect = Dialect::of_url(url).map_err(LeafError::Scheme)?;
-    let connect_err = |detail: String| LeafError::Connect {
-        url: shown.clone(),
-        detail,
-    };
-    let read_err = |e: sqlx::Error| LeafError::Read {
-        url: shown.clone(),
-        detail: e.to_string(),
-    };
-    let timed_out = || {
-        connect_err(format!(
-            "no connection within {}s",
-            CONNECT_TIMEOUT.as_secs()
-        ))
-    };
-    let raw: Vec<RawRow> = match dialect {
-        (Dialect::Postgres, url) => {
-            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&url))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| connect_err(e.to_string()))?;
-            let rows = sqlx::query_as(PG_SELECT)
-                .fetch_all(&mut conn)
-                .await
-                .map_err(read_err)?;
-            let _ = conn.close().await;
-            rows
-        }
-        (Dialect::Mysql, url) => {
-            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&url))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| connect_err(e.to_string()))?;
-            let rows = sqlx::query_as(MYSQL_SELECT)
-                .fetch_all(&mut conn)
-                .await
-                .map_err(read_err)?;
-            let _ = conn.close().await;
-            rows
-        }
-        (Dialect::Sqlite, _) => return Err(LeafError::Scheme("sqlite".into())),
-    };
+    let raw: Vec<RawRow> = query_all(url, "leaf_alloc", PG_SELECT, MYSQL_SELECT).await?;
     Ok(raw
         .into_iter()
         .map(|(biz_tag, max_id, step, description)| LeafRow {
@@ -164,6 +124,67 @@ pub async fn read_leaf_alloc(url: &str) -> Result<Vec<LeafRow>, LeafError> {
             description,
         })
         .collect())
+}
+
+/// Every row `pg` (on PostgreSQL) or `mysql` (on MySQL/MariaDB) selects
+/// from `table` at `url`, over one connection: how the imports read
+/// another system's tables.
+pub(crate) async fn query_all<R>(
+    url: &str,
+    table: &'static str,
+    pg: &'static str,
+    mysql: &'static str,
+) -> Result<Vec<R>, LeafError>
+where
+    R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::mysql::MySqlRow>
+        + Send
+        + Unpin,
+{
+    let shown = store::redact_url(url);
+    let dialect = Dialect::of_url(url).map_err(LeafError::Scheme)?;
+    let connect_err = |detail: String| LeafError::Connect {
+        url: shown.clone(),
+        detail,
+    };
+    let read_err = |e: sqlx::Error| LeafError::Read {
+        table,
+        url: shown.clone(),
+        detail: e.to_string(),
+    };
+    let timed_out = || {
+        connect_err(format!(
+            "no connection within {}s",
+            CONNECT_TIMEOUT.as_secs()
+        ))
+    };
+    match dialect {
+        (Dialect::Postgres, url) => {
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&url))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| connect_err(e.to_string()))?;
+            let rows = sqlx::query_as(pg)
+                .fetch_all(&mut conn)
+                .await
+                .map_err(read_err)?;
+            let _ = conn.close().await;
+            Ok(rows)
+        }
+        (Dialect::Mysql, url) => {
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&url))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| connect_err(e.to_string()))?;
+            let rows = sqlx::query_as(mysql)
+                .fetch_all(&mut conn)
+                .await
+                .map_err(read_err)?;
+            let _ = conn.close().await;
+            Ok(rows)
+        }
+        (Dialect::Sqlite, _) => Err(LeafError::Scheme("sqlite".into())),
+    }
 }
 
 /// The seqd sequence that continues a Leaf row (`start = leaf.max_id`), or why
@@ -411,7 +432,7 @@ fn judge_existing(row: &SequenceRow, leaf_max_id: i64, opts: ImportOptions) -> A
     if let Some(serial) = &row.serial {
         return Action::Conflict(format!(
             "already in seqd as a serial sequence (format {}): its own row hands out no IDs, \
-             so Leaf's IDs cannot continue in it. Rename the Leaf tag or the seqd sequence",
+             so the imported IDs cannot continue in it. Rename one of the two",
             serial.format
         ));
     }
@@ -492,10 +513,16 @@ async fn raise(store: &dyn Store, row: &SequenceRow, wanted: i64) -> Action {
 /// One line of the plan for an entry; `dry_run`: it was not written (a
 /// dry run, or a refused import), so it says what would be done.
 pub fn describe(entry: &Entry, dry_run: bool) -> String {
+    describe_from(entry, dry_run, &LEAF)
+}
+
+/// [`describe`] in the words of `source`.
+pub fn describe_from(entry: &Entry, dry_run: bool, source: &Source) -> String {
+    let system = source.system;
     let tag = &entry.biz_tag;
     match &entry.action {
         Action::Import(new) => format!(
-            "{:<8} {tag:<32} Leaf max_id {} step {} -> seqd max_id {}: next ID {}",
+            "{:<8} {tag:<32} {system} next ID {} step {} -> seqd max_id {}: next ID {}",
             if dry_run { "import?" } else { "import" },
             new.start,
             new.step,
@@ -503,8 +530,8 @@ pub fn describe(entry: &Entry, dry_run: bool) -> String {
             new.start
         ),
         a @ Action::Exists { seqd_max_id, leaf_max_id } if a.is_behind() => format!(
-            "{:<8} {tag:<32} already in seqd and BEHIND Leaf: seqd max_id {seqd_max_id} < Leaf max_id - 1 = {}; \
-             seqd could issue IDs Leaf issued. Rerun with --raise, or: UPDATE sequences SET max_id = {} \
+            "{:<8} {tag:<32} already in seqd and BEHIND {system}: seqd max_id {seqd_max_id} < {system}'s last ID {}; \
+             seqd could issue IDs {system} issued. Rerun with --raise, or: UPDATE sequences SET max_id = {} \
              WHERE name = '{tag}' AND max_id < {}",
             "skip",
             leaf_max_id - 1,
@@ -512,12 +539,12 @@ pub fn describe(entry: &Entry, dry_run: bool) -> String {
             leaf_max_id - 1
         ),
         Action::Exists { seqd_max_id, leaf_max_id } => format!(
-            "{:<8} {tag:<32} already in seqd (max_id {seqd_max_id}, at or above Leaf max_id - 1 = {})",
+            "{:<8} {tag:<32} already in seqd (max_id {seqd_max_id}, at or above {system}'s last ID {})",
             "skip",
             leaf_max_id - 1
         ),
         Action::Raised { from, to } => format!(
-            "{:<8} {tag:<32} already in seqd, behind Leaf: max_id {from} -> {}{to}",
+            "{:<8} {tag:<32} already in seqd, behind {system}: max_id {from} -> {}{to}",
             if dry_run { "raise?" } else { "raise" },
             if dry_run { "at least " } else { "" }
         ),
@@ -534,32 +561,69 @@ pub fn describe(entry: &Entry, dry_run: bool) -> String {
 /// refuses the import, a row is invalid (unless `--skip-invalid`) or a write
 /// failed.
 pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.db.urls().len() == 1,
-        "import-leaf writes into one database: import into a single database first, \
-         then make it stripe 1 of a set with `seqd stripes init`"
-    );
     let rows = read_leaf_alloc(&args.from).await?;
-    let target_url = args.db.url();
-    let shown = store::redact_url(&target_url);
+    let from = store::redact_url(&args.from);
     let opts = ImportOptions {
         dry_run: args.dry_run,
         raise: args.raise,
         max_step: args.db.max_step,
     };
+    let (_, problems) =
+        import_and_report(&rows, &args.db, opts, args.skip_invalid, &LEAF, &from).await?;
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(())
+}
+
+/// Where imported rows come from, for the report's words.
+pub struct Source {
+    /// The system (`Leaf`).
+    pub system: &'static str,
+    /// Its table (`leaf_alloc`).
+    pub table: &'static str,
+    /// What it calls a row's name (`tag`).
+    pub key: &'static str,
+}
+
+/// Leaf's words.
+pub const LEAF: Source = Source {
+    system: "Leaf",
+    table: "leaf_alloc",
+    key: "tag",
+};
+
+/// Plans and (unless a dry run or refused) writes `rows` into the seqd
+/// database of `db`, printing each row and the summary; answers the report
+/// and the problems that make the command fail (empty when none).
+pub(crate) async fn import_and_report(
+    rows: &[LeafRow],
+    db: &crate::config::DatabaseArgs,
+    opts: ImportOptions,
+    skip_invalid: bool,
+    source: &Source,
+    from: &str,
+) -> anyhow::Result<(Report, Vec<String>)> {
+    anyhow::ensure!(
+        db.urls().len() == 1,
+        "an import writes into one database: import into a single database first, \
+         then make it stripe 1 of a set with `seqd stripes init`"
+    );
+    let target_url = db.url();
+    let shown = store::redact_url(&target_url);
     println!(
-        "{} {} row(s) of leaf_alloc from {} into {shown}",
+        "{} {} row(s) of {} from {from} into {shown}",
         if opts.dry_run {
             "plan (dry run) for"
         } else {
             "importing"
         },
         rows.len(),
-        store::redact_url(&args.from)
+        source.table,
     );
 
     let target: Option<Arc<dyn Store>> = if opts.dry_run {
-        let options = store::StoreOptions::default().with_schema(args.db.schema_setup().schema);
+        let options = store::StoreOptions::default().with_schema(db.schema_setup().schema);
         let s = store::connect(&target_url, &options)
             .await
             .with_context(|| format!("connecting to {shown}"))?
@@ -572,17 +636,18 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
             }
         }
     } else {
-        Some(open_store(&args.db).await?)
+        Some(open_store(db).await?)
     };
-    let report = import(&rows, target.as_deref(), opts)
+    let report = import(rows, target.as_deref(), opts)
         .await
         .with_context(|| format!("reading seqd's sequences in {shown}"))?;
 
     for entry in &report.entries {
-        println!("{}", describe(entry, !report.written()));
+        println!("{}", describe_from(entry, !report.written(), source));
     }
     println!("{}", report.summary());
 
+    let Source { system, table, key } = source;
     let mut problems = Vec::new();
     if report.refused {
         problems.push(format!(
@@ -594,20 +659,20 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
     }
     if report.conflicts() > 0 {
         problems.push(format!(
-            "{} Leaf tag(s) name a serial sequence in seqd, which cannot continue Leaf's IDs",
+            "{} {system} {key}(s) name a serial sequence in seqd, which cannot continue {system}'s IDs",
             report.conflicts()
         ));
     }
-    if report.invalid() > 0 && !args.skip_invalid {
+    if report.invalid() > 0 && !skip_invalid {
         problems.push(format!(
-            "{} row(s) of leaf_alloc are not valid seqd sequences and were not imported \
+            "{} row(s) of {table} are not valid seqd sequences and were not imported \
              (rename or fix them, or pass --skip-invalid to accept this)",
             report.invalid()
         ));
     }
     if report.behind() > 0 {
         problems.push(format!(
-            "{} existing sequence(s) are behind Leaf and could issue IDs Leaf already issued \
+            "{} existing sequence(s) are behind {system} and could issue IDs {system} already issued \
              (rerun with --raise)",
             report.behind()
         ));
@@ -615,10 +680,7 @@ pub async fn run(args: &ImportLeafArgs) -> anyhow::Result<()> {
     if report.failed() > 0 {
         problems.push(format!("{} row(s) failed to import", report.failed()));
     }
-    if !problems.is_empty() {
-        bail!("{}", problems.join("; "));
-    }
-    Ok(())
+    Ok((report, problems))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub mod open;
 pub mod service;
 pub mod startup;
 pub mod stripes_cli;
+pub mod tinyid_import;
 pub mod tokens_cli;
 
 pub mod domain;

@@ -57,6 +57,7 @@ async fn run() -> anyhow::Result<()> {
         Some(Command::Migrate(db)) => tool(seqd::cli::migrate(db)).await,
         Some(Command::Sequences(cmd)) => tool(seqd::cli::sequences(cmd)).await,
         Some(Command::ImportLeaf(args)) => tool(seqd::leaf::run(args)).await,
+        Some(Command::ImportTinyid(args)) => tool(seqd::tinyid_import::run(args)).await,
         Some(Command::Stripes(cmd)) => tool(seqd::stripes_cli::run(cmd)).await,
         Some(Command::Tokens(cmd)) => tool(seqd::tokens_cli::run(cmd)).await,
     }
