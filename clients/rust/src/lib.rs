@@ -1,0 +1,13 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+mod buffer;
+mod client;
+mod error;
+mod transport;
+
+pub use client::{
+    Client, ClientBuilder, CloseSummary, Sequence, DEFAULT_MAX_BATCH, DEFAULT_PREFETCH_AT,
+    DEFAULT_RETRY_AFTER, DEFAULT_TIMEOUT,
+};
+pub use error::{Attempt, Error};
