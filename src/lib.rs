@@ -7,7 +7,7 @@
 //! tree is in `docs/code-tour.md`, the one description of the layout.
 //!
 //! - Doors: [`http`] (the API; `http/error.rs` maps errors to status codes
-//!   in one table), [`cli`], [`stripes_cli`] and [`leaf`] (the operators'
+//!   in one table), [`cli`], [`stripes_cli`], [`leaf`] and [`tinyid_import`] (the operators'
 //!   commands), wired by [`startup`] and [`config`]. A door translates its
 //!   protocol into calls of the service and its errors back; nothing else.
 //! - [`service`]: issuing and administering any sequence, its kind decided

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("leaf", 7),
     ("stripes_cli", 7),
     ("tokens_cli", 7),
+    ("tinyid_import", 7),
     ("startup", 8),
 ];
 
