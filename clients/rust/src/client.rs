@@ -1,14 +1,12 @@
 //! [`Client`], its builder and the [`Sequence`] handle.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-use arc_swap::ArcSwap;
 
 use crate::buffer::{Buffer, Shared};
 use crate::error::{check_name, Error};
+use crate::names::Names;
 use crate::transport::Transport;
 
 /// The default of [`ClientBuilder::timeout`].
@@ -19,9 +17,6 @@ pub const DEFAULT_PREFETCH_AT: f64 = 0.5;
 pub const DEFAULT_MAX_BATCH: usize = 1_000_000;
 /// The default of [`ClientBuilder::retry_after`].
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_millis(250);
-
-/// The sequences a client has drawn from, by name.
-type Map = HashMap<Box<str>, Arc<Buffer>, foldhash::fast::RandomState>;
 
 /// Builds a [`Client`]: [`Client::builder`].
 #[derive(Clone)]
@@ -166,8 +161,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 shared,
-                map: ArcSwap::from_pointee(Map::default()),
-                adding: Mutex::new(false),
+                names: Names::default(),
                 max_batch: self.max_batch,
             }),
         })
@@ -235,11 +229,8 @@ pub struct Client {
 
 struct Inner {
     shared: Arc<Shared>,
-    /// Read on every call without a lock; replaced whole when a sequence is
-    /// first used.
-    map: ArcSwap<Map>,
-    /// Serializes adding to the map; `true` once closed.
-    adding: Mutex<bool>,
+    /// The sequences by name: read on every call without a lock.
+    names: Names,
     max_batch: usize,
 }
 
@@ -247,7 +238,7 @@ impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("transport", &self.inner.shared.transport)
-            .field("sequences", &self.inner.map.load().len())
+            .field("sequences", &self.inner.names.len())
             .finish_non_exhaustive()
     }
 }
@@ -275,12 +266,9 @@ impl Client {
     /// no lock, no await); when it is used up, from the lease fetched ahead,
     /// or after waiting for the fetch in flight.
     pub async fn next(&self, name: &str) -> Result<i64, Error> {
-        {
-            let map = self.inner.map.load();
-            if let Some(buffer) = map.get(name) {
-                if let Some(id) = buffer.take_one() {
-                    return Ok(id);
-                }
+        if let Some(buffer) = self.inner.names.get(name) {
+            if let Some(id) = buffer.take_one() {
+                return Ok(id);
             }
         }
         self.buffer(name)?.next_slow().await
@@ -310,23 +298,17 @@ impl Client {
 
     /// The buffer of `name`, made on first use.
     fn buffer(&self, name: &str) -> Result<Arc<Buffer>, Error> {
-        if let Some(b) = self.inner.map.load().get(name) {
+        let names = &self.inner.names;
+        if let Some(b) = names.get(name) {
             return Ok(b.clone());
         }
         check_name(name)?;
-        let closed = self.inner.adding.lock().unwrap_or_else(|e| e.into_inner());
-        if *closed {
-            return Err(Error::Closed);
-        }
-        let map = self.inner.map.load();
-        if let Some(b) = map.get(name) {
-            return Ok(b.clone());
-        }
-        let buffer = Arc::new(Buffer::new(name, self.inner.shared.clone()));
-        let mut grown = Map::clone(&map);
-        grown.insert(name.into(), buffer.clone());
-        self.inner.map.store(Arc::new(grown));
-        Ok(buffer)
+        let shared = &self.inner.shared;
+        names
+            .get_or_insert(&mut names.adding(), name, || {
+                Buffer::new(name, shared.clone())
+            })
+            .ok_or(Error::Closed)
     }
 
     /// Closes the client: every sequence stops handing out IDs (calls then
@@ -341,13 +323,13 @@ impl Client {
     /// was reserved between them. What is refused stays unused (counted in
     /// [`CloseSummary::kept`]). A second close does nothing.
     pub async fn close(&self) -> CloseSummary {
-        let buffers: Vec<Arc<Buffer>> = {
-            let mut closed = self.inner.adding.lock().unwrap_or_else(|e| e.into_inner());
-            if *closed {
+        let buffers = {
+            let mut adding = self.inner.names.adding();
+            if adding.closed {
                 return CloseSummary::default();
             }
-            *closed = true;
-            self.inner.map.load().values().cloned().collect()
+            adding.closed = true;
+            self.inner.names.all()
         };
         let mut summary = CloseSummary::default();
         for buffer in buffers {

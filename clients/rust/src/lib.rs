@@ -4,6 +4,7 @@
 mod buffer;
 mod client;
 mod error;
+mod names;
 mod transport;
 
 pub use client::{
