@@ -82,7 +82,10 @@ async fn three_clients_two_instances_a_kill_and_a_cut(db: TestDb) {
         );
         let drawn = Arc::new(AtomicU64::new(0));
         for _ in 0..3 {
-            tasks.push((i, tokio::spawn(draw(client.clone(), stop.clone(), drawn.clone()))));
+            tasks.push((
+                i,
+                tokio::spawn(draw(client.clone(), stop.clone(), drawn.clone())),
+            ));
         }
         clients.push(client);
         counters.push(drawn);

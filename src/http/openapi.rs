@@ -89,7 +89,6 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         tinyid::TinyidSegmentDoc,
         tinyid::TinyidSegmentAnswerDoc,
         tinyid::TinyidIdsAnswerDoc,
-        tinyid::TinyidForm,
         sequences::SequenceDoc,
         sequences::SequenceListDoc,
         sequences::BufferDoc,

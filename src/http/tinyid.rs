@@ -393,16 +393,17 @@ pub struct TinyidIdsAnswerDoc {
     pub message: String,
 }
 
-/// What every route reads: the parameters as a form body (the query's win).
-#[derive(Debug, serde::Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TinyidForm {
-    /// The sequence.
-    pub biz_type: Option<String>,
-    /// A client token (`--client-auth on`).
-    pub token: Option<String>,
-    /// How many IDs (`nextId` routes), 1 to 100,000; 1 when not given.
-    pub batch_size: Option<String>,
+/// A request's body, bounded as every body is, read as a form by
+/// [`Params::read`]; its own type so that the OpenAPI document does not
+/// describe it as a second, binary body.
+pub struct RawForm(Bytes);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for RawForm {
+    type Rejection = <Bytes as axum::extract::FromRequest<S>>::Rejection;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state).await.map(RawForm)
+    }
 }
 
 /// The error answers of the JSON routes: Tinyid's shape.
@@ -435,15 +436,15 @@ macro_rules! tinyid_route {
         #[utoipa::path(
             method(get, post), path = $path, operation_id = $id, tag = "tinyid", summary = $summary,
             description = "Tinyid's route under `--tinyid-prefix` (default `/tinyid`, shown). `bizType`, `token` \
-                           and `batchSize` from the query string or a form body (the query's win); an empty \
+                           and `batchSize` from the query string or an `application/x-www-form-urlencoded` body \
+                           (the query's win; not described here as a body, being the same fields); an empty \
                            POST is read as no parameters. Errors keep a real status: the Simple routes answer \
                            no body, the others Tinyid's JSON (code 5: the token, 6: the rest).",
             params(
-                ("bizType" = Option<String>, Query, description = "The sequence (required, here or in the body)", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
-                ("token" = Option<String>, Query, description = "A client token (`--client-auth on`; or `Authorization: Bearer`)"),
-                ("batchSize" = Option<String>, Query, description = "How many IDs, 1 to 100,000 (`nextId` routes; default 1)", example = "10"),
+                ("bizType" = String, Query, description = "The sequence (or in a form body)", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
+                ("token" = Option<String>, Query, description = "A client token (`--client-auth on`; or `Authorization: Bearer`; or in a form body)"),
+                ("batchSize" = Option<u32>, Query, description = "How many IDs, 1 to 100,000 (`nextId` routes; default 1; or in a form body)", minimum = 1, maximum = 100000, example = 10),
             ),
-            request_body(content = Option<TinyidForm>, content_type = "application/x-www-form-urlencoded"),
             responses($ok, $($err),+)
         )]
         #[doc = concat!("`", $path, "`: ", $summary, ".")]
@@ -452,7 +453,7 @@ macro_rules! tinyid_route {
             who: Who,
             RawQuery(q): RawQuery,
             headers: HeaderMap,
-            body: Bytes,
+            RawForm(body): RawForm,
         ) -> Response {
             serve(st, $route, who, q, headers, body).await
         }
