@@ -394,7 +394,7 @@ pub struct TinyidIdsAnswerDoc {
 }
 
 /// A request's body, bounded as every body is, read as a form by
-/// [`Params::read`]; its own type so that the OpenAPI document does not
+/// `Params::read`; its own type so that the OpenAPI document does not
 /// describe it as a second, binary body.
 pub struct RawForm(Bytes);
 
