@@ -504,6 +504,17 @@ pub struct ServeArgs {
     #[arg(long, env = "SEQD_TINYID_PREFIX", default_value = crate::http::tinyid::DEFAULT_PREFIX,
         value_parser = crate::http::tinyid::parse_prefix)]
     pub tinyid_prefix: String,
+    /// Address of the RESP listener (Redis clients: `INCR name`, `INCRBY
+    /// name n`, `SEQD.NEXT`, `SEQD.BATCH`); off when not set.
+    #[arg(long, env = "SEQD_RESP_LISTEN")]
+    pub resp_listen: Option<String>,
+    /// A RESP connection with no command for this long is closed.
+    #[arg(long, env = "SEQD_RESP_IDLE_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub resp_idle_timeout: Duration,
+    /// Most open RESP connections; one more is answered `-ERR max number of
+    /// clients reached` and closed.
+    #[arg(long, env = "SEQD_RESP_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub resp_max_connections: usize,
     /// How long a segment should last at the measured rate.
     #[arg(long, env = "SEQD_SEGMENT_TARGET", default_value = "10m", value_parser = humantime::parse_duration)]
     pub segment_target: Duration,
@@ -516,8 +527,8 @@ pub struct ServeArgs {
     /// Most requests in flight at once; beyond it requests are shed with 503 `overloaded`.
     #[arg(long, env = "SEQD_MAX_CONCURRENCY", default_value_t = 10_000)]
     pub max_concurrency: usize,
-    /// Longest a client may take to send a request head, from its first byte;
-    /// slower clients are disconnected.
+    /// Longest a client may take to send a request head (a RESP command),
+    /// from its first byte; slower clients are disconnected.
     #[arg(long, env = "SEQD_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
     /// A connection with no byte read or written for this long (an idle

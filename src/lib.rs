@@ -7,7 +7,8 @@
 //! tree is in `docs/code-tour.md`, the one description of the layout.
 //!
 //! - Doors: [`http`] (the API; `http/error.rs` maps errors to status codes
-//!   in one table), [`cli`], [`stripes_cli`], [`leaf`] and [`tinyid_import`] (the operators'
+//!   in one table), [`resp`] (Redis clients; `resp/command.rs` maps errors to
+//!   RESP codes in one table), [`cli`], [`stripes_cli`], [`leaf`] and [`tinyid_import`] (the operators'
 //!   commands), wired by [`startup`] and [`config`]. A door translates its
 //!   protocol into calls of the service and its errors back; nothing else.
 //! - [`service`]: issuing and administering any sequence, its kind decided
@@ -34,6 +35,7 @@ pub mod http;
 pub mod leaf;
 pub mod log_throttle;
 pub mod open;
+pub mod resp;
 pub mod service;
 pub mod startup;
 pub mod stripes_cli;

@@ -16,7 +16,8 @@ use crate::store::{self, Store, WorkerLeases};
 /// Serves the API on `listener` from `store` (and snowflake IDs with
 /// worker IDs leased in `leases`, which [`Database::leases`](store::Database::leases) gives over the
 /// store's pool) until `shutdown` resolves, then lets in-flight requests
-/// finish for at most `settings.shutdown_timeout`.
+/// finish for at most `settings.shutdown_timeout`. With
+/// `settings.resp_listen`, the RESP door is bound and served too.
 pub async fn run(
     listener: TcpListener,
     store: Arc<dyn Store>,
@@ -24,7 +25,30 @@ pub async fn run(
     settings: &Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let resp = match &settings.resp_listen {
+        Some(a) => {
+            let l = TcpListener::bind(a)
+                .await
+                .with_context(|| format!("binding the RESP listener {a}"))?;
+            Some(l)
+        }
+        None => None,
+    };
+    run_with_resp(listener, resp, store, leases, settings, shutdown).await
+}
+
+/// [`run`] with the RESP listener bound by the caller (`None`: no RESP
+/// door, whatever `settings.resp_listen` says).
+pub async fn run_with_resp(
+    listener: TcpListener,
+    resp: Option<TcpListener>,
+    store: Arc<dyn Store>,
+    leases: Option<Arc<dyn WorkerLeases>>,
+    settings: &Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    let resp_addr = resp.as_ref().map(|l| l.local_addr()).transpose()?;
     // Validates the snowflake layout first: an unusable one is a start-up error.
     let snowflake = crate::snowflake::start(&settings.snowflake, leases)?;
     let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
@@ -38,6 +62,7 @@ pub async fn run(
             .collect::<Vec<_>>()
             .join(" "),
         listen = %addr,
+        resp_listen = resp_addr.map(|a| a.to_string()),
         admin_auth = admin.describe(),
         client_auth = ?settings.client_auth,
         "seqd started"
@@ -47,7 +72,8 @@ pub async fn run(
             "no admin token set: admin calls are open to anyone on this host (loopback listener)"
         );
     }
-    if settings.client_auth == ClientAuth::Off && !addr.ip().is_loopback() {
+    let exposed = !addr.ip().is_loopback() || resp_addr.is_some_and(|a| !a.ip().is_loopback());
+    if settings.client_auth == ClientAuth::Off && exposed {
         tracing::warn!(
             "--client-auth off: anyone who reaches this port may draw IDs from and list every sequence"
         );
@@ -63,6 +89,7 @@ pub async fn run(
     // with the service.
     service.start_token_refresh().await;
     let allocator = service.allocator().clone();
+    let resp_service = service.clone();
     // Settings changed elsewhere reach this instance; the task ends with
     // the router (which holds the serials).
     crate::serial::refresh::spawn(service.serials(), settings.settings_refresh);
@@ -74,14 +101,28 @@ pub async fn run(
     let app = router_with(state, &settings.limits, &settings.tinyid_prefix);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = crate::http::serve::serve(listener, app, settings.connections, async move {
+    let resp_server = {
+        let (service, limits, stop) = (resp_service, settings.resp, stop_rx.clone());
+        async move {
+            match resp {
+                Some(l) => crate::resp::serve(l, service, limits, stop).await,
+                None => Ok(()),
+            }
+        }
+    };
+    let http_server = crate::http::serve::serve(listener, app, settings.connections, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests");
         let _ = stop_tx.send(true);
     });
+    let servers = async {
+        let (h, r) = tokio::join!(http_server, resp_server);
+        h.context("serving HTTP")?;
+        r.context("serving RESP")
+    };
     let bound = settings.shutdown_timeout;
     tokio::select! {
-        r = server => r.context("serving HTTP")?,
+        r = servers => r?,
         _ = async {
             let _ = stop_rx.wait_for(|stopped| *stopped).await;
             tokio::time::sleep(bound).await;

@@ -672,3 +672,66 @@ async fn give_back_after_a_switch_to_global_and_back_gives_nothing() {
     assert_eq!(report.ids, 0);
     assert_eq!(store.max_id("s"), Some(30), "11..=20 stay taken");
 }
+
+/// Runs (`Allocator::run`, what `INCRBY` draws): 8 tasks drawing runs of 37
+/// from segments of 100, next to single IDs: every run is 37 consecutive
+/// IDs from one segment, no ID is handed out twice, each task's IDs
+/// increase; a segment's rest too short for a run stays unused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_come_whole_from_one_segment_in_order() {
+    let store = memory_with("runs", 0, 100);
+    let alloc = fixed(&store, config());
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let alloc = alloc.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..200 {
+                if t % 4 == 0 {
+                    ids.push(alloc.next(&name("runs")).await.unwrap());
+                    continue;
+                }
+                let run = alloc
+                    .run(&name("runs"), Count::new(37).unwrap())
+                    .await
+                    .unwrap();
+                assert_eq!(run.len(), 37);
+                // One segment of 100 from 1: never across a boundary.
+                assert_eq!((run.first - 1) / 100, (run.last - 1) / 100, "{run:?}");
+                ids.extend(run.iter());
+            }
+            ids
+        }));
+    }
+    let mut all = HashSet::new();
+    for t in tasks {
+        let ids = t.await.unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        for id in ids {
+            assert!(all.insert(id), "{id} twice");
+        }
+    }
+    assert_eq!(all.len(), 2 * 200 + 6 * 200 * 37);
+}
+
+/// A run longer than the segments is refused, and the sequence still serves.
+#[tokio::test]
+async fn a_run_longer_than_the_segments_is_refused() {
+    let store = memory_with("short", 0, 10);
+    let alloc = fixed(&store, config());
+    assert_eq!(alloc.next(&name("short")).await.unwrap(), 1);
+    let err = alloc
+        .run(&name("short"), Count::new(20).unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, AllocError::RunTooLong { segment: 10 }),
+        "{err:?}"
+    );
+    let run = alloc
+        .run(&name("short"), Count::new(10).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(run.len(), 10);
+    assert!(alloc.next(&name("short")).await.unwrap() > run.last);
+}

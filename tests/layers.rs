@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("snowflake", 3),
     ("service", 4),
     ("http", 5),
+    ("resp", 5),
     ("config", 6),
     ("open", 6),
     ("cli", 7),

@@ -7,6 +7,7 @@ use super::{Secret, ServeArgs};
 use crate::allocator::AllocatorConfig;
 use crate::http::limits::Limits;
 use crate::http::serve::ConnLimits;
+use crate::resp::RespLimits;
 use crate::service::ClientAuth;
 use crate::store::migrator::SchemaSetup;
 use crate::store::{self, StoreOptions};
@@ -46,6 +47,10 @@ pub struct Settings {
     pub max_lease: i64,
     /// Where Tinyid's routes are served (`--tinyid-prefix`).
     pub tinyid_prefix: String,
+    /// Where the RESP door listens (`--resp-listen`); off when `None`.
+    pub resp_listen: Option<String>,
+    /// The RESP door's caps and deadlines.
+    pub resp: RespLimits,
 }
 
 impl std::fmt::Debug for Settings {
@@ -57,6 +62,8 @@ impl std::fmt::Debug for Settings {
             client_auth,
             max_lease,
             tinyid_prefix,
+            resp_listen,
+            resp,
             allocator,
             shutdown_timeout,
             snowflake,
@@ -79,6 +86,8 @@ impl std::fmt::Debug for Settings {
             .field("client_auth", client_auth)
             .field("max_lease", max_lease)
             .field("tinyid_prefix", tinyid_prefix)
+            .field("resp_listen", resp_listen)
+            .field("resp", resp)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
             .field("snowflake", snowflake)
@@ -101,6 +110,8 @@ impl Settings {
             client_auth: ClientAuth::Off,
             max_lease: crate::service::lease::DEFAULT_MAX_LEASE,
             tinyid_prefix: crate::http::tinyid::DEFAULT_PREFIX.to_owned(),
+            resp_listen: None,
+            resp: RespLimits::default(),
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -121,6 +132,13 @@ impl Settings {
             client_auth: args.client_auth,
             max_lease: args.max_lease,
             tinyid_prefix: args.tinyid_prefix.clone(),
+            resp_listen: args.resp_listen.clone(),
+            resp: RespLimits {
+                frame: crate::resp::FrameLimits::default(),
+                frame_timeout: args.header_read_timeout,
+                idle_timeout: args.resp_idle_timeout,
+                max_connections: args.resp_max_connections.max(1),
+            },
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,

@@ -318,6 +318,29 @@ impl Access {
         }
     }
 
+    /// Whether `token` is one this instance would accept for some call (the
+    /// admin token, or a client token neither expired nor revoked): what
+    /// RESP `AUTH` checks before the connection keeps the token. Under
+    /// `--client-auth off` every call is open, and any token passes.
+    pub fn authenticate(&self, token: &[u8]) -> Result<(), ServiceError> {
+        let inner = &*self.inner;
+        if inner.client_auth == ClientAuth::Off || self.is_admin_token(token) {
+            return Ok(());
+        }
+        match self.find(token) {
+            Some(entry) if entry.record.expires_at.is_none_or(|e| Utc::now() < e) => Ok(()),
+            Some(_) => Err(ServiceError::Unauthorized(
+                "unknown, expired or revoked token",
+            )),
+            None => {
+                self.nudge();
+                Err(ServiceError::Unauthorized(
+                    "unknown, expired or revoked token",
+                ))
+            }
+        }
+    }
+
     fn admin_call(&self, presented: Presented<'_>) -> Result<Caller, ServiceError> {
         match &self.inner.admin {
             AdminAuth::OpenOnLoopback if presented.local => Ok(Caller::Admin),

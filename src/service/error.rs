@@ -85,6 +85,10 @@ impl ServiceError {
                 );
                 ServiceError::Internal
             }
+            AllocError::RunTooLong { segment } => ServiceError::InvalidRequest(format!(
+                "sequence '{name}' is served in segments of {segment} IDs, too short for a run of \
+                 that many consecutive IDs; give it a larger step (PATCH /v1/sequences/{name})"
+            )),
             AllocError::Unavailable { storage_failing } => {
                 throttled!(
                     warn,

@@ -11,7 +11,7 @@
 //! within the same call is answered `unavailable`, never looped on.
 
 use super::{Presented, Service, ServiceError, Want};
-use crate::allocator::{AllocError, Batch};
+use crate::allocator::{AllocError, Batch, IdRange};
 use crate::domain::{Count, SeqNameRef};
 use crate::serial::{IssueError, Issued};
 
@@ -79,6 +79,28 @@ impl Service {
         Ok(one)
     }
 
+    /// The next ID of plain (or global) sequence `name` as an integer, for
+    /// a caller who presented `who`: what Redis's `INCR` answers. A serial
+    /// sequence is refused [`ServiceError::NotLeasable`] before anything is
+    /// drawn.
+    pub async fn next_id<'n>(
+        &self,
+        who: Presented<'_>,
+        name: impl Into<SeqNameRef<'n>>,
+    ) -> Result<i64, ServiceError> {
+        let name = name.into();
+        let caller = self.access.authorize(who, Want::Draw(name))?;
+        let id = match self.allocator.next(name).await {
+            Ok(id) => id,
+            Err(AllocError::Serial) => {
+                return Err(ServiceError::NotLeasable(name.to_owned(), "serial"))
+            }
+            Err(e) => return Err(ServiceError::from_alloc(name, e)),
+        };
+        caller.drew(&self.access, 1);
+        Ok(id)
+    }
+
     /// `count` IDs of `name`, strictly increasing (serial numbers for a
     /// serial sequence, all of one period), for a caller who presented `who`.
     pub async fn batch<'n>(
@@ -130,6 +152,32 @@ impl Service {
         }
         caller.drew(&self.access, u64::from(total));
         Ok(parts)
+    }
+
+    /// `count` consecutive IDs of plain (or global) sequence `name` as one
+    /// run, for a caller who presented `who`: what Redis's `INCRBY` promises
+    /// (the caller owns `[r - count + 1, r]`), from one segment in the
+    /// instance's order ([`crate::allocator::Allocator::run`]). A serial
+    /// sequence is refused [`ServiceError::NotLeasable`] before anything is
+    /// drawn; one whose segments are shorter than `count` is answered
+    /// [`ServiceError::InvalidRequest`].
+    pub async fn consecutive<'n>(
+        &self,
+        who: Presented<'_>,
+        name: impl Into<SeqNameRef<'n>>,
+        count: Count,
+    ) -> Result<IdRange, ServiceError> {
+        let name = name.into();
+        let caller = self.access.authorize(who, Want::Draw(name))?;
+        let run = match self.allocator.run(name, count).await {
+            Ok(run) => run,
+            Err(AllocError::Serial) => {
+                return Err(ServiceError::NotLeasable(name.to_owned(), "serial"))
+            }
+            Err(e) => return Err(ServiceError::from_alloc(name, e)),
+        };
+        caller.drew(&self.access, u64::from(count.get()));
+        Ok(run)
     }
 
     async fn next_of(&self, name: SeqNameRef<'_>) -> Result<One, ServiceError> {

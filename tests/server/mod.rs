@@ -21,6 +21,9 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    /// The RESP listener's `127.0.0.1:PORT`, when the settings asked for
+    /// one (`resp_listen`: any value; a port of its own is bound).
+    pub resp: Option<String>,
     /// The store it serves from (for direct checks).
     pub store: Arc<dyn Store>,
     /// A client with short timeouts.
@@ -64,10 +67,22 @@ impl TestServer {
         leases: Option<Arc<dyn WorkerLeases>>,
     ) -> TestServer {
         let served = store.clone();
-        Self::spawn(store, move |listener, stop| async move {
-            startup::run(listener, served, leases, &settings, stop).await
+        // A RESP door asked for is bound here, on a port of its own.
+        let resp = match settings.resp_listen {
+            Some(_) => Some(
+                tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind RESP"),
+            ),
+            None => None,
+        };
+        let resp_addr = resp.as_ref().map(|l| l.local_addr().unwrap().to_string());
+        let mut server = Self::spawn(store, move |listener, stop| async move {
+            startup::run_with_resp(listener, resp, served, leases, &settings, stop).await
         })
-        .await
+        .await;
+        server.resp = resp_addr;
+        server
     }
 
     /// Serves an application built by the test (a state no [`Settings`]
@@ -101,6 +116,7 @@ impl TestServer {
         TestServer {
             addr,
             base: format!("http://{addr}"),
+            resp: None,
             store,
             http,
             stop: Some(tx),
@@ -339,6 +355,9 @@ pub struct Process {
     child: tokio::process::Child,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    /// The RESP listener's `127.0.0.1:PORT`, when started with
+    /// `--resp-listen` (read from the start-up log line).
+    pub resp: Option<String>,
     /// The child's process id.
     pub pid: u32,
     /// Its log lines (JSON) read so far, but the start-up line.
@@ -401,13 +420,16 @@ impl Process {
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         // The lines before the start-up line are kept too (start-up warnings).
         let mut before = Vec::new();
-        let addr = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let (addr, resp) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
                     continue;
                 };
                 if let Some(listen) = v["listen"].as_str() {
-                    return listen.to_string();
+                    return (
+                        listen.to_string(),
+                        v["resp_listen"].as_str().map(str::to_owned),
+                    );
                 }
                 before.push(line);
             }
@@ -431,6 +453,7 @@ impl Process {
         Process {
             child,
             base: format!("http://{addr}"),
+            resp,
             pid,
             logs,
         }

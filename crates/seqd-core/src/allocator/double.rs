@@ -54,6 +54,26 @@ struct Slow {
     retired: u64,
 }
 
+/// What [`DoubleBuffer::take_run`] achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    /// The run, and whether its claim passed the segment's prefetch mark.
+    Got {
+        /// The IDs, `n` of them.
+        run: IdRange,
+        /// True when the claim moved the cursor past the prefetch mark.
+        past_prefetch_mark: bool,
+    },
+    /// Both segments ran dry first: a fetch is needed.
+    Dry,
+    /// The next segment holds fewer than `n` IDs: no segment of this
+    /// length can serve the run.
+    TooShort {
+        /// The next segment's length.
+        len: u64,
+    },
+}
+
 /// What [`DoubleBuffer::take`] achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
@@ -162,6 +182,65 @@ impl DoubleBuffer {
                     past_prefetch_mark,
                 };
             }
+        }
+    }
+
+    /// Claims `n` consecutive IDs from one segment: from the current one
+    /// when it still holds `n`; otherwise what is left of it is claimed and
+    /// left unused (a gap, as a sealed segment's rest) and the next segment
+    /// made current, as often as needed. The same compare-and-swap on the
+    /// cursor as [`DoubleBuffer::take_fast`], with a stricter condition: it
+    /// moves the cursor by exactly `n` or to `end`, never past it.
+    pub fn take_run(&self, n: u64) -> Run {
+        let mut c = self.cursor.load(Ordering::Relaxed);
+        loop {
+            let end = self.end.load(Ordering::Acquire);
+            let (to, whole) = if c < end && end - c >= n {
+                (c + n, true)
+            } else if c < end {
+                (end, false)
+            } else {
+                match self.switch_for_run(n) {
+                    Some(run) => return run,
+                    None => {
+                        c = self.cursor.load(Ordering::Relaxed);
+                        continue;
+                    }
+                }
+            };
+            match self
+                .cursor
+                .compare_exchange_weak(c, to, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) if whole => {
+                    let first = c as i64;
+                    return Run::Got {
+                        run: IdRange {
+                            first,
+                            last: first + (n as i64 - 1),
+                        },
+                        past_prefetch_mark: to > self.prefetch_at.load(Ordering::Relaxed),
+                    };
+                }
+                Ok(_) => c = to,
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// The current segment is used up: makes the next one current. `None`
+    /// to look again (switched, or someone else did); a [`Run`] to end
+    /// with when there is no next segment or it is shorter than `n`.
+    fn switch_for_run(&self, n: u64) -> Option<Run> {
+        if let Some(seg) = self.next() {
+            if seg.len() < n {
+                return Some(Run::TooShort { len: seg.len() });
+            }
+        }
+        if self.try_switch() {
+            None
+        } else {
+            Some(Run::Dry)
         }
     }
 
@@ -293,6 +372,35 @@ mod tests {
         assert_eq!(b.take_fast(5).range, run(14, 15));
         assert_eq!(b.take_fast(1).range, None);
         assert_eq!(b.counts(), (5, 0));
+    }
+
+    #[test]
+    fn take_run_takes_n_from_one_segment_and_leaves_a_short_rest_unused() {
+        let b = DoubleBuffer::new(Segment::new(1, 10, 0.1));
+        let got = |r: Run| match r {
+            Run::Got { run, .. } => Some(run),
+            _ => None,
+        };
+        assert_eq!(got(b.take_run(4)), run(1, 4));
+        assert_eq!(got(b.take_run(4)), run(5, 8));
+        // 9 and 10 cannot hold 4: left unused, and no next segment yet.
+        assert_eq!(b.take_run(4), Run::Dry);
+        assert_eq!(b.take_fast(1).range, None);
+        b.install_next(Segment::new(21, 10, 0.1)).unwrap();
+        assert_eq!(got(b.take_run(4)), run(21, 24));
+        // A next segment shorter than the run is reported, not switched to.
+        assert_eq!(got(b.take_run(6)), run(25, 30));
+        b.install_next(Segment::new(41, 3, 0.1)).unwrap();
+        assert_eq!(b.take_run(4), Run::TooShort { len: 3 });
+        let mut out = Vec::new();
+        assert_eq!(b.take(3, &mut out).missing, 0);
+        assert_eq!(
+            out,
+            vec![IdRange {
+                first: 41,
+                last: 43
+            }]
+        );
     }
 
     #[test]

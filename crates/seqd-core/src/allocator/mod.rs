@@ -148,6 +148,13 @@ pub enum AllocError {
     /// periods, served by seqd's serial numbers (`seqd::serial::Serials`), not by this call.
     #[error("sequence issues serial numbers")]
     Serial,
+    /// A run asked of [`Allocator::run`] is longer than the segments
+    /// this instance fetches of the sequence.
+    #[error("a run longer than the sequence's segments ({segment} IDs)")]
+    RunTooLong {
+        /// The length of the segment that could not hold the run.
+        segment: u64,
+    },
     /// Both segments are empty and no new one arrived within the wait timeout.
     #[error("no IDs available in time (storage failing: {storage_failing})")]
     Unavailable {
@@ -341,6 +348,36 @@ impl Allocator {
         self.take_into(name.into(), u64::from(count.get()), &mut ranges)
             .await?;
         Ok(Batch { ranges })
+    }
+
+    /// `count` consecutive IDs of `name` as one run, from one segment: the
+    /// rest of a segment too short for it stays unused (a gap). In the
+    /// instance's order, as every draw. [`AllocError::RunTooLong`] when the
+    /// sequence's segments are shorter than `count`.
+    pub async fn run<'n>(
+        &self,
+        name: impl Into<SeqNameRef<'n>>,
+        count: Count,
+    ) -> Result<IdRange, AllocError> {
+        let name = name.into();
+        let n = u64::from(count.get());
+        if let Some(buf) = self.inner.live.get(name.as_str()) {
+            return buf.take_run(n).await;
+        }
+        // Not served here yet: the first draw loads it; when that draw is
+        // not one run, its IDs stay unused and the run comes from the
+        // loaded buffer.
+        let mut first = Vec::with_capacity(1);
+        self.take_cold(name, n, None, &mut first).await?;
+        if let [run] = first[..] {
+            return Ok(run);
+        }
+        match self.inner.live.get(name.as_str()) {
+            Some(buf) => buf.take_run(n).await,
+            None => Err(AllocError::Unavailable {
+                storage_failing: false,
+            }),
+        }
     }
 
     /// Claims `n` IDs of `name` and appends their runs to `out`.

@@ -19,7 +19,7 @@ mod view;
 use tasks::*;
 pub use view::{BufferSnapshot, SegmentView, SeqStats};
 
-use super::double::DoubleBuffer;
+use super::double::{DoubleBuffer, Run};
 use super::failure::FetchFailure;
 use super::segment::{IdRange, Segment};
 use super::step::StepInput;
@@ -340,6 +340,54 @@ impl SeqBuffer {
             self.take_slow(remaining, out).await?;
         }
         Ok(())
+    }
+
+    /// Claims `n` consecutive IDs as one run (docs/design.md, "Runs"): from
+    /// one segment, the rest of a segment too short for it left unused,
+    /// waiting for fetches as [`SeqBuffer::take`] does. A global sequence's
+    /// draw is one run already. [`AllocError::RunTooLong`] when the
+    /// segments fetched are shorter than `n`.
+    pub(super) async fn take_run(self: &Arc<Self>, n: u64) -> Result<IdRange, AllocError> {
+        let deadline = tokio::time::Instant::now() + self.shared.config.wait_timeout;
+        let mut counted_wait = false;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            if self.serial.load(Ordering::Acquire) {
+                return Err(AllocError::Serial);
+            }
+            if self.global.load(Ordering::Acquire) {
+                let mut out = Vec::with_capacity(1);
+                self.take_global(n, &mut out).await?;
+                return out.pop().ok_or(AllocError::Unavailable {
+                    storage_failing: false,
+                });
+            }
+            match self.segments.take_run(n) {
+                Run::Got {
+                    run,
+                    past_prefetch_mark,
+                } => {
+                    if past_prefetch_mark {
+                        self.maybe_prefetch();
+                    }
+                    return Ok(run);
+                }
+                Run::TooShort { len } => return Err(AllocError::RunTooLong { segment: len }),
+                Run::Dry => {}
+            }
+            if let Some(t) = self.live_terminal() {
+                return Err(match t {
+                    Terminal::NotFound => AllocError::NotFound,
+                    Terminal::Exhausted => AllocError::Exhausted,
+                });
+            }
+            self.start_fetch();
+            self.wait_for_fetch(notified, deadline, &mut counted_wait)
+                .await?;
+        }
     }
 
     /// [`SeqBuffer::take`] for any buffer: a counter with a capacity is

@@ -1,0 +1,247 @@
+//! The RESP door: Redis clients draw IDs with `INCR`, `INCRBY`,
+//! `SEQD.NEXT` and `SEQD.BATCH` (`--resp-listen`; docs/design.md, "The
+//! RESP door"). Each command is a call of the same service as HTTP.
+//!
+//! - [`frame`]: commands read off the buffer, the caps checked on headers.
+//! - [`reply`]: RESP2 and RESP3 replies.
+//! - [`command`]: the commands and the one table of their errors.
+//!
+//! A connection reads what the socket has, answers every complete command
+//! in it in order, and writes those replies with one write (pipelining).
+//! The edge rules of HTTP hold here too: at most `max_connections` open
+//! (one more is answered `-ERR max number of clients reached` and closed),
+//! a partial command must complete within `frame_timeout`, an idle
+//! connection is closed after `idle_timeout`, and a frame that breaks the
+//! protocol or a cap is answered with an error and the connection closed.
+//! A command's own error leaves the connection serving.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
+
+use crate::service::Service;
+
+pub mod command;
+pub mod frame;
+pub mod reply;
+
+pub use command::Door;
+pub use frame::FrameLimits;
+
+/// The RESP listener's limits. See `seqd serve --help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RespLimits {
+    /// Caps of one command.
+    pub frame: FrameLimits,
+    /// Longest a partial command may wait for its remaining bytes.
+    pub frame_timeout: Duration,
+    /// A connection with no command for this long is closed.
+    pub idle_timeout: Duration,
+    /// Most open connections.
+    pub max_connections: usize,
+}
+
+impl Default for RespLimits {
+    fn default() -> Self {
+        RespLimits {
+            frame: FrameLimits::default(),
+            frame_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(300),
+            max_connections: 10_000,
+        }
+    }
+}
+
+/// Serves RESP on `listener` until `stop` turns true, then lets each
+/// connection finish the commands it has read and closes it; returns when
+/// every connection is closed.
+pub async fn serve(
+    listener: TcpListener,
+    service: Service,
+    limits: RespLimits,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    describe_metrics();
+    let door = Arc::new(Door::new(service));
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors and the like: wait, never spin.
+                    tracing::warn!(error = %e, "accepting a RESP connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            closed("max_connections");
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        let (door, stop) = (door.clone(), stop.clone());
+        tokio::spawn(async move {
+            door.connections.fetch_add(1, Ordering::Relaxed);
+            metrics::gauge!(command::CONNECTIONS_METRIC).increment(1.0);
+            connection(stream, &door, &limits, stop).await;
+            door.connections.fetch_sub(1, Ordering::Relaxed);
+            metrics::gauge!(command::CONNECTIONS_METRIC).decrement(1.0);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    // Every permit back: every connection closed.
+    let _ = permits.acquire_many(limits.max_connections as u32).await;
+    Ok(())
+}
+
+/// Resolves once `stop` is true (holding no borrow of it).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// One connection past the cap: told so, as Redis tells it, and closed.
+async fn refuse(mut stream: TcpStream) {
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        stream.write_all(b"-ERR max number of clients reached\r\n"),
+    )
+    .await;
+}
+
+fn closed(reason: &'static str) {
+    metrics::counter!(command::CLOSED_METRIC, "reason" => reason).increment(1);
+}
+
+fn describe_metrics() {
+    metrics::describe_counter!(
+        command::COMMANDS_METRIC,
+        "RESP commands answered, by command and outcome (ok or the error code)."
+    );
+    metrics::describe_gauge!(command::CONNECTIONS_METRIC, "Open RESP connections.");
+    metrics::describe_counter!(
+        command::CLOSED_METRIC,
+        "RESP connections seqd closed, by reason (idle, slow_frame, protocol, max_connections, shutdown)."
+    );
+}
+
+/// Bytes read from the socket at a time (more when a command is larger).
+const READ_CHUNK: usize = 16 * 1024;
+
+async fn connection(
+    mut stream: TcpStream,
+    door: &Door,
+    limits: &RespLimits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut session = door.session();
+    let mut out = reply::Out::new();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut args = Vec::with_capacity(4);
+    // The deadlines: the timer is armed once and re-armed only when it
+    // fires early, so a read costs no timer work.
+    let mut last_command = Instant::now();
+    let mut partial_since: Option<Instant> = None;
+    let timer = tokio::time::sleep(limits.idle_timeout.min(limits.frame_timeout));
+    tokio::pin!(timer);
+    loop {
+        // Every complete command read so far, in order.
+        let mut at = 0;
+        let mut close = false;
+        loop {
+            match frame::parse(&buf[at..], &limits.frame, &mut args) {
+                Ok(Some(used)) => {
+                    if !args.is_empty() {
+                        let slice = &buf[at..at + used];
+                        let after =
+                            command::execute(door, &mut session, slice, &args, &mut out).await;
+                        if after == command::After::Close {
+                            close = true;
+                            break;
+                        }
+                    }
+                    at += used;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error("ERR", &format!("Protocol error: {e}"));
+                    closed("protocol");
+                    close = true;
+                    break;
+                }
+            }
+        }
+        let _ = buf.split_to(at);
+        if at > 0 {
+            last_command = Instant::now();
+        }
+        partial_since = match (buf.is_empty(), partial_since) {
+            (true, _) => None,
+            (false, Some(t)) if at == 0 => Some(t),
+            (false, _) => {
+                // A command began: its deadline comes before the idle one.
+                let now = Instant::now();
+                let due = now + limits.frame_timeout;
+                if timer.deadline() > due {
+                    timer.as_mut().reset(due);
+                }
+                Some(now)
+            }
+        };
+        if !out.buf.is_empty() {
+            if stream.write_all(&out.buf).await.is_err() {
+                return;
+            }
+            out.buf.clear();
+        }
+        let stopping = *stop.borrow();
+        if close || stopping {
+            if stopping {
+                closed("shutdown");
+            }
+            let _ = stream.shutdown().await;
+            return;
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        loop {
+            tokio::select! {
+                biased;
+                read = stream.read_buf(&mut buf) => match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => break,
+                },
+                _ = &mut timer => {
+                    let now = Instant::now();
+                    let (deadline, reason) = match partial_since {
+                        Some(t) => (t + limits.frame_timeout, "slow_frame"),
+                        None => (last_command + limits.idle_timeout, "idle"),
+                    };
+                    if now >= deadline {
+                        closed(reason);
+                        return;
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+                () = stopped(&mut stop) => {
+                    if buf.is_empty() {
+                        closed("shutdown");
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,541 @@
+//! The RESP door (docs/design.md, "The RESP door") through the real binary,
+//! with a client of bytes written here so that a test can send what no
+//! library would: random bytes, truncated frames, a 1 GB bulk length,
+//! 1,000,000 arguments, a slowloris of frames, more connections than the
+//! cap. Each time the server answers an error or closes that connection,
+//! and keeps serving the others. Then the guarantees: `INCRBY order 100`
+//! from 32 connections on two instances over PostgreSQL and MariaDB gives
+//! disjoint runs of 100, and `INCR` after a `kill -9` and a restart never
+//! repeats an ID. (Real clients, `redis-cli`, Python's `redis` and the
+//! Rust `redis` crate, are in tests/resp_clients.rs.)
+
+#[macro_use]
+mod common;
+mod server;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::TestDb;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use server::Process;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A reply as read off the socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    #[track_caller]
+    fn int(&self) -> i64 {
+        match self {
+            Reply::Int(n) => *n,
+            other => panic!("expected an integer, got {other:?}"),
+        }
+    }
+
+    #[track_caller]
+    fn error(&self) -> &str {
+        match self {
+            Reply::Error(e) => e,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+}
+
+/// Parses one reply at the start of `buf`: it and its length, or `None`
+/// when incomplete.
+fn parse_reply(buf: &[u8]) -> Option<(Reply, usize)> {
+    let nl = buf.windows(2).position(|w| w == b"\r\n")?;
+    let line = std::str::from_utf8(&buf[1..nl]).unwrap().to_owned();
+    let at = nl + 2;
+    match buf[0] {
+        b'+' => Some((Reply::Simple(line), at)),
+        b'-' => Some((Reply::Error(line), at)),
+        b':' => Some((Reply::Int(line.parse().unwrap()), at)),
+        b'_' => Some((Reply::Bulk(None), at)),
+        b'$' => {
+            let len: i64 = line.parse().unwrap();
+            if len < 0 {
+                return Some((Reply::Bulk(None), at));
+            }
+            let end = at + len as usize;
+            (buf.len() >= end + 2).then(|| (Reply::Bulk(Some(buf[at..end].to_vec())), end + 2))
+        }
+        b'*' | b'%' => {
+            let n: usize = line.parse().unwrap();
+            let n = if buf[0] == b'%' { 2 * n } else { n };
+            let mut items = Vec::with_capacity(n);
+            let mut at = at;
+            for _ in 0..n {
+                let (item, used) = parse_reply(&buf[at..])?;
+                items.push(item);
+                at += used;
+            }
+            Some((Reply::Array(items), at))
+        }
+        other => panic!(
+            "unexpected reply type {:?} in {:?}",
+            other as char,
+            String::from_utf8_lossy(buf)
+        ),
+    }
+}
+
+/// A connection to the RESP door.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// Longest a test waits for a reply or a close: only so that a hang fails
+/// instead of blocking the suite, never a measure of speed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+impl Conn {
+    async fn open(addr: &str) -> Conn {
+        Conn {
+            stream: TcpStream::connect(addr).await.expect("connect RESP"),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends `args` as an array of bulk strings.
+    async fn send(&mut self, args: &[&str]) {
+        self.stream.write_all(&frame(args)).await.unwrap();
+    }
+
+    async fn call(&mut self, args: &[&str]) -> Reply {
+        self.send(args).await;
+        self.reply().await
+    }
+
+    async fn reply(&mut self) -> Reply {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                if let Some((r, used)) = parse_reply(&self.buf) {
+                    self.buf.drain(..used);
+                    return r;
+                }
+                let mut chunk = vec![0u8; 65536];
+                let n = self.stream.read(&mut chunk).await.expect("read");
+                assert!(
+                    n > 0,
+                    "closed before a reply; have {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+                self.buf.extend_from_slice(&chunk[..n]);
+            }
+        })
+        .await
+        .expect("no reply in time")
+    }
+
+    /// Reads until the server closes the connection; what it sent meanwhile.
+    async fn until_closed(&mut self) -> Vec<u8> {
+        tokio::time::timeout(PATIENCE, async {
+            let mut chunk = vec![0u8; 65536];
+            loop {
+                match self.stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return std::mem::take(&mut self.buf),
+                    Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        })
+        .await
+        .expect("the server did not close the connection")
+    }
+}
+
+fn frame(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+async fn spawn(db: &TestDb, extra: &[&str]) -> Process {
+    let mut args = vec!["--resp-listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let p = Process::spawn(&db.url, &args).await;
+    assert!(p.resp.is_some(), "no resp_listen in the start-up line");
+    p
+}
+
+fn resp(p: &Process) -> String {
+    p.resp.clone().unwrap()
+}
+
+async fn create(p: &Process, name: &str, step: i64) {
+    let http = server::client(Duration::from_secs(30));
+    server::create_at(&http, &p.base, name, 1, step).await;
+}
+
+/// A client that keeps drawing on its own connection while the others
+/// attack: every answer an ID, each above the last.
+async fn steady(addr: String, stop: tokio::sync::watch::Receiver<bool>) -> usize {
+    let mut c = Conn::open(&addr).await;
+    let (mut last, mut n) = (0, 0);
+    while !*stop.borrow() {
+        let id = c.call(&["INCR", "order"]).await.int();
+        assert!(id > last, "{id} after {last}");
+        last = id;
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    n
+}
+
+/// Errors of commands leave the connection serving; a pipeline of 1,000
+/// is answered in order; caps and malformed frames close only the
+/// connection that broke them.
+async fn hostile_input_closes_only_its_connection(db: TestDb) {
+    let p = spawn(
+        &db,
+        &["--header-read-timeout", "1s", "--resp-idle-timeout", "2s"],
+    )
+    .await;
+    create(&p, "order", 1000).await;
+    let addr = resp(&p);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let good = tokio::spawn(steady(addr.clone(), stop_rx));
+
+    // Command errors: answered, and the connection goes on.
+    let mut c = Conn::open(&addr).await;
+    assert!(c
+        .call(&["INCR"])
+        .await
+        .error()
+        .starts_with("ERR wrong number of arguments"));
+    assert!(c
+        .call(&["INCRBY", "order", "0"])
+        .await
+        .error()
+        .starts_with("ERR INCRBY takes a count from 1 to 10000"));
+    assert!(c
+        .call(&["INCRBY", "order", "10001"])
+        .await
+        .error()
+        .starts_with("ERR INCRBY takes a count"));
+    assert!(c
+        .call(&["INCRBY", "order", "x"])
+        .await
+        .error()
+        .starts_with("ERR value is not an integer"));
+    assert!(c
+        .call(&["GET", "order"])
+        .await
+        .error()
+        .starts_with("ERR unknown command 'GET'"));
+    assert!(c
+        .call(&["SET", "order", "1"])
+        .await
+        .error()
+        .starts_with("ERR unknown command 'SET'"));
+    assert!(c
+        .call(&["SELECT", "1"])
+        .await
+        .error()
+        .starts_with("ERR seqd has one database"));
+    assert!(c
+        .call(&["INCR", "nope"])
+        .await
+        .error()
+        .starts_with("NOSEQ "));
+    assert!(c
+        .call(&["INCR", "bad name"])
+        .await
+        .error()
+        .starts_with("ERR invalid sequence name"));
+    assert!(c
+        .call(&["HELLO", "4"])
+        .await
+        .error()
+        .starts_with("NOPROTO "));
+    assert_eq!(c.call(&["SELECT", "0"]).await, Reply::Simple("OK".into()));
+    let first = c.call(&["INCR", "order"]).await.int();
+
+    // A pipeline of 1,000 in one write: 1,000 answers, in order.
+    let mut batch = Vec::new();
+    for _ in 0..1000 {
+        batch.extend_from_slice(&frame(&["INCR", "order"]));
+    }
+    c.stream.write_all(&batch).await.unwrap();
+    let mut last = first;
+    for _ in 0..1000 {
+        let id = c.reply().await.int();
+        assert!(id > last);
+        last = id;
+    }
+    // INCRBY's run is the caller's: the next INCR is above it.
+    let r = c.call(&["INCRBY", "order", "100"]).await.int();
+    assert!(r - 99 > last);
+    assert!(c.call(&["INCR", "order"]).await.int() > r);
+
+    // A 1 GB bulk length and 1,000,000 arguments: refused on the header.
+    for head in [&b"*2\r\n$4\r\nINCR\r\n$1073741824\r\n"[..], b"*1000000\r\n"] {
+        let mut c = Conn::open(&addr).await;
+        c.stream.write_all(head).await.unwrap();
+        let got = String::from_utf8(c.until_closed().await).unwrap();
+        assert!(got.starts_with("-ERR Protocol error"), "{got:?}");
+    }
+    // 1,000,000 arguments actually sent: refused, closed, no memory held.
+    let mut c = Conn::open(&addr).await;
+    let mut huge = b"*1000000\r\n".to_vec();
+    for _ in 0..1_000_000 {
+        huge.extend_from_slice(b"$1\r\na\r\n");
+    }
+    let _ = c.stream.write_all(&huge).await;
+    let got = c.until_closed().await;
+    assert!(got.starts_with(b"-ERR Protocol error: too many arguments"));
+
+    // A frame that stops halfway: closed by the frame deadline.
+    let mut c = Conn::open(&addr).await;
+    c.stream
+        .write_all(b"*2\r\n$4\r\nINCR\r\n$5\r\nord")
+        .await
+        .unwrap();
+    assert!(c.until_closed().await.is_empty());
+    // A slowloris: one byte at a time, each well within the idle
+    // deadline, the frame never done within the frame deadline.
+    let mut c = Conn::open(&addr).await;
+    let slow = tokio::spawn(async move {
+        for b in b"*2\r\n$4\r\nINCR\r\n$5\r\norder\r\n"
+            .iter()
+            .cycle()
+            .take(1000)
+        {
+            if c.stream.write_all(&[*b]).await.is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        false
+    });
+    assert!(tokio::time::timeout(PATIENCE, slow)
+        .await
+        .expect("slowloris not closed")
+        .unwrap());
+    // Idle: closed after the idle deadline.
+    let mut c = Conn::open(&addr).await;
+    assert!(c.until_closed().await.is_empty());
+
+    // Random bytes, many connections: each answered or closed, never a
+    // crash. Each chunk is sent, then QUIT as an inline command.
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let bytes = proptest::collection::vec(any::<u8>(), 1..400);
+    for _ in 0..200 {
+        let chunk = bytes.new_tree(&mut runner).unwrap().current();
+        let mut c = Conn::open(&addr).await;
+        let _ = c.stream.write_all(&chunk).await;
+        let _ = c.stream.write_all(b"\r\nQUIT\r\n").await;
+        let _ = c.stream.shutdown().await;
+        let _ = c.until_closed().await;
+    }
+
+    stop_tx.send(true).unwrap();
+    let served = good.await.unwrap();
+    assert!(served > 0);
+    // Still serving, and the metrics count what happened.
+    let mut c = Conn::open(&addr).await;
+    c.call(&["INCR", "order"]).await.int();
+    let http = server::client(Duration::from_secs(30));
+    let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
+    for series in [
+        r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,
+        r#"seqd_resp_commands_total{command="incrby",outcome="err"}"#,
+        r#"seqd_resp_commands_total{command="incr",outcome="noseq"}"#,
+        r#"seqd_resp_commands_total{command="other",outcome="err"}"#,
+        r#"seqd_resp_closed_total{reason="protocol"}"#,
+        r#"seqd_resp_closed_total{reason="slow_frame"}"#,
+        r#"seqd_resp_closed_total{reason="idle"}"#,
+        "seqd_resp_connections",
+    ] {
+        assert!(text.contains(series), "{series} missing from /metrics");
+    }
+}
+
+/// Past `--resp-max-connections`, one more is told so and closed; a
+/// connection closing frees its place.
+async fn the_connection_cap_refuses_one_more(db: TestDb) {
+    let p = spawn(&db, &["--resp-max-connections", "4"]).await;
+    create(&p, "order", 1000).await;
+    let addr = resp(&p);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut c = Conn::open(&addr).await;
+        c.call(&["PING"]).await;
+        held.push(c);
+    }
+    let mut extra = Conn::open(&addr).await;
+    let got = String::from_utf8(extra.until_closed().await).unwrap();
+    assert_eq!(got, "-ERR max number of clients reached\r\n");
+    let mut quitting = held.pop().unwrap();
+    assert_eq!(quitting.call(&["QUIT"]).await, Reply::Simple("OK".into()));
+    quitting.until_closed().await;
+    // The place is free once the server saw the close.
+    let mut again = None;
+    for _ in 0..100 {
+        let mut c = Conn::open(&addr).await;
+        c.send(&["INCR", "order"]).await;
+        let mut chunk = [0u8; 256];
+        let n = tokio::time::timeout(PATIENCE, c.stream.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        if chunk[..n].starts_with(b":") {
+            again = Some(n);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        again.is_some(),
+        "a freed place was never given to a new connection"
+    );
+}
+
+/// With `--client-auth on`: no token NOAUTH, a wrong one WRONGPASS, one
+/// outside its prefixes NOPERM (whether or not the name exists), a good one
+/// draws; RESET forgets it.
+async fn tokens_decide_as_on_http(db: TestDb) {
+    let p = spawn(&db, &["--client-auth", "on"]).await;
+    create(&p, "order", 1000).await;
+    create(&p, "user", 1000).await;
+    let token = common::cli_token(&db, "--label resp --prefix order --can draw").await;
+    // The new token reaches the instance within its refresh.
+    let addr = resp(&p);
+    let mut c = Conn::open(&addr).await;
+    assert!(c
+        .call(&["INCR", "order"])
+        .await
+        .error()
+        .starts_with("NOAUTH "));
+    assert!(c
+        .call(&["AUTH", "seqd_wrong"])
+        .await
+        .error()
+        .starts_with("WRONGPASS "));
+    let mut authed = false;
+    for _ in 0..100 {
+        if c.call(&["AUTH", "default", &token]).await == Reply::Simple("OK".into()) {
+            authed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(authed, "the token never reached the instance");
+    let id = c.call(&["INCR", "order"]).await.int();
+    assert!(c.call(&["INCRBY", "order", "10"]).await.int() > id);
+    assert!(c
+        .call(&["INCR", "user"])
+        .await
+        .error()
+        .starts_with("NOPERM "));
+    assert!(c
+        .call(&["INCR", "usernope"])
+        .await
+        .error()
+        .starts_with("NOPERM "));
+    assert_eq!(c.call(&["RESET"]).await, Reply::Simple("RESET".into()));
+    assert!(c
+        .call(&["INCR", "order"])
+        .await
+        .error()
+        .starts_with("NOAUTH "));
+    // HELLO 3 with AUTH, and the RESP3 map.
+    match c.call(&["HELLO", "3", "AUTH", "default", &token]).await {
+        Reply::Array(kv) => {
+            let proto = kv
+                .iter()
+                .position(|r| *r == Reply::Bulk(Some(b"proto".to_vec())))
+                .unwrap();
+            assert_eq!(kv[proto + 1], Reply::Int(3));
+        }
+        other => panic!("HELLO answered {other:?}"),
+    }
+    assert!(c.call(&["INCR", "order"]).await.int() > id);
+    // No token in the log.
+    assert!(!p.all_logs().iter().any(|l| l.contains(&token)));
+}
+
+per_backend!(hostile_input_closes_only_its_connection);
+tests_on_backends!(the_connection_cap_refuses_one_more: sqlite => Sqlite);
+tests_on_backends!(tokens_decide_as_on_http: sqlite => Sqlite);
+
+const CONNECTIONS: usize = 32;
+const RUNS_PER_CONNECTION: usize = 60;
+
+/// `INCRBY order 100` from 32 connections over two instances, segments of
+/// 250 so that runs straddle them: every run is the caller's alone.
+async fn incrby_runs_are_disjoint_across_instances(db: TestDb) {
+    let flags = ["--max-step", "250"];
+    let a = spawn(&db, &flags).await;
+    let b = spawn(&db, &flags).await;
+    create(&a, "order", 250).await;
+    let mut tasks = Vec::new();
+    for i in 0..CONNECTIONS {
+        let addr = resp(if i % 2 == 0 { &a } else { &b });
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::open(&addr).await;
+            let mut runs = Vec::new();
+            for _ in 0..RUNS_PER_CONNECTION {
+                let r = c.call(&["INCRBY", "order", "100"]).await.int();
+                runs.push((r - 99, r));
+            }
+            runs
+        }));
+    }
+    let mut runs = Vec::new();
+    for t in tasks {
+        let mine = t.await.unwrap();
+        // Each connection's runs increase.
+        assert!(mine.windows(2).all(|w| w[0].1 < w[1].0), "{mine:?}");
+        runs.extend(mine);
+    }
+    runs.sort();
+    assert_eq!(runs.len(), CONNECTIONS * RUNS_PER_CONNECTION);
+    for w in runs.windows(2) {
+        assert!(w[0].1 < w[1].0, "runs {:?} and {:?} overlap", w[0], w[1]);
+    }
+    assert!(runs[0].0 >= 1);
+}
+
+/// `INCR` through an instance killed with SIGKILL and started again never
+/// answers an ID it (or the other instance) answered before.
+async fn incr_after_kill_never_repeats(db: TestDb) {
+    let a = spawn(&db, &[]).await;
+    let b = spawn(&db, &[]).await;
+    create(&a, "order", 1000).await;
+    let mut seen = HashSet::new();
+    for p in [&a, &b] {
+        let mut c = Conn::open(&resp(p)).await;
+        for _ in 0..500 {
+            assert!(seen.insert(c.call(&["INCR", "order"]).await.int()));
+        }
+    }
+    a.signal("KILL");
+    drop(a);
+    let a = spawn(&db, &[]).await;
+    for p in [&a, &b] {
+        let mut c = Conn::open(&resp(p)).await;
+        for _ in 0..500 {
+            let id = c.call(&["INCR", "order"]).await.int();
+            assert!(seen.insert(id), "{id} answered twice");
+        }
+    }
+}
+
+network_backends!(
+    incrby_runs_are_disjoint_across_instances,
+    incr_after_kill_never_repeats
+);
