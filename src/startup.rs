@@ -96,6 +96,7 @@ pub async fn run_with_resp(
     let state = AppState {
         snowflake: snowflake.clone(),
         metrics_top: settings.metrics_top,
+        resp_listen: resp_addr.map(|a| a.to_string()),
         ..AppState::serving(service)
     };
     let app = router_with(state, &settings.limits, &settings.tinyid_prefix);

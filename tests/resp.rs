@@ -349,6 +349,11 @@ async fn hostile_input_closes_only_its_connection(db: TestDb) {
     let mut c = Conn::open(&addr).await;
     c.call(&["INCR", "order"]).await.int();
     let http = server::client(Duration::from_secs(30));
+    // The monitor's facts name the listener.
+    let info = server::fetch_json(http.get(format!("{}/v1/info", p.base))).await;
+    assert_eq!(info["resp_listen"], addr.as_str());
+    let page = server::fetch_text(http.get(format!("{}/", p.base))).await;
+    assert!(page.contains(r#"id="resp""#));
     let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
     for series in [
         r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,

@@ -427,6 +427,8 @@ async fn off_asks_for_nothing(db: TestDb) {
     .await;
     create_seq(&s, "open-order").await;
     assert_eq!(s.get_json("/v1/info").await["client_auth"], "off");
+    // No RESP door unless asked for (tests/resp.rs starts one).
+    assert!(s.get_json("/v1/info").await["resp_listen"].is_null());
     assert_eq!(
         draw(&s, "/v1/sequences/open-order/next", None).await,
         StatusCode::OK

@@ -46,6 +46,8 @@ pub struct AppState {
     /// How many sequences get per-sequence series on `/metrics`
     /// (`--metrics-top`).
     pub metrics_top: usize,
+    /// The RESP door's address, when it listens (`--resp-listen`).
+    pub resp_listen: Option<String>,
 }
 
 impl AppState {
@@ -65,6 +67,7 @@ impl AppState {
             snowflake: None,
             reads: reads::ReadGate::default(),
             metrics_top: metrics::DEFAULT_TOP,
+            resp_listen: None,
         }
     }
 }

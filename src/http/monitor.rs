@@ -98,6 +98,8 @@ pub struct Info {
     pub admin_auth_description: &'static str,
     /// `--client-auth`: `on` or `off`.
     pub client_auth: &'static str,
+    /// The RESP door's address (`--resp-listen`), `null` when off.
+    pub resp_listen: Option<String>,
     /// When this process started serving.
     pub started_at: DateTime<Utc>,
     /// `--segment-target`, in seconds.
@@ -131,6 +133,7 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
             ClientAuth::On => "on",
             ClientAuth::Off => "off",
         },
+        resp_listen: st.resp_listen.clone(),
         started_at: super::metrics::started_at().into(),
         segment_target_secs: config.segment_target.as_secs_f64(),
         max_step: config.max_step,
@@ -156,6 +159,9 @@ pub struct InfoDoc {
     /// `--client-auth`: `on` (drawing and reading need a client token) or `off`.
     #[schema(example = "on")]
     pub client_auth: String,
+    /// The RESP door's address (`--resp-listen`), `null` when off.
+    #[schema(example = "127.0.0.1:6380")]
+    pub resp_listen: Option<String>,
     /// When this process started serving.
     pub started_at: DateTime<Utc>,
     /// `--segment-target`, in seconds.

@@ -252,6 +252,12 @@
     admin.textContent = text;
     admin.className = 'fact-v ' + cls;
     admin.title = info.admin_auth_description;
+    const resp = $('resp');
+    resp.textContent = info.resp_listen || 'off';
+    resp.className = 'fact-v ' + (info.resp_listen ? 'good' : 'off');
+    resp.title = info.resp_listen
+      ? 'Redis clients draw IDs here: INCR name, INCRBY name n'
+      : 'no RESP listener (--resp-listen)';
     $('target').textContent = seconds(info.segment_target_secs);
     document.title = 'seqd monitor · ' + info.backend;
   }
