@@ -473,9 +473,60 @@ async fn tokens_decide_as_on_http(db: TestDb) {
     assert!(!p.all_logs().iter().any(|l| l.contains(&token)));
 }
 
+/// A client that pipelines large answers and never reads them is closed
+/// once the idle deadline passes with its replies unread; its answers are
+/// written as they grow, not held whole, and others are served meanwhile.
+async fn a_client_that_never_reads_is_closed(db: TestDb) {
+    let p = spawn(&db, &["--resp-idle-timeout", "2s"]).await;
+    create(&p, "order", 1_000_000).await;
+    let addr = resp(&p);
+    let mut hog = Conn::open(&addr).await;
+    let mut pipeline = Vec::new();
+    for _ in 0..2000 {
+        pipeline.extend_from_slice(&frame(&["SEQD.BATCH", "order", "10000"]));
+    }
+    // The server stops reading once its replies back up; the write may
+    // then block here, so it runs on its own.
+    let writer = tokio::spawn(async move {
+        let _ = hog.stream.write_all(&pipeline).await;
+        hog
+    });
+    let http = server::client(Duration::from_secs(30));
+    let mut closed = false;
+    for _ in 0..300 {
+        let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
+        if text.contains(r#"seqd_resp_closed_total{reason="slow_reader"}"#) {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(closed, "a client that never read was never closed");
+    let mut c = Conn::open(&addr).await;
+    c.call(&["INCR", "order"]).await.int();
+    writer.abort();
+}
+
+/// SIGTERM: open connections are closed after answering, and the process
+/// exits cleanly.
+async fn sigterm_closes_resp_connections(db: TestDb) {
+    let mut p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let mut c = Conn::open(&resp(&p)).await;
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 1);
+    p.signal("TERM");
+    assert!(c.until_closed().await.is_empty());
+    let status = tokio::time::timeout(PATIENCE, p.wait())
+        .await
+        .expect("seqd did not exit");
+    assert!(status.success(), "{status:?}");
+}
+
 per_backend!(hostile_input_closes_only_its_connection);
 tests_on_backends!(the_connection_cap_refuses_one_more: sqlite => Sqlite);
 tests_on_backends!(tokens_decide_as_on_http: sqlite => Sqlite);
+tests_on_backends!(a_client_that_never_reads_is_closed: sqlite => Sqlite);
+tests_on_backends!(sigterm_closes_resp_connections: sqlite => Sqlite);
 
 const CONNECTIONS: usize = 32;
 const RUNS_PER_CONNECTION: usize = 60;

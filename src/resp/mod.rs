@@ -131,12 +131,32 @@ fn describe_metrics() {
     metrics::describe_gauge!(command::CONNECTIONS_METRIC, "Open RESP connections.");
     metrics::describe_counter!(
         command::CLOSED_METRIC,
-        "RESP connections seqd closed, by reason (idle, slow_frame, protocol, max_connections, shutdown)."
+        "RESP connections seqd closed, by reason (idle, slow_frame, slow_reader, protocol, max_connections, shutdown)."
     );
 }
 
 /// Bytes read from the socket at a time (more when a command is larger).
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Replies buffered past this are written before the next command runs.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// Writes the buffered replies; `false` when the connection is done for:
+/// the write failed, or the client read none of it for `idle_timeout` (a
+/// client that pipelines and never reads holds no connection forever).
+async fn flush(stream: &mut TcpStream, out: &mut reply::Out, limits: &RespLimits) -> bool {
+    match tokio::time::timeout(limits.idle_timeout, stream.write_all(&out.buf)).await {
+        Ok(Ok(())) => {
+            out.buf.clear();
+            true
+        }
+        Ok(Err(_)) => false,
+        Err(_) => {
+            closed("slow_reader");
+            false
+        }
+    }
+}
 
 async fn connection(
     mut stream: TcpStream,
@@ -169,6 +189,12 @@ async fn connection(
                             close = true;
                             break;
                         }
+                        // A long pipeline of large answers is written as it
+                        // grows, so a connection holds at most this much.
+                        if out.buf.len() >= FLUSH_AT && !flush(&mut stream, &mut out, limits).await
+                        {
+                            return;
+                        }
                     }
                     at += used;
                 }
@@ -198,11 +224,8 @@ async fn connection(
                 Some(now)
             }
         };
-        if !out.buf.is_empty() {
-            if stream.write_all(&out.buf).await.is_err() {
-                return;
-            }
-            out.buf.clear();
+        if !out.buf.is_empty() && !flush(&mut stream, &mut out, limits).await {
+            return;
         }
         let stopping = *stop.borrow();
         if close || stopping {
