@@ -1,6 +1,6 @@
 //! The commands of the RESP door and their answers: each one a call of the
 //! service, its errors mapped to RESP error codes in one table
-//! ([`error_reply`]); docs/design.md, "The RESP door".
+//! (`error_reply`); docs/design.md, "The RESP door".
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
