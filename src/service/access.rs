@@ -293,17 +293,7 @@ impl Access {
         if self.is_admin_token(token) {
             return Ok(Caller::Admin);
         }
-        let Some(entry) = self.find(token) else {
-            self.nudge();
-            return Err(ServiceError::Unauthorized(
-                "unknown, expired or revoked token",
-            ));
-        };
-        if entry.record.expires_at.is_some_and(|e| Utc::now() >= e) {
-            return Err(ServiceError::Unauthorized(
-                "unknown, expired or revoked token",
-            ));
-        }
+        let entry = self.in_force(token)?;
         let Rights { draw, read } = entry.record.rights;
         let allowed = match want {
             Want::Draw(name) => draw && entry.record.scope.covers(name),
@@ -323,22 +313,24 @@ impl Access {
     /// RESP `AUTH` checks before the connection keeps the token. Under
     /// `--client-auth off` every call is open, and any token passes.
     pub fn authenticate(&self, token: &[u8]) -> Result<(), ServiceError> {
-        let inner = &*self.inner;
-        if inner.client_auth == ClientAuth::Off || self.is_admin_token(token) {
+        if self.inner.client_auth == ClientAuth::Off || self.is_admin_token(token) {
             return Ok(());
         }
-        match self.find(token) {
-            Some(entry) if entry.record.expires_at.is_none_or(|e| Utc::now() < e) => Ok(()),
-            Some(_) => Err(ServiceError::Unauthorized(
-                "unknown, expired or revoked token",
-            )),
-            None => {
-                self.nudge();
-                Err(ServiceError::Unauthorized(
-                    "unknown, expired or revoked token",
-                ))
-            }
+        self.in_force(token).map(drop)
+    }
+
+    /// The client token `token`, if it is known and not expired (a revoked
+    /// one is not in the set); an unknown text nudges the refresh.
+    fn in_force(&self, token: &[u8]) -> Result<Arc<Entry>, ServiceError> {
+        let refused = || ServiceError::Unauthorized("unknown, expired or revoked token");
+        let Some(entry) = self.find(token) else {
+            self.nudge();
+            return Err(refused());
+        };
+        if entry.record.expires_at.is_some_and(|e| Utc::now() >= e) {
+            return Err(refused());
         }
+        Ok(entry)
     }
 
     fn admin_call(&self, presented: Presented<'_>) -> Result<Caller, ServiceError> {

@@ -90,13 +90,11 @@ impl Service {
     ) -> Result<i64, ServiceError> {
         let name = name.into();
         let caller = self.access.authorize(who, Want::Draw(name))?;
-        let id = match self.allocator.next(name).await {
-            Ok(id) => id,
-            Err(AllocError::Serial) => {
-                return Err(ServiceError::NotLeasable(name.to_owned(), "serial"))
-            }
-            Err(e) => return Err(ServiceError::from_alloc(name, e)),
-        };
+        let id = self
+            .allocator
+            .next(name)
+            .await
+            .map_err(|e| plain_only(name, e))?;
         caller.drew(&self.access, 1);
         Ok(id)
     }
@@ -141,13 +139,12 @@ impl Service {
         while left > 0 {
             let n = left.min(crate::domain::MAX_BATCH);
             let count = Count::new(n).map_err(|_| ServiceError::Internal)?;
-            match self.allocator.batch(name, count).await {
-                Ok(batch) => parts.push(batch),
-                Err(AllocError::Serial) => {
-                    return Err(ServiceError::NotLeasable(name.to_owned(), "serial"))
-                }
-                Err(e) => return Err(ServiceError::from_alloc(name, e)),
-            }
+            let batch = self
+                .allocator
+                .batch(name, count)
+                .await
+                .map_err(|e| plain_only(name, e))?;
+            parts.push(batch);
             left -= n;
         }
         caller.drew(&self.access, u64::from(total));
@@ -169,13 +166,11 @@ impl Service {
     ) -> Result<IdRange, ServiceError> {
         let name = name.into();
         let caller = self.access.authorize(who, Want::Draw(name))?;
-        let run = match self.allocator.run(name, count).await {
-            Ok(run) => run,
-            Err(AllocError::Serial) => {
-                return Err(ServiceError::NotLeasable(name.to_owned(), "serial"))
-            }
-            Err(e) => return Err(ServiceError::from_alloc(name, e)),
-        };
+        let run = self
+            .allocator
+            .run(name, count)
+            .await
+            .map_err(|e| plain_only(name, e))?;
         caller.drew(&self.access, u64::from(count.get()));
         Ok(run)
     }
@@ -218,6 +213,17 @@ impl Service {
             .await
             .map(One::Plain)
             .map_err(|e| changed_twice(name, e))
+    }
+}
+
+/// The allocator's error on a path that answers plain IDs only (integers:
+/// Tinyid's `nextId`, RESP `INCR`/`INCRBY`): a serial sequence, known from
+/// the allocator's first answer before any serial is issued, is refused
+/// `not_leasable`.
+fn plain_only(name: SeqNameRef<'_>, e: AllocError) -> ServiceError {
+    match e {
+        AllocError::Serial => ServiceError::NotLeasable(name.to_owned(), "serial"),
+        e => ServiceError::from_alloc(name, e),
     }
 }
 

@@ -73,6 +73,15 @@ enum Terminal {
     Exhausted,
 }
 
+impl From<Terminal> for AllocError {
+    fn from(t: Terminal) -> Self {
+        match t {
+            Terminal::NotFound => AllocError::NotFound,
+            Terminal::Exhausted => AllocError::Exhausted,
+        }
+    }
+}
+
 /// Bookkeeping of fetches, guarded by a mutex that only the slow path and the
 /// fetch task take.
 #[derive(Debug)]
@@ -379,10 +388,7 @@ impl SeqBuffer {
                 Run::Dry => {}
             }
             if let Some(t) = self.live_terminal() {
-                return Err(match t {
-                    Terminal::NotFound => AllocError::NotFound,
-                    Terminal::Exhausted => AllocError::Exhausted,
-                });
+                return Err(t.into());
             }
             self.start_fetch();
             self.wait_for_fetch(notified, deadline, &mut counted_wait)
@@ -463,10 +469,7 @@ impl SeqBuffer {
                 continue;
             }
             if let Some(t) = self.live_terminal() {
-                return Err(match t {
-                    Terminal::NotFound => AllocError::NotFound,
-                    Terminal::Exhausted => AllocError::Exhausted,
-                });
+                return Err(t.into());
             }
             // Holding the fetch slot: no fetch lands while memory and the
             // row are combined.
@@ -633,10 +636,7 @@ impl SeqBuffer {
                 return Ok(());
             }
             if let Some(t) = self.live_terminal() {
-                return Err(match t {
-                    Terminal::NotFound => AllocError::NotFound,
-                    Terminal::Exhausted => AllocError::Exhausted,
-                });
+                return Err(t.into());
             }
             if self.serial.load(Ordering::Acquire) {
                 return Err(AllocError::Serial);
