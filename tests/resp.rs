@@ -11,6 +11,7 @@
 
 #[macro_use]
 mod common;
+mod proxy;
 mod server;
 
 use std::collections::HashSet;
@@ -469,6 +470,27 @@ async fn tokens_decide_as_on_http(db: TestDb) {
         other => panic!("HELLO answered {other:?}"),
     }
     assert!(c.call(&["INCR", "order"]).await.int() > id);
+    // Revoked by the CLI (as from another instance) while this connection
+    // holds it: its next draws are refused within the refresh, not served
+    // on the strength of the earlier AUTH.
+    common::ok(&common::seqd_on(&db, &["tokens", "revoke", "resp"]).await);
+    let mut refused = false;
+    for _ in 0..100 {
+        match c.call(&["INCR", "order"]).await {
+            Reply::Int(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => {
+                assert!(other.error().starts_with("NOAUTH "), "{other:?}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "a revoked token kept drawing over RESP");
+    assert!(c
+        .call(&["AUTH", &token])
+        .await
+        .error()
+        .starts_with("WRONGPASS "));
     // No token in the log.
     assert!(!p.all_logs().iter().any(|l| l.contains(&token)));
 }
@@ -520,6 +542,42 @@ async fn sigterm_closes_resp_connections(db: TestDb) {
         .await
         .expect("seqd did not exit");
     assert!(status.success(), "{status:?}");
+}
+
+/// The database cut (the fault proxy drops every connection): a name with
+/// IDs in memory is served on; one with none answers UNAVAILABLE after the
+/// wait timeout, on a connection that keeps serving; once the database is
+/// back the same connection draws again, above what it had.
+async fn a_database_cut_answers_unavailable_and_the_connection_recovers(db: TestDb) {
+    let proxy = proxy::Proxy::start(proxy::upstream_of(&db.url)).await;
+    let p = Process::spawn(
+        &proxy.url_for(&db.url),
+        &["--resp-listen", "127.0.0.1:0", "--wait-timeout", "1s"],
+    )
+    .await;
+    create(&p, "warm", 1000).await;
+    create(&p, "cold", 1000).await;
+    let mut c = Conn::open(&resp(&p)).await;
+    let warm = c.call(&["INCR", "warm"]).await.int();
+    proxy.cut();
+    assert!(c.call(&["INCR", "warm"]).await.int() > warm);
+    let e = c.call(&["INCRBY", "cold", "10"]).await;
+    assert!(e.error().starts_with("UNAVAILABLE "), "{e:?}");
+    let e = c.call(&["INCR", "cold"]).await;
+    assert!(e.error().starts_with("UNAVAILABLE "), "{e:?}");
+    assert_eq!(c.call(&["PING"]).await, Reply::Simple("PONG".into()));
+    proxy.heal();
+    let mut id = None;
+    for _ in 0..100 {
+        match c.call(&["INCR", "cold"]).await {
+            Reply::Int(n) => {
+                id = Some(n);
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert!(id.expect("INCR never served again after the database came back") >= 1);
 }
 
 per_backend!(hostile_input_closes_only_its_connection);
@@ -593,5 +651,6 @@ async fn incr_after_kill_never_repeats(db: TestDb) {
 
 network_backends!(
     incrby_runs_are_disjoint_across_instances,
-    incr_after_kill_never_repeats
+    incr_after_kill_never_repeats,
+    a_database_cut_answers_unavailable_and_the_connection_recovers
 );
