@@ -295,20 +295,8 @@ async fn tokens_are_client_tokens(db: TestDb) {
         .send_as(ADMIN, Method::POST, "/v1/sequences", Some(&body))
         .await;
     assert_eq!(created.status(), StatusCode::CREATED);
-    let make = |label: &'static str, prefix: &'static str| {
-        let body = json!({"label": label, "prefixes": [prefix], "rights": ["draw"]});
-        let s = &s;
-        async move {
-            let resp = s
-                .send_as(ADMIN, Method::POST, "/v1/tokens", Some(&body))
-                .await;
-            assert_eq!(resp.status(), StatusCode::CREATED);
-            let v: Value = resp.json().await.unwrap();
-            v["token"].as_str().unwrap().to_owned()
-        }
-    };
-    let good = make("tinyid-shop1", "shop1-").await;
-    let other = make("tinyid-shop2", "shop2-").await;
+    let good = s.token(ADMIN, "tinyid-shop1", "shop1-", "draw").await;
+    let other = s.token(ADMIN, "tinyid-shop2", "shop2-", "draw").await;
     let row = max_id(&db, "shop1-tk").await;
     for (token, status) in [
         (Some(other.as_str()), StatusCode::FORBIDDEN),

@@ -61,11 +61,7 @@ async fn make(
     if let Some(e) = expires {
         body["expires_in"] = json!(e);
     }
-    let resp = s
-        .send_as(ADMIN, Method::POST, "/v1/tokens", Some(&body))
-        .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let v: Value = resp.json().await.unwrap();
+    let v = s.make_token(ADMIN, &body).await;
     assert_eq!(v["label"], label);
     assert_eq!(v["state"], "active");
     v["token"].as_str().unwrap().to_owned()

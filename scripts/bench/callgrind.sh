@@ -8,7 +8,8 @@
 # Each server runs under callgrind on 127.0.0.1 (seqd on a temporary SQLite file with
 # the sequence `bench`), gets a short warm-up, then its counters are zeroed and it
 # serves GET /v1/sequences/bench/next (Accept: text/plain) from wrk (1 thread,
-# 4 connections, CG_DURATION, default 8s) before they are dumped; seqd-token is seqd
+# 4 connections, CG_DURATION, default 8s) before they are dumped; the rows ending
+# in -json ask for JSON (Accept: application/json) instead; seqd-token is seqd
 # under --client-auth on with a client token on every request. User-space work only:
 # the kernel's share (TCP, epoll) is not counted. Needs valgrind and wrk.
 # CG_KEEP=1 keeps the callgrind files (for callgrind_annotate) and prints where.
@@ -30,8 +31,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Extra wrk arguments of the next profile (the token's header).
+# Extra wrk arguments of the next profile (the token's header), and its Accept.
 AUTH=()
+ACCEPT='text/plain'
 
 # profile NAME ADDRESS-PATTERN CMD...: prints "NAME requests instructions mallocs clock_reads"
 profile() {
@@ -45,14 +47,14 @@ profile() {
         sleep 0.1
     done
     [[ -n $addr ]] || { cat "$TMP/$name.log" >&2; exit 1; }
-    if [[ $name != baseline ]]; then
+    if [[ $name != baseline* ]]; then
         curl -sf --max-time 30 -o /dev/null -X POST "http://$addr/v1/sequences" \
             -H 'content-type: application/json' -d '{"name":"bench","step":1000}'
     fi
-    wrk -t1 -c4 -d3s -H 'Accept: text/plain' "${AUTH[@]}" "http://$addr/v1/sequences/bench/next" >/dev/null
+    wrk -t1 -c4 -d3s -H "Accept: $ACCEPT" "${AUTH[@]}" "http://$addr/v1/sequences/bench/next" >/dev/null
     callgrind_control --zero "$VPID" >/dev/null 2>&1
     local out
-    out=$(wrk -t1 -c4 -d"$DURATION" -s "$ROOT/scripts/bench/report.lua" -H 'Accept: text/plain' "${AUTH[@]}" \
+    out=$(wrk -t1 -c4 -d"$DURATION" -s "$ROOT/scripts/bench/report.lua" -H "Accept: $ACCEPT" "${AUTH[@]}" \
         "http://$addr/v1/sequences/bench/next" | sed -n 's/^BENCH //p')
     callgrind_control --dump=measured "$VPID" >/dev/null 2>&1
     kill "$VPID"; wait "$VPID" 2>/dev/null || true; VPID=""
@@ -65,6 +67,10 @@ profile() {
 printf '%-12s %10s %14s %12s %12s\n' target requests 'instr/request' 'mallocs/req' 'clock/req'
 profile baseline 'listening on http://[0-9.:]*' "$BASE" 127.0.0.1:0
 profile seqd '"listen":"[0-9.:]*"' "$SEQD" --database-url "sqlite://$TMP/cg.db?mode=rwc" --listen 127.0.0.1:0 --log-format json
+ACCEPT='application/json'
+profile baseline-json 'listening on http://[0-9.:]*' "$BASE" 127.0.0.1:0
+profile seqd-json '"listen":"[0-9.:]*"' "$SEQD" --database-url "sqlite://$TMP/cgj.db?mode=rwc" --listen 127.0.0.1:0 --log-format json
+ACCEPT='text/plain'
 # The same with --client-auth on and a client token on every request (the token made
 # by the CLI on the database first; admin calls stay open on the loopback listener).
 TOKEN=$("$SEQD" tokens create --label bench --prefix bench --database-url "sqlite://$TMP/cgt.db?mode=rwc" 2>/dev/null)

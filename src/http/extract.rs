@@ -294,10 +294,18 @@ impl FromRequestParts<AppState> for Who {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        Ok(match state.service.access().client_auth() {
+        Ok(Who::take(state, &mut parts.headers))
+    }
+}
+
+impl Who {
+    /// What the extractor does, on a request's headers: under
+    /// `--client-auth on` the `Authorization` value is taken out of them.
+    pub fn take(state: &AppState, headers: &mut axum::http::HeaderMap) -> Self {
+        match state.service.access().client_auth() {
             ClientAuth::Off => Who(None),
-            ClientAuth::On => Who(take_authorization(&mut parts.headers)),
-        })
+            ClientAuth::On => Who(take_authorization(headers)),
+        }
     }
 }
 
@@ -557,11 +565,17 @@ impl<S: Send + Sync> FromRequestParts<S> for WantsText {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let text = parts
-            .headers
+        Ok(WantsText::of(&parts.headers))
+    }
+}
+
+impl WantsText {
+    /// What the extractor reads, from a request's headers.
+    pub fn of(headers: &axum::http::HeaderMap) -> Self {
+        let text = headers
             .get(axum::http::header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("text/plain") && !a.contains("application/json"));
-        Ok(WantsText(text))
+        WantsText(text)
     }
 }

@@ -48,9 +48,16 @@ pub async fn next(
     WantsText(text): WantsText,
 ) -> Result<Response, ApiError> {
     let name = name.get();
-    let (id, serial) = match st.service.next(who.presented(), name).await? {
-        One::Plain(id) if text => return Ok(text_id(id)),
-        One::Serial { serial, .. } if text => return Ok(respond(TEXT, serial)),
+    let one = st.service.next(who.presented(), name).await?;
+    Ok(one_answer(name, one, text))
+}
+
+/// The answer of `/next` (and, as text, of Leaf's route) once the service
+/// gave `one`.
+fn one_answer(name: SeqNameRef<'_>, one: One, text: bool) -> Response {
+    let (id, serial) = match one {
+        One::Plain(id) if text => return text_id(id),
+        One::Serial { serial, .. } if text => return respond(TEXT, serial),
         One::Plain(id) => (id, None),
         One::Serial { counter, serial } => (counter, Some(serial)),
     };
@@ -69,7 +76,7 @@ pub async fn next(
         body.push('"');
     }
     body.push('}');
-    Ok(respond(JSON, body))
+    respond(JSON, body)
 }
 
 /// `GET|POST /v1/sequences/{name}/batch?count=N`: N strictly increasing IDs.
@@ -129,9 +136,87 @@ pub async fn leaf_get(
     name: PathSeqNameRef,
     who: Who,
 ) -> Result<Response, ApiError> {
-    match st.service.next(who.presented(), name.get()).await? {
-        One::Plain(id) => Ok(text_id(id)),
-        One::Serial { serial, .. } => Ok(respond(TEXT, serial)),
+    let name = name.get();
+    let one = st.service.next(who.presented(), name).await?;
+    Ok(one_answer(name, one, true))
+}
+
+/// The template of `/next`.
+pub(super) const NEXT: &str = "/v1/sequences/{name}/next";
+/// The template of Leaf's route.
+pub(super) const LEAF_GET: &str = "/api/segment/get/{name}";
+
+/// An ID route the edge serves itself, without axum's router: one match
+/// of the path (the edge's, which also labels the request) instead of two,
+/// and no handler machinery (path parameters, extensions, extractors) for
+/// an answer from memory. Behind it are the same calls as behind the
+/// handlers [`next`] and [`leaf_get`], and the same answers; anything it
+/// does not take (another method, a percent-encoded name) goes to the
+/// router, whose handlers answer it (docs/design.md, "The edge").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Direct {
+    /// `GET|POST /v1/sequences/{name}/next`.
+    Next,
+    /// `GET /api/segment/get/{name}`.
+    LeafGet,
+}
+
+/// The boxed rest of a direct answer that has to wait (the database, the
+/// serials): the uncommon case.
+pub(super) type Later = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+
+impl Direct {
+    /// The direct route of `template`, if it has one.
+    pub(super) fn of(template: &str) -> Option<Direct> {
+        match template {
+            NEXT => Some(Direct::Next),
+            LEAF_GET => Some(Direct::LeafGet),
+            _ => None,
+        }
+    }
+
+    /// Whether the edge answers `method` itself (HEAD and the rest go to
+    /// the router: 405 from [`head_get_post`], [`head_get`] or axum).
+    pub(super) fn takes(self, method: &axum::http::Method) -> bool {
+        use axum::http::Method;
+        match self {
+            Direct::Next => *method == Method::GET || *method == Method::POST,
+            Direct::LeafGet => *method == Method::GET,
+        }
+    }
+
+    /// Answers `req`, whose path holds the raw name at `name` (a byte
+    /// range without `%`): at once when the service answers without
+    /// waiting, else the boxed rest. The same steps in the same order as
+    /// the handler: the name checked, the token taken, `Accept` read, the
+    /// service called.
+    pub(super) fn answer(
+        self,
+        st: &AppState,
+        name: std::ops::Range<usize>,
+        mut req: axum::extract::Request,
+    ) -> Result<Response, Later> {
+        if let Err(e) = SeqNameRef::parse(&req.uri().path()[name.clone()]) {
+            return Ok(ApiError::InvalidName(e).into_response());
+        }
+        let who = Who::take(st, req.headers_mut());
+        let text = self == Direct::LeafGet || WantsText::of(req.headers()).0;
+        let raw = &req.uri().path()[name.clone()];
+        let valid = SeqNameRef::validated(raw);
+        match st.service.next_now(who.presented(), valid) {
+            Some(Ok(id)) => Ok(one_answer(valid, One::Plain(id), text)),
+            Some(Err(e)) => Ok(ApiError::from(e).into_response()),
+            None => {
+                let st = st.clone();
+                Err(Box::pin(async move {
+                    let valid = SeqNameRef::validated(&req.uri().path()[name]);
+                    match st.service.next(who.presented(), valid).await {
+                        Ok(one) => one_answer(valid, one, text),
+                        Err(e) => ApiError::from(e).into_response(),
+                    }
+                }))
+            }
+        }
     }
 }
 

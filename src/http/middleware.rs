@@ -24,6 +24,11 @@
 //!   template, method (known methods, else `OTHER`) and status. Each worker
 //!   thread keeps the handles it resolved.
 //!
+//! Between the permit and the timeout, the request goes to the router, except
+//! on the two routes that draw one ID (`/next`, Leaf's `get`): the label's
+//! match says where the name is, and `ids::Direct` answers from it without
+//! the router (docs/design.md, "The edge", direct routes).
+//!
 //! Why one hand-written service rather than a stack of tower layers
 //! (`SetRequestId`, `Trace`, `PropagateRequestId`, `LoadShed`,
 //! `GlobalConcurrencyLimit`, `Timeout`, applied per route by
@@ -36,12 +41,14 @@ use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
 use std::future::Future;
 use std::hash::BuildHasher;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -50,8 +57,10 @@ use tower::Service;
 use tracing::Span;
 
 use super::error::ApiError;
+use super::ids::{Direct, Later};
 use super::limits::Limits;
 use super::metrics::{HTTP_REQUESTS, HTTP_REQUEST_DURATION};
+use super::AppState;
 
 /// The `route` label of requests that matched no route.
 pub const UNMATCHED: &str = "unmatched";
@@ -66,6 +75,8 @@ pub struct RouteLabels {
     matcher: matchit::Router<u16>,
     /// Index 0 is [`UNMATCHED`].
     names: Vec<&'static str>,
+    /// By the same index: the ID routes the edge answers itself.
+    direct: Vec<Option<Direct>>,
 }
 
 impl RouteLabels {
@@ -77,6 +88,7 @@ impl RouteLabels {
         let mut labels = RouteLabels {
             matcher: matchit::Router::new(),
             names: vec![UNMATCHED],
+            direct: vec![None],
         };
         for t in templates {
             let i = u16::try_from(labels.names.len()).expect("fewer than 65536 routes");
@@ -85,22 +97,42 @@ impl RouteLabels {
                 .insert(t, i)
                 .unwrap_or_else(|e| panic!("route {t:?}: {e}"));
             labels.names.push(t);
+            labels.direct.push(Direct::of(t));
         }
         labels
     }
 
-    /// The route `path` matches (index 0, [`UNMATCHED`], when none).
-    fn route(&self, path: &str) -> Route {
-        let index = self.matcher.at(path).map_or(0, |m| *m.value);
-        Route {
+    /// The route `path` matches (index 0, [`UNMATCHED`], when none) and,
+    /// when it is one the edge answers itself, how, with the byte range
+    /// of its one parameter in `path`.
+    fn route(&self, path: &str) -> (Route, Option<(Direct, Range<usize>)>) {
+        let Ok(m) = self.matcher.at(path) else {
+            return (
+                Route {
+                    index: 0,
+                    label: UNMATCHED,
+                },
+                None,
+            );
+        };
+        let index = *m.value;
+        let i = usize::from(index);
+        let direct = self.direct[i].and_then(|d| {
+            let (_, raw) = m.params.iter().next()?;
+            // A parameter is a slice of `path`.
+            let start = raw.as_ptr() as usize - path.as_ptr() as usize;
+            Some((d, start..start + raw.len()))
+        });
+        let route = Route {
             index,
-            label: self.names[usize::from(index)],
-        }
+            label: self.names[i],
+        };
+        (route, direct)
     }
 
     /// The template `path` matches, or [`UNMATCHED`].
     pub fn label(&self, path: &str) -> &'static str {
-        self.route(path).label
+        self.route(path).0.label
     }
 }
 
@@ -120,6 +152,8 @@ fn is_hot(route: &str) -> bool {
 
 struct Shared {
     labels: RouteLabels,
+    /// What the routes the edge answers itself call.
+    app: AppState,
     permits: Arc<Semaphore>,
     timeout: Duration,
 }
@@ -132,14 +166,16 @@ pub struct Front<S> {
 }
 
 impl<S> Front<S> {
-    /// Wraps `inner` (the router) in the request id, span, limits and metrics.
-    /// Installs the metrics recorder if needed.
-    pub fn new(inner: S, labels: RouteLabels, limits: &Limits) -> Self {
+    /// Wraps `inner` (the router) in the request id, span, limits and metrics;
+    /// the direct routes call `app`, the router's own state. Installs the
+    /// metrics recorder if needed.
+    pub fn new(inner: S, labels: RouteLabels, limits: &Limits, app: AppState) -> Self {
         super::metrics::handle();
         Front {
             inner,
             shared: Arc::new(Shared {
                 labels,
+                app,
                 permits: Arc::new(Semaphore::new(limits.max_concurrency)),
                 timeout: limits.request_timeout,
             }),
@@ -147,9 +183,9 @@ impl<S> Front<S> {
     }
 }
 
-impl<S, B> Service<Request<B>> for Front<S>
+impl<S> Service<Request<Body>> for Front<S>
 where
-    S: Service<Request<B>, Response = Response, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response, Error = Infallible>,
 {
     type Response = Response;
     type Error = Infallible;
@@ -159,9 +195,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
         let start = Instant::now();
-        let route = self.shared.labels.route(req.uri().path());
+        let (route, direct) = self.shared.labels.route(req.uri().path());
         let method = method_label(req.method());
         let request_id = req
             .headers()
@@ -172,10 +208,26 @@ where
         let state = match self.shared.permits.clone().try_acquire_owned() {
             Ok(permit) => {
                 let _entered = span.enter();
-                State::Running {
-                    fut: self.inner.call(req),
-                    _permit: permit,
-                    timer: None,
+                match direct {
+                    // A percent-encoded name is the router's to decode.
+                    Some((direct, name))
+                        if direct.takes(req.method())
+                            && !req.uri().path()[name.clone()].contains('%') =>
+                    {
+                        match direct.answer(&self.shared.app, name, req) {
+                            Ok(resp) => State::Shed { resp: Some(resp) },
+                            Err(later) => State::Later {
+                                fut: later,
+                                _permit: permit,
+                                timer: None,
+                            },
+                        }
+                    }
+                    _ => State::Running {
+                        fut: self.inner.call(req),
+                        _permit: permit,
+                        timer: None,
+                    },
                 }
             }
             Err(_) => State::Shed {
@@ -213,6 +265,13 @@ pin_project_lite::pin_project! {
             // Boxed, and only made when the handler did not answer at once.
             timer: Option<Pin<Box<Sleep>>>,
         },
+        // A direct answer that has to wait.
+        Later {
+            fut: Later,
+            _permit: OwnedSemaphorePermit,
+            timer: Option<Pin<Box<Sleep>>>,
+        },
+        // Answered already: shed, or a direct answer from memory.
         Shed { resp: Option<Response> },
     }
 }
@@ -244,13 +303,11 @@ where
             StateProj::Shed { resp } => resp.take().expect("polled after completion"),
             StateProj::Running { fut, timer, .. } => match fut.poll(cx) {
                 Poll::Ready(Ok(resp)) => resp,
-                Poll::Pending => {
-                    let deadline = *this.start + *this.timeout;
-                    let timer =
-                        timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                    ready!(timer.as_mut().poll(cx));
-                    ApiError::RequestTimeout.into_response()
-                }
+                Poll::Pending => ready!(timed_out(timer, *this.start + *this.timeout, cx)),
+            },
+            StateProj::Later { fut, timer, .. } => match fut.as_mut().poll(cx) {
+                Poll::Ready(resp) => resp,
+                Poll::Pending => ready!(timed_out(timer, *this.start + *this.timeout, cx)),
             },
         };
         let elapsed = this.start.elapsed();
@@ -266,6 +323,18 @@ where
         );
         Poll::Ready(Ok(resp))
     }
+}
+
+/// The request timeout's answer once `deadline` passed, the timer made at
+/// the first call (a handler that answers at once never makes one).
+fn timed_out(
+    timer: &mut Option<Pin<Box<Sleep>>>,
+    deadline: Instant,
+    cx: &mut Context<'_>,
+) -> Poll<Response> {
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+    ready!(timer.as_mut().poll(cx));
+    Poll::Ready(ApiError::RequestTimeout.into_response())
 }
 
 /// Request numbers are handed to threads in blocks, so threads do not contend
@@ -433,6 +502,44 @@ mod tests {
             "",
         ] {
             assert_eq!(labels.label(raw), UNMATCHED, "{raw:?}");
+        }
+    }
+
+    /// Only `/next` and Leaf's `get` are answered by the edge, with the
+    /// byte range of the name in the path; every other route, and no
+    /// route, goes to the router.
+    #[test]
+    fn the_direct_routes_carry_the_range_of_their_name() {
+        let labels = RouteLabels::new(crate::http::route_templates());
+        let direct = |path: &'static str| labels.route(path).1.map(|(d, r)| (d, &path[r]));
+        assert_eq!(
+            direct("/v1/sequences/order.eu/next"),
+            Some((Direct::Next, "order.eu"))
+        );
+        assert_eq!(
+            direct("/v1/sequences/%61/next"),
+            Some((Direct::Next, "%61"))
+        );
+        assert_eq!(
+            direct("/api/segment/get/pay-1"),
+            Some((Direct::LeafGet, "pay-1"))
+        );
+        for routed in [
+            "/v1/sequences/order/batch",
+            "/v1/sequences/order",
+            "/v1/sequences",
+            "/v1/snowflake/next",
+            "/v1/sequences/order/next/",
+            "/nowhere",
+        ] {
+            assert_eq!(direct(routed), None, "{routed}");
+        }
+        assert!(Direct::Next.takes(&Method::GET) && Direct::Next.takes(&Method::POST));
+        assert!(Direct::LeafGet.takes(&Method::GET) && !Direct::LeafGet.takes(&Method::POST));
+        for d in [Direct::Next, Direct::LeafGet] {
+            for m in [Method::HEAD, Method::PUT, Method::DELETE, Method::OPTIONS] {
+                assert!(!d.takes(&m), "{d:?} {m}");
+            }
         }
     }
 

@@ -103,8 +103,8 @@ pub fn router_with(state: AppState, limits: &limits::Limits, tinyid_prefix: &str
         .merge(openapi::swagger_ui())
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .with_state(state);
-    middleware::Front::new(router, labels, limits)
+        .with_state(state.clone());
+    middleware::Front::new(router, labels, limits, state)
 }
 
 /// The template of every API route (Swagger UI's pages aside), from the table
@@ -131,7 +131,7 @@ fn routes(
         // The routes that draw IDs answer HEAD 405 (`ids::head_*`) instead
         // of running their GET handler, which would draw.
         (
-            "/v1/sequences/{name}/next",
+            ids::NEXT,
             get(ids::next).post(ids::next).head(ids::head_get_post),
         ),
         (
@@ -162,10 +162,7 @@ fn routes(
                 .layer(body_limit)
                 .layer(announced),
         ),
-        (
-            "/api/segment/get/{name}",
-            get(ids::leaf_get).head(ids::head_get),
-        ),
+        (ids::LEAF_GET, get(ids::leaf_get).head(ids::head_get)),
         (
             "/v1/snowflake/next",
             get(snowflake::next)

@@ -166,6 +166,26 @@ impl TestServer {
         send_as_to(&self.http, self.url(path), token, method, body).await
     }
 
+    /// `POST /v1/tokens` with `body` as the admin `admin` (asserting 201):
+    /// the answer, with the token's text in `token`.
+    #[allow(dead_code)] // not every test binary makes client tokens
+    pub async fn make_token(&self, admin: &str, body: &serde_json::Value) -> serde_json::Value {
+        let resp = self
+            .send_as(admin, reqwest::Method::POST, "/v1/tokens", Some(body))
+            .await;
+        assert_eq!(resp.status(), reqwest::StatusCode::CREATED, "{body}");
+        resp.json().await.unwrap()
+    }
+
+    /// The text of a new token `label` with one prefix and one right, made
+    /// as the admin `admin`.
+    #[allow(dead_code)] // not every test binary makes client tokens
+    pub async fn token(&self, admin: &str, label: &str, prefix: &str, right: &str) -> String {
+        let body = serde_json::json!({"label": label, "prefixes": [prefix], "rights": [right]});
+        let made = self.make_token(admin, &body).await;
+        made["token"].as_str().unwrap().to_owned()
+    }
+
     /// `method path` with a JSON body (panics if the request cannot be sent).
     pub async fn send_json(
         &self,

@@ -323,13 +323,23 @@ impl Allocator {
     /// name is only copied when this instance has not served it yet).
     pub async fn next<'n>(&self, name: impl Into<SeqNameRef<'n>>) -> Result<i64, AllocError> {
         let name = name.into();
-        let fast = self.inner.live.with(name.as_str(), |buf| buf.take_fast(1));
-        if let Some(Some(r)) = fast {
-            return Ok(r.first);
+        if let Some(id) = self.next_now(name) {
+            return Ok(id);
         }
         // Boxed so the slow path's state does not bloat this future: callers
         // move it on every call, and the fast path above is the common case.
         Box::pin(self.next_slow(name)).await
+    }
+
+    /// The next ID of `name` if it can be taken from memory without
+    /// waiting: the fast path of [`Allocator::next`], for callers that
+    /// answer at once when it succeeds and only otherwise build the
+    /// future of `next` (`None`: the name is not live, its segments are
+    /// empty, or it is serial; `next` then says which).
+    pub fn next_now<'n>(&self, name: impl Into<SeqNameRef<'n>>) -> Option<i64> {
+        let name = name.into();
+        let fast = self.inner.live.with(name.as_str(), |buf| buf.take_fast(1));
+        fast.flatten().map(|r| r.first)
     }
 
     async fn next_slow(&self, name: SeqNameRef<'_>) -> Result<i64, AllocError> {
