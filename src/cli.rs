@@ -240,7 +240,7 @@ fn door(e: ServiceError, name: &SeqName) -> anyhow::Error {
             "sequence '{name}' already exists (see `seqd sequences list`; change its step with \
              `seqd sequences set-step`)"
         ),
-        ServiceError::Unavailable => {
+        ServiceError::Unavailable | ServiceError::Unreachable => {
             anyhow!("the database is unreachable or too slow; nothing changed")
         }
         e => anyhow::Error::new(e),

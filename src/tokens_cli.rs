@@ -72,7 +72,7 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
 /// The CLI's words for a token command's failure.
 fn door(e: ServiceError) -> anyhow::Error {
     match e {
-        ServiceError::Unavailable => {
+        ServiceError::Unavailable | ServiceError::Unreachable => {
             anyhow!("the database is unreachable or too slow; nothing changed")
         }
         e => anyhow::Error::new(e),

@@ -226,33 +226,92 @@ async fn postgres_mariadb_and_sqlite_stripes_are_checked_alike() {
     serve_refuses(&[&pg, &my], "set up as 3 stripes; 2 URLs given").await;
 }
 
+/// PostgreSQL, MariaDB, then the PostgreSQL schema again under a second URL:
+/// refused (exit 2, "same database") after the first two were claimed, and
+/// the refused start removes the records it wrote, so the same databases
+/// given right start as a fresh set (before, the two records stayed and
+/// every later start or `stripes init` with them was refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn serve_refuses_one_postgres_database_given_twice() {
-    let Some(pg) = common::test_db(Backend::Postgres).await else {
+async fn serve_refuses_one_postgres_database_given_twice_and_leaves_no_record() {
+    let (Some(pg), Some(my)) = (
+        common::test_db(Backend::Postgres).await,
+        common::test_db(Backend::Mysql).await,
+    ) else {
         return;
     };
     // The same schema under a second URL (another application name).
     let twin = format!("{}&application_name=seqd_twin", pg.url);
-    let urls = [pg.url.as_str(), twin.as_str()];
-    serve_refuses_urls(&urls, "URL #2 and URL #1 are the same database").await;
-    // The first claim is recorded: URL #1 claimed stripe 1 of 2 (index 0)
-    // before URL #2 read that record back.
-    let store = common::connect(&pg).await;
-    let claimed = store
-        .stripe_record()
-        .await
-        .expect("read the stripe record")
-        .expect("the first claim is recorded");
-    assert_eq!(
-        (claimed.index, claimed.count, claimed.block),
-        (0, 2, seqd::store::stripes::DEFAULT_BLOCK),
-        "{claimed:?}"
+    let urls = [pg.url.as_str(), my.url.as_str(), twin.as_str()];
+    serve_refuses_urls(&urls, "URL #3 and URL #1 are the same database").await;
+    let (pg_store, my_store) = (common::connect(&pg).await, common::connect(&my).await);
+    for store in [&pg_store, &my_store] {
+        let left = store.stripe_record().await.expect("read the stripe record");
+        assert_eq!(left, None, "the refused start left a record");
+    }
+    // Given twice again: refused the same way, nothing left either.
+    serve_refuses_urls(&urls, "URL #3 and URL #1 are the same database").await;
+    assert_eq!(pg_store.stripe_record().await.unwrap(), None);
+    // Given right: a fresh set of two.
+    let out = seqd_on_urls(&["migrate"], &urls[..2]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    // Once its first claim is recorded, giving it twice is refused the same
-    // way, and the record stays as it was.
-    serve_refuses_urls(&urls, "URL #2 and URL #1 are the same database").await;
-    let after = store.stripe_record().await.expect("read the stripe record");
-    assert_eq!(after, Some(claimed), "the refusal rewrote the record");
+    let claimed = [
+        pg_store
+            .stripe_record()
+            .await
+            .unwrap()
+            .expect("stripe 1 recorded"),
+        my_store
+            .stripe_record()
+            .await
+            .unwrap()
+            .expect("stripe 2 recorded"),
+    ];
+    assert_eq!((claimed[0].index, claimed[0].count), (0, 2));
+    assert_eq!((claimed[1].index, claimed[1].count), (1, 2));
+}
+
+/// Two sets of two stripes set up apart, (PostgreSQL a, MariaDB a) and
+/// (PostgreSQL b, MariaDB b), each recorded by `seqd migrate`: an instance
+/// given stripe 1 of the first and stripe 2 of the second (each at its own
+/// position, same count and block) is refused with exit status 2, where it
+/// used to start and hand out IDs the other set also hands out; so is
+/// `stripes init` with them. Records made before the set identity existed
+/// (set to NULL here) take one at the next `migrate`, the same on both
+/// stripes, and the mix is refused again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stripes_of_two_separately_set_up_sets_are_refused() {
+    let Some([pg_a, my_a, pg_b, my_b]) = common::test_dbs([
+        Backend::Postgres,
+        Backend::Mysql,
+        Backend::Postgres,
+        Backend::Mysql,
+    ])
+    .await
+    else {
+        return;
+    };
+    ok(&seqd_with(&["migrate"], &[&pg_a, &my_a]).await);
+    ok(&seqd_with(&["migrate"], &[&pg_b, &my_b]).await);
+    let two_sets = "URL #1 and URL #2 are stripes of two different stripe sets";
+    serve_refuses(&[&pg_a, &my_b], two_sets).await;
+    let init = seqd_with(&["stripes", "init"], &[&pg_a, &my_b]).await;
+    assert_eq!(init.status.code(), Some(2), "{init:?}");
+
+    for db in [&pg_a, &my_a] {
+        common::execute(db, "UPDATE seqd_stripe SET set_id = NULL").await;
+    }
+    ok(&seqd_with(&["migrate"], &[&pg_a, &my_a]).await);
+    let (a, b) = (common::connect(&pg_a).await, common::connect(&my_a).await);
+    let (a, b) = (
+        a.stripe_record().await.unwrap().unwrap(),
+        b.stripe_record().await.unwrap().unwrap(),
+    );
+    assert!(a.set_id.is_some() && a.set_id == b.set_id, "{a:?} {b:?}");
+    serve_refuses(&[&pg_a, &my_b], two_sets).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -219,6 +219,9 @@ impl ApiError {
             Service(ServiceError::Unavailable) => {
                 "no IDs in memory and the database is unreachable or too slow; retry later".into()
             }
+            Service(ServiceError::Unreachable) => {
+                "the database is unreachable or too slow; retry later".into()
+            }
             Service(ServiceError::BumpRefused(_)) => Internal.to_string(),
             _ => self.to_string(),
         }
@@ -276,7 +279,7 @@ fn service_code(e: &ServiceError) -> ErrorCode {
         ServiceError::Exhausted(_) => ErrorCode::SequenceExhausted,
         ServiceError::SerialExhausted(..) => ErrorCode::SerialExhausted,
         ServiceError::Misconfigured(..) => ErrorCode::SequenceMisconfigured,
-        ServiceError::Unavailable => ErrorCode::StorageUnavailable,
+        ServiceError::Unavailable | ServiceError::Unreachable => ErrorCode::StorageUnavailable,
         ServiceError::Unauthorized(_) => ErrorCode::Unauthorized,
         ServiceError::Forbidden => ErrorCode::Forbidden,
         ServiceError::TokenExists(_) => ErrorCode::TokenExists,

@@ -242,6 +242,10 @@ fn error_reply(e: ServiceError) -> Fail {
             Outcome::Unavailable,
             "no IDs in memory and the database is unreachable or too slow; retry in 1 s".into(),
         ),
+        E::Unreachable => Fail(
+            Outcome::Unavailable,
+            "the database is unreachable or too slow; retry in 1 s".into(),
+        ),
         E::Unauthorized(_) => Fail(
             Outcome::NoAuth,
             "this command needs a client token: AUTH <token> (--client-auth on)".into(),

@@ -118,12 +118,12 @@ impl Service {
             None => new,
         };
         if let Some(reserved) = self.allocator.reserved_up_to(&name) {
-            // An existing row is a plain duplicate; only a name whose row is
-            // gone while this instance remembers its IDs needs the check.
-            if self.read(&name).await?.is_some() {
-                return Err(ServiceError::Exists(name));
-            }
-            if new.start <= reserved {
+            // Only a name whose row is gone while this instance remembers
+            // its IDs needs the check. When a row exists the store answers
+            // below: "exists", or, on stripes, the rows a create cut short
+            // by an outage left missing are created now (docs/design.md,
+            // "Stripes: records and checks").
+            if self.read(&name).await?.is_none() && new.start <= reserved {
                 return Err(ServiceError::InvalidRequest(format!(
                     "start must be above {reserved}: this instance already reserved IDs up to it \
                      under this name, and a re-created sequence must never issue them again"

@@ -61,9 +61,14 @@ pub enum ServiceError {
     /// No token has this label.
     #[error("no token is labelled '{0}'")]
     TokenNotFound(String),
-    /// No IDs in memory and the database unreachable or too slow.
+    /// A draw found no IDs in memory and the database unreachable or too
+    /// slow.
     #[error("storage unavailable")]
     Unavailable,
+    /// A request that needs the database (an admin write, a read, a token)
+    /// found it unreachable or too slow.
+    #[error("storage unreachable")]
+    Unreachable,
     /// A bug or a misconfiguration; the details are in the log.
     #[error("internal error")]
     Internal,
@@ -147,7 +152,7 @@ impl From<StoreError> for ServiceError {
         match e {
             StoreError::Unavailable(detail) => {
                 throttled!(warn, "storage unavailable", None, error = %detail);
-                ServiceError::Unavailable
+                ServiceError::Unreachable
             }
             StoreError::Config(detail) => {
                 throttled!(error, "storage misconfigured", None, error = %detail);

@@ -244,6 +244,16 @@ impl<H: Hook> StripeRecords for Forwarding<H> {
         self.hook.before(Call::StripeRecord)?;
         self.inner.put_stripe_record(record, replace).await
     }
+
+    async fn drop_stripe_record(&self, database_id: &str) -> Result<bool, StoreError> {
+        self.hook.before(Call::StripeRecord)?;
+        self.inner.drop_stripe_record(database_id).await
+    }
+
+    async fn join_stripe_set(&self, set_id: &str) -> Result<Option<StripeRecord>, StoreError> {
+        self.hook.before(Call::StripeRecord)?;
+        self.inner.join_stripe_set(set_id).await
+    }
 }
 
 #[async_trait]

@@ -521,10 +521,31 @@ impl StripeRecords for MemoryStore {
                 kept.index = record.index;
                 kept.count = record.count;
                 kept.block = record.block;
+                kept.set_id = record.set_id.clone();
             }
             Some(_) => {}
         }
         Ok(stripe.clone().expect("written above"))
+    }
+
+    async fn join_stripe_set(&self, set_id: &str) -> Result<Option<StripeRecord>, StoreError> {
+        let mut stripe = self.stripe.lock().unwrap();
+        if let Some(r) = stripe.as_mut() {
+            r.set_id.get_or_insert_with(|| set_id.to_owned());
+        }
+        Ok(stripe.clone())
+    }
+
+    async fn drop_stripe_record(&self, database_id: &str) -> Result<bool, StoreError> {
+        let mut stripe = self.stripe.lock().unwrap();
+        if stripe
+            .as_ref()
+            .is_some_and(|r| r.database_id == database_id)
+        {
+            *stripe = None;
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 

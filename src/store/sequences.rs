@@ -914,6 +914,26 @@ macro_rules! sql_sequences {
                 $crate::store::stripes::record::put_record(&self.pool, dialect, record, replace)
                     .await
             }
+
+            async fn drop_stripe_record(
+                &self,
+                database_id: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::delete_record(&self.pool, dialect, database_id)
+                    .await
+            }
+
+            async fn join_stripe_set(
+                &self,
+                set_id: &str,
+            ) -> Result<
+                Option<$crate::store::stripes::record::StripeRecord>,
+                $crate::store::StoreError,
+            > {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::join_set(&self.pool, dialect, set_id).await
+            }
         }
     };
 }

@@ -185,6 +185,16 @@ pub trait StripeRecords: Send + Sync + 'static {
         record: &StripeRecord,
         replace: bool,
     ) -> Result<StripeRecord, StoreError>;
+
+    /// Deletes this database's stripe record if its `database_id` is
+    /// `database_id` (a claim this process wrote, undone when the start
+    /// that wrote it is refused); whether a row was deleted.
+    async fn drop_stripe_record(&self, database_id: &str) -> Result<bool, StoreError>;
+
+    /// Records `set_id` as the identity of this database's stripe set if
+    /// its record has none (a record written before seqd kept it), and
+    /// returns the record in force (`None`: no record).
+    async fn join_stripe_set(&self, set_id: &str) -> Result<Option<StripeRecord>, StoreError>;
 }
 
 /// The client tokens (`seqd_tokens`, docs/api.md, "Client tokens"): rows

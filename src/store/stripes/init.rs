@@ -40,7 +40,8 @@ use std::sync::Arc;
 use super::audit::MergeWalk;
 use super::layout::{StripeLayout, DEFAULT_BLOCK};
 use super::record::{
-    at_url, distinct_records, refuse, same_database, stripe_count, url_at, StripeRecord,
+    at_url, distinct_records, new_database_id, refuse, same_database, stripe_count, url_at,
+    StripeRecord,
 };
 use crate::domain::{NewSequence, SeqName};
 use crate::store::memory::MemoryStore;
@@ -110,8 +111,14 @@ pub async fn init_stripes(
         .collect();
     let names = level_rows(&walked, &mut stripes, dry_run).await?;
     if !dry_run {
+        // The set keeps the identity of its first stripe's record, if it
+        // has one: an interrupted init, run again, writes the same.
+        let set_id = records[0]
+            .as_ref()
+            .and_then(|r| r.set_id.clone())
+            .unwrap_or_else(new_database_id);
         for (i, store) in stores.iter().enumerate() {
-            let record = StripeRecord::new(i as u32, count, block);
+            let record = StripeRecord::new(i as u32, count, block).in_set(set_id.clone());
             store
                 .put_stripe_record(&record, true)
                 .await
@@ -188,6 +195,17 @@ fn check_existing(
                 r.describe(),
                 i + 1
             )));
+        }
+    }
+    let mut sets = multi.iter().filter_map(|(_, r)| r.set_id.as_deref());
+    if let Some(first) = sets.next() {
+        if sets.any(|s| s != first) {
+            return Err(refuse(
+                "the databases hold stripes of different sets (their records carry different \
+                 set identities): init joins one existing set (and single databases) into one \
+                 new set"
+                    .into(),
+            ));
         }
     }
     let old: Vec<u32> = multi

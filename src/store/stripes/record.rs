@@ -33,6 +33,10 @@ pub struct StripeRecord {
     /// Random text written with the row and kept by every later write: two
     /// URLs reading the same one reach the same database.
     pub database_id: String,
+    /// The identity of the set (`set_id`): the same on every stripe of a
+    /// set, different between two sets set up apart. `None` on a record
+    /// written before seqd kept it.
+    pub set_id: Option<String>,
 }
 
 impl StripeRecord {
@@ -44,7 +48,14 @@ impl StripeRecord {
             count,
             block,
             database_id: new_database_id(),
+            set_id: None,
         }
+    }
+
+    /// The same record as a stripe of the set `set_id`.
+    pub fn in_set(mut self, set_id: impl Into<String>) -> Self {
+        self.set_id = Some(set_id.into());
+        self
     }
 
     /// The layout this record describes; [`StoreError::Invalid`] for one
@@ -87,41 +98,48 @@ pub fn new_database_id() -> String {
 }
 
 /// The statements of the record, per dialect: read the row; insert it if
-/// missing (binds: index, count, block, database_id); insert it or
-/// overwrite index, count and block, keeping `database_id` (same binds).
-fn statements(dialect: Dialect) -> (&'static str, &'static str, &'static str) {
-    const READ: &str =
-        "SELECT stripe_index, stripe_count, block, database_id FROM seqd_stripe WHERE id = 1";
+/// missing (binds: index, count, block, database_id, set_id); insert it or
+/// overwrite index, count, block and set_id, keeping `database_id` (same
+/// binds); record the set's identity where it has none (binds: set_id).
+fn statements(dialect: Dialect) -> [&'static str; 4] {
+    const READ: &str = "SELECT stripe_index, stripe_count, block, database_id, set_id \
+                        FROM seqd_stripe WHERE id = 1";
     match dialect {
-        Dialect::Postgres => (
+        Dialect::Postgres => [
             READ,
-            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) \
-             VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
-            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) \
-             VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET \
+            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id, set_id) \
+             VALUES (1, $1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id, set_id) \
+             VALUES (1, $1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET \
              stripe_index = excluded.stripe_index, stripe_count = excluded.stripe_count, \
-             block = excluded.block, updated_at = CURRENT_TIMESTAMP",
-        ),
-        Dialect::Sqlite => (
+             block = excluded.block, set_id = excluded.set_id, updated_at = CURRENT_TIMESTAMP",
+            "UPDATE seqd_stripe SET set_id = $1, updated_at = CURRENT_TIMESTAMP \
+             WHERE id = 1 AND set_id IS NULL",
+        ],
+        Dialect::Sqlite => [
             READ,
-            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) \
-             VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) \
-             VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET \
+            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id, set_id) \
+             VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id, set_id) \
+             VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET \
              stripe_index = excluded.stripe_index, stripe_count = excluded.stripe_count, \
-             block = excluded.block, updated_at = CURRENT_TIMESTAMP",
-        ),
+             block = excluded.block, set_id = excluded.set_id, updated_at = CURRENT_TIMESTAMP",
+            "UPDATE seqd_stripe SET set_id = ?, updated_at = CURRENT_TIMESTAMP \
+             WHERE id = 1 AND set_id IS NULL",
+        ],
         // `id = id`: a no-op on a duplicate, where INSERT IGNORE would also
         // turn other errors (a CHECK) into warnings.
-        Dialect::Mysql => (
+        Dialect::Mysql => [
             READ,
-            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) \
-             VALUES (1, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id",
-            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) \
-             VALUES (1, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE \
+            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id, set_id) \
+             VALUES (1, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id",
+            "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id, set_id) \
+             VALUES (1, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE \
              stripe_index = VALUES(stripe_index), stripe_count = VALUES(stripe_count), \
-             block = VALUES(block), updated_at = CURRENT_TIMESTAMP",
-        ),
+             block = VALUES(block), set_id = VALUES(set_id), updated_at = CURRENT_TIMESTAMP",
+            "UPDATE seqd_stripe SET set_id = ?, updated_at = CURRENT_TIMESTAMP \
+             WHERE id = 1 AND set_id IS NULL",
+        ],
     }
 }
 
@@ -154,7 +172,7 @@ fn record_failed(e: sqlx::Error) -> StoreError {
 /// A record from its columns; a stored value out of range is
 /// [`StoreError::Invalid`].
 fn from_columns(
-    (index, count, block, database_id): (i64, i64, i64, String),
+    (index, count, block, database_id, set_id): Columns,
 ) -> Result<StripeRecord, StoreError> {
     let bad = || {
         StoreError::Invalid(format!(
@@ -166,8 +184,12 @@ fn from_columns(
         count: u32::try_from(count).map_err(|_| bad())?,
         block,
         database_id,
+        set_id,
     })
 }
+
+/// The columns of a record as read.
+type Columns = (i64, i64, i64, String, Option<String>);
 
 /// The backend's short name of `dialect`, for [`retrying!`]'s metric.
 fn backend_of(dialect: Dialect) -> &'static str {
@@ -183,12 +205,12 @@ where
     DB: sqlx::Database,
     for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    (i64, i64, i64, String): for<'r> sqlx::FromRow<'r, DB::Row>,
+    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
 {
-    let (read, _, _) = statements(dialect);
+    let [read, ..] = statements(dialect);
     retrying!(
         backend_of(dialect),
-        sqlx::query_as::<DB, (i64, i64, i64, String)>(read)
+        sqlx::query_as::<DB, Columns>(read)
             .fetch_optional(pool)
             .await
     )
@@ -212,10 +234,11 @@ where
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    (i64, i64, i64, String): for<'r> sqlx::FromRow<'r, DB::Row>,
+    for<'q> Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     record.layout()?;
-    let (_, insert, upsert) = statements(dialect);
+    let [_, insert, upsert, _] = statements(dialect);
     retrying!(
         backend_of(dialect),
         sqlx::query::<DB>(if replace { upsert } else { insert })
@@ -223,6 +246,7 @@ where
             .bind(i64::from(record.count))
             .bind(record.block)
             .bind(record.database_id.as_str())
+            .bind(record.set_id.as_deref())
             .execute(pool)
             .await
     )
@@ -230,6 +254,59 @@ where
     read_record(pool, dialect).await?.ok_or_else(|| {
         StoreError::Unavailable("the stripe record just written reads back as missing".into())
     })
+}
+
+/// [`StripeRecords::join_stripe_set`] on a backend's pool: one `UPDATE`
+/// of a row without a set identity, then the row read back.
+pub(crate) async fn join_set<DB>(
+    pool: &sqlx::Pool<DB>,
+    dialect: Dialect,
+    set_id: &str,
+) -> Result<Option<StripeRecord>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let [.., join] = statements(dialect);
+    retrying!(
+        backend_of(dialect),
+        sqlx::query::<DB>(join).bind(set_id).execute(pool).await
+    )
+    .map_err(record_failed)?;
+    read_record(pool, dialect).await
+}
+
+/// [`StripeRecords::drop_stripe_record`] on a backend's pool: one `DELETE`
+/// of the row if it holds `database_id`.
+pub(crate) async fn delete_record<DB>(
+    pool: &sqlx::Pool<DB>,
+    dialect: Dialect,
+    database_id: &str,
+) -> Result<bool, StoreError>
+where
+    DB: crate::store::workers::LeaseDb,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let delete = match dialect {
+        Dialect::Postgres => "DELETE FROM seqd_stripe WHERE id = 1 AND database_id = $1",
+        Dialect::Mysql | Dialect::Sqlite => {
+            "DELETE FROM seqd_stripe WHERE id = 1 AND database_id = ?"
+        }
+    };
+    let done = retrying!(
+        backend_of(dialect),
+        sqlx::query::<DB>(delete)
+            .bind(database_id)
+            .execute(pool)
+            .await
+    )
+    .map_err(record_failed)?;
+    Ok(DB::rows_affected(&done) > 0)
 }
 
 /// `URL #2 (sqlite://b.db)`: a URL by its position (from 0), redacted.
@@ -306,7 +383,85 @@ pub async fn bind_stripes(
     if records.iter().all(Option::is_none) {
         return bind_unrecorded(stores, urls, mode, block).await;
     }
-    check_set(&records, urls)
+    let layouts = check_set(&records, urls)?;
+    one_set(stores, urls, &records, mode).await?;
+    Ok(layouts)
+}
+
+/// Checks that records which passed [`check_set`] name one set: a record
+/// whose set identity differs from another's is a stripe of another set
+/// (refused, exit status 2). Under `auto`, records written before seqd kept
+/// the identity take it: the one a record already has, else the one the
+/// first of them takes (of two processes doing this at once, both read
+/// back the same). Under `check` and `off` they are accepted with a
+/// warning, unchecked.
+async fn one_set(
+    stores: &[Arc<dyn Store>],
+    urls: &[String],
+    records: &[Option<StripeRecord>],
+    mode: MigrateMode,
+) -> Result<(), StoreError> {
+    let mut set: Option<(usize, String)> = None;
+    let mut unset = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        match r.as_ref().and_then(|r| r.set_id.as_ref()) {
+            None => unset.push(i),
+            Some(id) => match &set {
+                None => set = Some((i, id.clone())),
+                Some((j, s)) if s != id => return Err(two_sets(urls, *j, i)),
+                Some(_) => {}
+            },
+        }
+    }
+    if unset.is_empty() {
+        return Ok(());
+    }
+    if mode != MigrateMode::Auto {
+        if records.len() > 1 {
+            tracing::warn!(
+                urls = ?unset.iter().map(|i| i + 1).collect::<Vec<_>>(),
+                "stripe records without the set's identity (written by an earlier seqd): a \
+                 stripe of another set cannot be told apart until a start with --migrate auto \
+                 records it"
+            );
+        }
+        return Ok(());
+    }
+    for i in unset {
+        let want = set
+            .as_ref()
+            .map_or_else(new_database_id, |(_, s)| s.clone());
+        let got = stores[i]
+            .join_stripe_set(&want)
+            .await
+            .map_err(|e| at_url(urls, i, e))?;
+        let Some(id) = got.and_then(|r| r.set_id) else {
+            return Err(refuse(format!(
+                "{}: its stripe record vanished while seqd recorded the set's identity",
+                url_at(urls, i)
+            )));
+        };
+        match &set {
+            Some((j, s)) if *s != id => return Err(two_sets(urls, *j, i)),
+            Some(_) => {}
+            None => set = Some((i, id)),
+        }
+    }
+    Ok(())
+}
+
+/// The refusal of URLs `j` and `i` (from 0) being stripes of two sets.
+fn two_sets(urls: &[String], j: usize, i: usize) -> StoreError {
+    refuse(format!(
+        "URL #{} and URL #{} are stripes of two different stripe sets (their records carry \
+         different set identities): each set hands out IDs on its own, and mixing their \
+         stripes would hand out the same IDs twice; give every stripe of one set, in its \
+         order ({}; {})",
+        j + 1,
+        i + 1,
+        url_at(urls, j),
+        url_at(urls, i)
+    ))
 }
 
 /// N, the number of stripes `stores` (one per URL of `urls`) make.
@@ -329,7 +484,6 @@ async fn bind_unrecorded(
     block: i64,
 ) -> Result<Vec<StripeLayout>, StoreError> {
     let n = stores.len();
-    let count = n as u32;
     if n > 1 {
         for (i, store) in stores.iter().enumerate() {
             let page = store
@@ -363,13 +517,42 @@ async fn bind_unrecorded(
             }
         )));
     }
-    let mut claimed: Vec<Option<StripeRecord>> = Vec::with_capacity(n);
+    let mut written = Vec::new();
+    let bound = claim(stores, urls, block, &mut written).await;
+    if bound.is_err() {
+        undo_claims(stores, urls, &written).await;
+    }
+    bound
+}
+
+/// Claims stripe `i` of N on `stores[i]`, one after another, and checks
+/// the records in force; `written` gets each record this call inserted
+/// (its URL's position and `database_id`), also when it fails half-way.
+async fn claim(
+    stores: &[Arc<dyn Store>],
+    urls: &[String],
+    block: i64,
+    written: &mut Vec<(usize, String)>,
+) -> Result<Vec<StripeLayout>, StoreError> {
+    let count = stores.len() as u32;
+    let mut claimed: Vec<Option<StripeRecord>> = Vec::with_capacity(stores.len());
+    // The set's identity: this claim's, unless another process claimed
+    // the first database first (then its).
+    let mut set_id = new_database_id();
     for (i, store) in stores.iter().enumerate() {
-        let wanted = StripeRecord::new(i as u32, count, block);
+        let wanted = StripeRecord::new(i as u32, count, block).in_set(set_id.clone());
         let got = store
             .put_stripe_record(&wanted, false)
             .await
             .map_err(|e| at_url(urls, i, e))?;
+        if got.database_id == wanted.database_id {
+            written.push((i, got.database_id.clone()));
+        }
+        if i == 0 {
+            if let Some(theirs) = &got.set_id {
+                set_id = theirs.clone();
+            }
+        }
         if let Some(j) = claimed
             .iter()
             .position(|r| r.as_ref().is_some_and(|r| r.database_id == got.database_id))
@@ -380,7 +563,26 @@ async fn bind_unrecorded(
     }
     // Another instance claiming the same databases at once, in another
     // order, shows here.
-    check_set(&claimed, urls)
+    let layouts = check_set(&claimed, urls)?;
+    one_set(stores, urls, &claimed, MigrateMode::Auto).await?;
+    Ok(layouts)
+}
+
+/// Deletes the records a refused claim wrote (each only if it still holds
+/// the `database_id` written), so a refused start leaves the databases as
+/// it found them: the next start, with the URLs corrected, claims them
+/// afresh. A record that cannot be deleted is logged with how to remove it.
+async fn undo_claims(stores: &[Arc<dyn Store>], urls: &[String], written: &[(usize, String)]) {
+    for (i, database_id) in written {
+        match stores[*i].drop_stripe_record(database_id).await {
+            Ok(_) => tracing::info!(database = %url_at(urls, *i),
+                "start refused: the stripe record this start wrote is removed"),
+            Err(e) => tracing::error!(database = %url_at(urls, *i), error = %e,
+                "start refused, and the stripe record this start wrote could not be removed: \
+                 while no seqd serves from this database, delete it with \
+                 `DELETE FROM seqd_stripe` (docs/high-availability.md)"),
+        }
+    }
 }
 
 /// The refusal of URL `i` being the database of URL `j` (from 0).
@@ -625,6 +827,121 @@ mod tests {
         let twice = vec![s[0].clone(), s[0].clone()];
         let m = refused(&twice, MigrateMode::Auto).await;
         assert!(m.contains("URL #2 and URL #1 are the same database"), "{m}");
+    }
+
+    /// Two sets set up apart (a, b, c) and (x, y, z): URLs mixing them
+    /// (a, y, c) are refused although each is at its own position of a set
+    /// of three with the same block; each set alone still starts.
+    #[tokio::test]
+    async fn stripes_of_two_sets_are_refused() {
+        let (p, q) = (stores(3), stores(3));
+        for set in [&p, &q] {
+            bind_stripes(set, &urls(3), MigrateMode::Auto, 100)
+                .await
+                .unwrap();
+        }
+        let mut ids = Vec::new();
+        for store in [&p[0], &p[1], &q[0]] {
+            ids.push(store.stripe_record().await.unwrap().unwrap().set_id);
+        }
+        assert!(
+            ids[0].is_some() && ids[0] == ids[1] && ids[0] != ids[2],
+            "{ids:?}"
+        );
+        let mixed = vec![p[0].clone(), q[1].clone(), p[2].clone()];
+        for mode in [MigrateMode::Auto, MigrateMode::Check] {
+            let m = refused(&mixed, mode).await;
+            assert!(
+                m.contains("URL #1 and URL #2 are stripes of two different stripe sets"),
+                "{m}"
+            );
+        }
+        for set in [&p, &q] {
+            bind_stripes(set, &urls(3), MigrateMode::Check, 100)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Records without a set identity (written before seqd kept it) are
+    /// accepted; `check` leaves them as they are, `auto` gives every one
+    /// the same identity, which then tells another set's stripe apart.
+    #[tokio::test]
+    async fn records_without_a_set_identity_take_one_under_auto() {
+        let s = stores(2);
+        for (i, store) in s.iter().enumerate() {
+            store
+                .put_stripe_record(&StripeRecord::new(i as u32, 2, 100), false)
+                .await
+                .unwrap();
+        }
+        bind_stripes(&s, &urls(2), MigrateMode::Check, 100)
+            .await
+            .unwrap();
+        assert_eq!(s[0].stripe_record().await.unwrap().unwrap().set_id, None);
+        bind_stripes(&s, &urls(2), MigrateMode::Auto, 100)
+            .await
+            .unwrap();
+        let (a, b) = (
+            s[0].stripe_record().await.unwrap().unwrap(),
+            s[1].stripe_record().await.unwrap().unwrap(),
+        );
+        assert!(a.set_id.is_some() && a.set_id == b.set_id, "{a:?} {b:?}");
+        // Another set's stripe 2, without an identity: it takes this set's
+        // only if given with it, so give it a different one first.
+        let other = stores(2);
+        bind_stripes(&other, &urls(2), MigrateMode::Auto, 100)
+            .await
+            .unwrap();
+        let mixed = vec![s[0].clone(), other[1].clone()];
+        let m = refused(&mixed, MigrateMode::Auto).await;
+        assert!(m.contains("two different stripe sets"), "{m}");
+    }
+
+    /// A start refused after it claimed some databases (one of them given
+    /// twice, or the last one failing) removes the records it wrote: the
+    /// same databases, given right, are then claimed as a fresh set.
+    #[tokio::test]
+    async fn a_refused_claim_leaves_no_record_behind() {
+        let s = stores(2);
+        let twice = vec![s[0].clone(), s[1].clone(), s[0].clone()];
+        let m = refused(&twice, MigrateMode::Auto).await;
+        assert!(m.contains("URL #3 and URL #1 are the same database"), "{m}");
+        for store in &s {
+            assert_eq!(store.stripe_record().await.unwrap(), None);
+        }
+
+        // Lost just before its record is written.
+        struct Down;
+        impl crate::store::forwarding::Hook for Down {
+            fn before(&self, call: crate::store::forwarding::Call) -> Result<(), StoreError> {
+                match call {
+                    crate::store::forwarding::Call::StripeRecord => {
+                        Err(StoreError::Unavailable("down".into()))
+                    }
+                    _ => Ok(()),
+                }
+            }
+        }
+        let down: Arc<dyn Store> =
+            crate::store::forwarding::Forwarding::new(Arc::new(MemoryStore::new()), Down);
+        let failing = vec![s[0].clone(), s[1].clone(), down];
+        assert!(matches!(
+            bind_unrecorded(&failing, &urls(3), MigrateMode::Auto, 100).await,
+            Err(StoreError::Unavailable(m)) if m.contains("URL #3")
+        ));
+        for store in &s {
+            assert_eq!(store.stripe_record().await.unwrap(), None);
+        }
+
+        let got = bind_stripes(&s, &urls(2), MigrateMode::Auto, 100)
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2);
+        // A record another start wrote is never removed by this one's undo.
+        let other = StripeRecord::new(0, 2, 100);
+        assert!(!s[0].drop_stripe_record(&other.database_id).await.unwrap());
+        assert!(s[0].stripe_record().await.unwrap().is_some());
     }
 
     #[tokio::test]

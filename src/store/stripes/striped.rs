@@ -434,15 +434,21 @@ impl StripedStore {
         *self.inner.missing.lock().unwrap() = map;
     }
 
-    /// Remembers that `name` has no row on the stripes `on`.
-    fn note_missing(&self, name: &SeqName, on: &[usize]) {
+    /// Remembers that `name` has no row on the stripes `on`; `why` is
+    /// logged once per stripe and name.
+    fn note_missing(&self, name: &SeqName, on: &[usize], why: Missing) {
         let mut missing = self.inner.missing.lock().unwrap();
         for &i in on {
             let names = missing.entry(i as u32).or_default();
             if names.len() < MISSING_KEPT && names.insert(name.clone()) {
-                tracing::error!(sequence = %name, stripe = i,
-                    "sequence has no row on this stripe (added by SQL to the others?); \
-                     serving it from the other stripes");
+                match why {
+                    Missing::Found => tracing::error!(sequence = %name, stripe = i,
+                        "sequence has no row on this stripe (added by SQL to the others?); \
+                         serving it from the other stripes"),
+                    Missing::CreateCutShort => tracing::error!(sequence = %name, stripe = i,
+                        "the sequence was created on the other stripes only (this one failed); \
+                         serving it from them; the same create, retried, creates this row"),
+                }
             }
         }
     }
@@ -472,6 +478,15 @@ impl StripedStore {
             names.remove(name);
         }
     }
+}
+
+/// Why a stripe is known to lack a sequence's row.
+#[derive(Debug, Clone, Copy)]
+enum Missing {
+    /// A stripe answered "no such row" while others have it.
+    Found,
+    /// A create succeeded on other stripes and failed on this one.
+    CreateCutShort,
 }
 
 /// Global ordering needs one database: IDs from one row, in the order the
@@ -614,7 +629,7 @@ impl Segments for StripedStore {
             .await?;
         let missing = std::mem::take(&mut *missing_on.lock().unwrap());
         if !missing.is_empty() {
-            self.note_missing(name, &missing);
+            self.note_missing(name, &missing, Missing::Found);
         }
         let s = &self.inner.stripes[i];
         s.reservations.fetch_add(1, Ordering::Relaxed);
@@ -656,21 +671,30 @@ impl Catalog for StripedStore {
             })
             .await?;
         // A create that failed half-way is completed by the next one: the
-        // stripes that have the row already say so.
+        // stripes that have the row already say so. Until then the stripes
+        // that failed are reported missing the row (`/readyz`), as an audit
+        // would find them.
         let mut created = None;
         let mut error = None;
-        for r in results {
+        let mut has_row = false;
+        let mut failed = Vec::new();
+        for (i, r) in results.into_iter().enumerate() {
             match r {
                 Ok(row) => {
+                    has_row = true;
                     created.get_or_insert(row);
                 }
-                Err(StoreError::AlreadyExists) => {}
+                Err(StoreError::AlreadyExists) => has_row = true,
                 Err(e) => {
+                    failed.push(i);
                     error.get_or_insert(e);
                 }
             }
         }
         if let Some(e) = error {
+            if has_row {
+                self.note_missing(&seq.name, &failed, Missing::CreateCutShort);
+            }
             return Err(e);
         }
         created.ok_or(StoreError::AlreadyExists)
@@ -758,7 +782,7 @@ impl Catalog for StripedStore {
         }
         let row = updated.ok_or(StoreError::NotFound)?;
         if !missing.is_empty() {
-            self.note_missing(name, &missing);
+            self.note_missing(name, &missing, Missing::Found);
         }
         Ok(row)
     }
@@ -881,6 +905,18 @@ impl StripeRecords for StripedStore {
         _record: &StripeRecord,
         _replace: bool,
     ) -> Result<StripeRecord, StoreError> {
+        Err(StoreError::Config(
+            "a stripe record belongs to one database, not to the set".into(),
+        ))
+    }
+
+    async fn drop_stripe_record(&self, _database_id: &str) -> Result<bool, StoreError> {
+        Err(StoreError::Config(
+            "a stripe record belongs to one database, not to the set".into(),
+        ))
+    }
+
+    async fn join_stripe_set(&self, _set_id: &str) -> Result<Option<StripeRecord>, StoreError> {
         Err(StoreError::Config(
             "a stripe record belongs to one database, not to the set".into(),
         ))

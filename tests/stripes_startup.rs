@@ -1,0 +1,102 @@
+//! Stripes through the real binary on a PostgreSQL schema and a MariaDB
+//! database, the MariaDB stripe behind a fault proxy: what an operator
+//! meets around an outage of one stripe (docs/high-availability.md).
+
+mod common;
+mod proxy;
+mod server;
+
+use std::time::Duration;
+
+use common::{Backend, TestDb};
+use proxy::{upstream_of, Proxy};
+use serde_json::{json, Value};
+use server::{fetch_json, Process};
+
+/// The block size of a stripe set created without `--block`.
+const BLOCK: i64 = seqd::store::stripes::DEFAULT_BLOCK;
+
+/// A fresh PostgreSQL schema (stripe 1) and MariaDB database (stripe 2,
+/// reached through the proxy) and the URLs of both, space-separated.
+async fn pg_and_proxied_mariadb() -> Option<(TestDb, TestDb, Proxy, String)> {
+    let (Some(pg), Some(my)) = (
+        common::test_db(Backend::Postgres).await,
+        common::test_db(Backend::Mysql).await,
+    ) else {
+        return None;
+    };
+    let proxy = Proxy::start(upstream_of(&my.url)).await;
+    let urls = format!("{} {}", pg.url, proxy.url_for(&my.url));
+    Some((pg, my, proxy, urls))
+}
+
+/// `/readyz`'s `missing_rows` of each stripe.
+async fn missing_rows(http: &reqwest::Client, base: &str) -> Vec<Value> {
+    let ready = fetch_json(http.get(format!("{base}/readyz"))).await;
+    (0..2)
+        .map(|i| ready["checks"]["stripes"][i]["missing_rows"].clone())
+        .collect()
+}
+
+/// A create cut short by an outage of stripe 2: 503 (saying the database
+/// is unreachable, not that IDs ran out), the row on stripe 1, the
+/// sequence served from it, `/readyz` reporting the row missing on stripe
+/// 2. Once the stripe is back, the same POST, retried by the client, is
+/// answered 201 and writes the missing row, although this instance has
+/// served the name meanwhile; `/readyz` forgets it; one more POST is 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_cut_short_by_a_stripe_is_finished_by_the_same_post_retried() {
+    let Some((_pg, my, proxy, urls)) = pg_and_proxied_mariadb().await else {
+        return;
+    };
+    let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
+    let http = server::client(Duration::from_secs(20));
+    let post = || {
+        http.post(format!("{}/v1/sequences", seqd.base))
+            .json(&json!({"name": "hc4", "step": 100}))
+            .send()
+    };
+    proxy.cut();
+    let refused = post().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "storage_unavailable", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("IDs in memory"), "{message}");
+
+    let id: i64 = server::fetch_text(
+        http.get(format!("{}/v1/sequences/hc4/next", seqd.base))
+            .header("accept", "text/plain"),
+    )
+    .await
+    .parse()
+    .unwrap();
+    assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
+    assert_eq!(
+        missing_rows(&http, &seqd.base).await,
+        [json!([]), json!(["hc4"])]
+    );
+
+    proxy.heal();
+    let mut status = 0;
+    for _ in 0..150 {
+        status = post().await.unwrap().status().as_u16();
+        if status != 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(status, 201, "the retried create finishes the sequence");
+    let row = common::connect(&my)
+        .await
+        .get(&common::name("hc4"))
+        .await
+        .unwrap();
+    assert!(row.is_some(), "stripe 2 has the row");
+    assert_eq!(
+        missing_rows(&http, &seqd.base).await,
+        [json!([]), json!([])]
+    );
+    assert_eq!(post().await.unwrap().status(), 409);
+    seqd.kill().await;
+}
