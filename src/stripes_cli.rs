@@ -60,6 +60,21 @@ fn print_report(report: &InitReport, urls: &[String]) -> std::io::Result<()> {
             stripe.raised
         )?;
     }
+    if !report.made_instance.is_empty() {
+        let names: Vec<&str> = report.made_instance.iter().map(|n| n.as_str()).collect();
+        writeln!(
+            out,
+            "{} {} sequences from global to instance ordering (global ordering needs one \
+             database; stripes serve instance): {}",
+            if report.dry_run {
+                "would switch"
+            } else {
+                "switched"
+            },
+            names.len(),
+            names.join(", ")
+        )?;
+    }
     let created: u64 = report.stripes.iter().map(|s| s.created).sum();
     let raised: u64 = report.stripes.iter().map(|s| s.raised).sum();
     if report.dry_run {

@@ -412,3 +412,49 @@ async fn a_create_cut_short_by_a_stripe_is_reported_and_finished_by_the_same_cre
         Err(StoreError::AlreadyExists)
     ));
 }
+
+/// A row set to `global` by SQL on a stripe (the API refuses it there) is
+/// served as `instance`: reservations, reads and the settings the
+/// allocator refreshes all say `instance`, and the allocator keeps drawing
+/// from memory and from the stripes, before and after the row is set
+/// back.
+#[tokio::test(start_paused = true)]
+async fn a_global_row_on_a_stripe_is_served_as_instance() {
+    use seqd::domain::IdOrdering;
+    let (mems, set) = stripes(2);
+    mems[0].set_ordering("a", IdOrdering::Global);
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!(r.ordering, IdOrdering::Instance);
+    assert_eq!(
+        set.get(&name("a")).await.unwrap().unwrap().ordering,
+        IdOrdering::Instance
+    );
+    assert_eq!(
+        set.settings_of(&[name("a")]).await.unwrap()[0].ordering,
+        IdOrdering::Instance
+    );
+    assert!(set
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .all(|row| row.ordering == IdOrdering::Instance));
+    let page = set.list_page(None, None, 10).await.unwrap();
+    assert_eq!(page.rows[0].ordering, IdOrdering::Instance);
+
+    let alloc = Allocator::with_parts(
+        Arc::new(set.clone()),
+        AllocatorConfig::default(),
+        Arc::new(ManualClock::new()),
+        Arc::new(FixedStep),
+    );
+    let mut last = 0;
+    for i in 0..30 {
+        if i == 15 {
+            mems[0].set_ordering("a", IdOrdering::Instance);
+        }
+        let id = alloc.next(&name("a")).await.unwrap();
+        assert!(id > last, "{id} after {last}");
+        last = id;
+    }
+}

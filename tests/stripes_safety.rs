@@ -314,6 +314,46 @@ async fn stripes_of_two_separately_set_up_sets_are_refused() {
     serve_refuses(&[&pg_a, &my_b], two_sets).await;
 }
 
+/// `seqd stripes init` of a single PostgreSQL database holding a global
+/// sequence (global ordering needs one database) onto PostgreSQL +
+/// MariaDB: the sequence is switched to instance ordering on both stripes
+/// and named in the summary, where it used to be copied as global without
+/// a word (and then answer 503 on the stripes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn init_switches_global_sequences_to_instance_and_says_which() {
+    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
+        return;
+    };
+    ok(&seqd_with(&["migrate"], &[&pg]).await);
+    common::execute(
+        &pg,
+        "INSERT INTO sequences (name, max_id, step, ordering) VALUES ('g', 40, 10, 'global')",
+    )
+    .await;
+    let dry = ok(&seqd_with(&["stripes", "init", "--dry-run"], &[&pg, &my]).await);
+    assert!(
+        dry.contains("would switch 1 sequences from global to instance ordering")
+            && dry.contains(": g"),
+        "{dry}"
+    );
+    let done = ok(&seqd_with(&["stripes", "init"], &[&pg, &my]).await);
+    assert!(
+        done.contains("switched 1 sequences from global to instance ordering")
+            && done.contains(": g"),
+        "{done}"
+    );
+    for db in [&pg, &my] {
+        let row = common::row(&common::connect(db).await, "g").await;
+        assert_eq!(
+            row.ordering,
+            seqd::domain::IdOrdering::Instance,
+            "{}",
+            db.url
+        );
+        assert_eq!(row.max_id, 40);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn init_turns_a_used_database_into_stripe_0_of_3_above_every_id_it_issued() {
     let dbs = sqlite_dbs(3).await;

@@ -100,3 +100,49 @@ async fn a_create_cut_short_by_a_stripe_is_finished_by_the_same_post_retried() {
     assert_eq!(post().await.unwrap().status(), 409);
     seqd.kill().await;
 }
+
+/// `UPDATE sequences SET ordering = 'global'` on the PostgreSQL stripe
+/// (the API refuses `global` on stripes): the instance keeps serving the
+/// sequence from its segments and the stripes, as `instance`, through
+/// several settings refreshes, where it used to answer 503 after the first;
+/// set back, it serves on without a pause. `/readyz` stays ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_row_written_by_sql_on_a_stripe_is_served_as_instance() {
+    let Some((pg, _my, _proxy, urls)) = pg_and_proxied_mariadb().await else {
+        return;
+    };
+    let seqd = Process::spawn(&urls, &["--settings-refresh", "100ms", "--max-step", "5"]).await;
+    let http = server::client(Duration::from_secs(20));
+    server::create_with(&http, &seqd.base, &json!({"name": "g", "step": 5})).await;
+    let draw = || async {
+        let resp = http
+            .get(format!("{}/v1/sequences/g/next", seqd.base))
+            .header("accept", "text/plain")
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        assert_eq!(status, 200, "{text}");
+        text.parse::<i64>().unwrap()
+    };
+    let mut last = draw().await;
+    for sql in [
+        "UPDATE sequences SET ordering = 'global' WHERE name = 'g'",
+        "UPDATE sequences SET ordering = 'instance' WHERE name = 'g'",
+    ] {
+        common::execute(&pg, sql).await;
+        // Many refreshes and many fetches (segments of at most 5 IDs).
+        for _ in 0..60 {
+            let id = draw().await;
+            assert!(id > last, "{id} after {last}");
+            last = id;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+        assert_eq!(ready["status"], "ready", "{ready}");
+        let row = fetch_json(http.get(format!("{}/v1/sequences/g", seqd.base))).await;
+        assert_eq!(row["ordering"], "instance", "{row}");
+    }
+    seqd.kill().await;
+}

@@ -43,9 +43,9 @@ use super::record::{
     at_url, distinct_records, new_database_id, refuse, same_database, stripe_count, url_at,
     StripeRecord,
 };
-use crate::domain::{NewSequence, SeqName};
+use crate::domain::{IdOrdering, NewSequence, SeqName};
 use crate::store::memory::MemoryStore;
-use crate::store::{SequenceRow, Store, StoreError};
+use crate::store::{SequencePatch, SequenceRow, Store, StoreError};
 
 /// What init did (or, in a dry run, would do) on one stripe.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,6 +72,9 @@ pub struct InitReport {
     pub dry_run: bool,
     /// Names seen on any stripe.
     pub names: u64,
+    /// Sequences whose rows said `ordering = 'global'`, which needs one
+    /// database: set to `instance` on every stripe (in a dry run, would be).
+    pub made_instance: Vec<SeqName>,
     /// Per stripe.
     pub stripes: Vec<StripeInit>,
 }
@@ -109,7 +112,7 @@ pub async fn init_stripes(
             ..StripeInit::default()
         })
         .collect();
-    let names = level_rows(&walked, &mut stripes, dry_run).await?;
+    let (names, made_instance) = level_rows(&walked, &mut stripes, dry_run).await?;
     if !dry_run {
         // The set keeps the identity of its first stripe's record, if it
         // has one: an interrupted init, run again, writes the same.
@@ -130,6 +133,7 @@ pub async fn init_stripes(
         block,
         dry_run,
         names,
+        made_instance,
         stripes,
     })
 }
@@ -272,19 +276,44 @@ async fn claim_identities(
 
 /// Walks every stripe's rows by name and brings each name's rows to its
 /// highest `max_id` on every stripe (creating missing rows there), counting
-/// per stripe; writes nothing in a dry run. Returns the names seen.
+/// per stripe; a name whose rows say `global` ordering (one database only)
+/// gets `instance` everywhere. Writes nothing in a dry run. Returns the
+/// names seen and those made `instance`.
 async fn level_rows(
     stores: &[Arc<dyn Store>],
     stripes: &mut [StripeInit],
     dry_run: bool,
-) -> Result<u64, StoreError> {
+) -> Result<(u64, Vec<SeqName>), StoreError> {
     let mut walk = MergeWalk::new(stores);
     let mut names = 0;
+    let mut made_instance = Vec::new();
     while let Some((name, rows)) = walk.next().await? {
         names += 1;
-        let Some(model) = rows.iter().flatten().next().cloned() else {
+        let Some(mut model) = rows.iter().flatten().next().cloned() else {
             continue;
         };
+        if rows
+            .iter()
+            .flatten()
+            .any(|r| r.ordering == IdOrdering::Global)
+        {
+            made_instance.push(name.clone());
+            model.ordering = IdOrdering::Instance;
+            if !dry_run {
+                let patch = SequencePatch {
+                    ordering: Some(IdOrdering::Instance),
+                    ..SequencePatch::default()
+                };
+                for (store, row) in stores.iter().zip(&rows) {
+                    if row
+                        .as_ref()
+                        .is_some_and(|r| r.ordering == IdOrdering::Global)
+                    {
+                        store.update(&name, &patch).await?;
+                    }
+                }
+            }
+        }
         let top = rows.iter().flatten().map(|r| r.max_id).max().unwrap_or(0);
         for ((store, row), stripe) in stores.iter().zip(&rows).zip(stripes.iter_mut()) {
             match row {
@@ -304,7 +333,7 @@ async fn level_rows(
             }
         }
     }
-    Ok(names)
+    Ok((names, made_instance))
 }
 
 /// Creates `model`'s sequence (its step and description) on `store` with
@@ -363,7 +392,7 @@ async fn raise_to(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StripeRecords;
+    use crate::store::{Catalog, StripeRecords};
 
     fn urls(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("sqlite://db{i}.db")).collect()
@@ -379,6 +408,41 @@ mod tests {
 
     fn dyns(stores: &[Arc<MemoryStore>]) -> Vec<Arc<dyn Store>> {
         stores.iter().map(|s| s.clone() as Arc<dyn Store>).collect()
+    }
+
+    /// A global sequence of a single database (global ordering needs one
+    /// database) is switched to instance on every stripe and reported; a
+    /// dry run reports it and writes nothing.
+    #[tokio::test]
+    async fn global_rows_become_instance_and_are_reported() {
+        let single = memory(&[("g", 40), ("p", 7)]);
+        single.set_ordering("g", IdOrdering::Global);
+        let stores = [single, memory(&[])];
+        let dry = init_stripes(&dyns(&stores), &urls(2), Some(100), true)
+            .await
+            .unwrap();
+        assert_eq!(dry.made_instance, vec![SeqName::parse("g").unwrap()]);
+        let row = stores[0]
+            .get(&SeqName::parse("g").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.ordering, IdOrdering::Global, "a dry run writes nothing");
+        let report = init_stripes(&dyns(&stores), &urls(2), Some(100), false)
+            .await
+            .unwrap();
+        assert_eq!(report.made_instance, vec![SeqName::parse("g").unwrap()]);
+        for s in &stores {
+            for name in ["g", "p"] {
+                let row = s
+                    .get(&SeqName::parse(name).unwrap())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(row.ordering, IdOrdering::Instance, "{name}");
+            }
+            assert_eq!(s.max_id("g"), Some(40));
+        }
     }
 
     #[tokio::test]

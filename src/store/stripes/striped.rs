@@ -489,6 +489,25 @@ enum Missing {
     CreateCutShort,
 }
 
+/// A row as the stripes serve it. Global ordering needs one database (IDs
+/// from one row, in the order it commits them), so a row set to `global` on
+/// a stripe (by SQL: the API refuses it) is served as `instance`, with a
+/// warning, and nothing is stuck when the row is set back
+/// (docs/design.md, "Stripes").
+fn as_served(mut row: SequenceRow) -> SequenceRow {
+    if row.ordering == crate::domain::IdOrdering::Global {
+        crate::log_throttle::throttled!(
+            warn,
+            "a sequence's row on a stripe says ordering = 'global', which needs one database: \
+             served as 'instance'; set the row back to 'instance' on every stripe",
+            Some(row.name.as_str()),
+            sequence = %row.name
+        );
+        row.ordering = crate::domain::IdOrdering::Instance;
+    }
+    row
+}
+
 /// Global ordering needs one database: IDs from one row, in the order the
 /// database commits them. Across stripes there is no such row.
 fn refuse_global(ordering: Option<crate::domain::IdOrdering>) -> Result<(), StoreError> {
@@ -565,7 +584,7 @@ async fn reserve_on(
     floor: i64,
 ) -> Result<Reservation, StoreError> {
     for round in 0..CAS_ROUNDS {
-        let row = store.get(&name).await?.ok_or(StoreError::NotFound)?;
+        let row = as_served(store.get(&name).await?.ok_or(StoreError::NotFound)?);
         // A serial row (made before `seqd stripes init`) hands out no plain
         // range here either, as its own database's statements refuse it.
         if row.serial.is_some() || row.problem.is_some() {
@@ -707,7 +726,7 @@ impl Catalog for StripedStore {
             Box::pin(async move { store.get(&name).await })
         })
         .await
-        .map(|(_, row)| row)
+        .map(|(_, row)| row.map(as_served))
     }
 
     async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
@@ -718,7 +737,7 @@ impl Catalog for StripedStore {
             Box::pin(async move { store.settings_of(&names).await })
         })
         .await
-        .map(|(_, rows)| rows)
+        .map(|(_, rows)| rows.into_iter().map(as_served).collect())
     }
 
     async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
@@ -726,7 +745,7 @@ impl Catalog for StripedStore {
             Box::pin(async move { store.list().await })
         })
         .await
-        .map(|(_, rows)| rows)
+        .map(|(_, rows)| rows.into_iter().map(as_served).collect())
     }
 
     async fn list_page(
@@ -746,7 +765,10 @@ impl Catalog for StripedStore {
             })
         })
         .await
-        .map(|(_, page)| page)
+        .map(|(_, mut page)| {
+            page.rows = page.rows.into_iter().map(as_served).collect();
+            page
+        })
     }
 
     async fn update(
