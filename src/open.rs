@@ -79,31 +79,133 @@ pub async fn open_database(
 /// `options`, prepares each schema as `mode` says, and checks that the
 /// databases are the stripes of one set in this order; the sequence store
 /// (a [`StripedStore`] over them, racing a stripe after `failover_after`,
-/// when there are several, auditing their rows in the background when
-/// `audit` says so) and the worker leases (of the first database).
+/// when there are several) and the worker leases (of the first database).
+///
+/// `serving` (`seqd serve`): the background audit of the stripes' rows
+/// runs, and a stripe other than the first that does not answer does not
+/// stop the start when the others are stripes of a recorded set: it is
+/// served without, marked down, while a task connects it, checks that it
+/// is the missing stripe of this set and only then puts it in use
+/// (docs/high-availability.md). The operators' commands need every stripe.
 pub async fn open_stripes(
     urls: &[String],
     options: &StoreOptions,
     mode: MigrateMode,
     failover_after: std::time::Duration,
-    audit: bool,
+    serving: bool,
 ) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn WorkerLeases>)> {
     anyhow::ensure!(!urls.is_empty(), "no database URL");
-    let mut databases = Vec::with_capacity(urls.len());
-    for url in urls {
-        databases.push(open_database(url, options, mode).await?);
+    let mut stores: Vec<Arc<dyn Store>> = Vec::with_capacity(urls.len());
+    let mut leases = None;
+    let mut missing = Vec::new();
+    for (i, url) in urls.iter().enumerate() {
+        match open_database(url, options, mode).await {
+            Ok(db) => {
+                leases.get_or_insert_with(|| db.leases());
+                stores.push(db.sequences());
+            }
+            Err(e) if serving && i > 0 && is_outage(&e) => {
+                let why = "not reachable since start: the database did not answer".to_string();
+                tracing::error!(stripe = i, database = %store::redact_url(url), error = %e,
+                    "a stripe does not answer at start; serving from the others and connecting \
+                     it in the background");
+                let backend = store::Dialect::of_url(url).map_or("unknown", |(d, _)| d.name());
+                stores.push(store::stripes::striped::stand_in(backend, why));
+                missing.push(i);
+            }
+            Err(e) => return Err(e),
+        }
     }
-    let leases = databases[0].leases();
-    let stores: Vec<Arc<dyn Store>> = databases.iter().map(Database::sequences).collect();
-    let layouts = store::stripes::bind_stripes(&stores, urls, mode, store::stripes::DEFAULT_BLOCK)
-        .await
-        .context("checking the stripe records")?;
-    if stores.len() == 1 {
-        return Ok((stores[0].clone(), leases));
+    let leases = leases.expect("the first database answered");
+    if missing.is_empty() {
+        let layouts =
+            store::stripes::bind_stripes(&stores, urls, mode, store::stripes::DEFAULT_BLOCK)
+                .await
+                .context("checking the stripe records")?;
+        if stores.len() == 1 {
+            return Ok((stores[0].clone(), leases));
+        }
+        let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
+        if serving {
+            striped.start_audit(store::stripes::striped::AUDIT_EVERY);
+        }
+        return Ok((Arc::new(striped), leases));
     }
+    let (layouts, late) =
+        store::stripes::record::bind_stripes_without(&stores, &missing, urls, mode)
+            .await
+            .context("checking the stripe records")?;
     let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
-    if audit {
-        striped.start_audit(store::stripes::striped::AUDIT_EVERY);
+    for stripe in late {
+        let i = stripe.index as usize;
+        striped.start_down(i, "not reachable since start");
+        tokio::spawn(connect_later(
+            striped.clone(),
+            stripe,
+            urls.to_vec(),
+            options.clone(),
+            mode,
+        ));
     }
+    striped.start_audit(store::stripes::striped::AUDIT_EVERY);
     Ok((Arc::new(striped), leases))
+}
+
+/// Whether opening a database failed because it did not answer (not
+/// because of its configuration or schema).
+fn is_outage(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<store::StoreError>(),
+            Some(store::StoreError::Unavailable(_))
+        )
+    })
+}
+
+/// How often a stripe that did not answer at start is tried again, at most.
+const CONNECT_EVERY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connects stripe `late.index` of `striped` (which did not answer at
+/// start), prepares its schema, checks that it is that stripe of this set,
+/// and puts it in use; tries again, backing off to [`CONNECT_EVERY_MAX`],
+/// until it answers and checks out. A database that answers but is not
+/// that stripe is logged and stays out of use until a restart.
+async fn connect_later(
+    striped: StripedStore,
+    late: store::stripes::record::LateStripe,
+    urls: Vec<String>,
+    options: StoreOptions,
+    mode: MigrateMode,
+) {
+    let i = late.index as usize;
+    let url = &urls[i];
+    let mut wait = std::time::Duration::from_millis(250);
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(CONNECT_EVERY_MAX);
+        let db = match open_database(url, &options, mode).await {
+            Ok(db) => db,
+            Err(e) => {
+                tracing::debug!(stripe = i, error = %e, "the stripe still does not answer");
+                continue;
+            }
+        };
+        let store = db.sequences();
+        match late.check(&store, &urls, mode).await {
+            Ok(()) => {
+                striped.connect_stripe(i, store);
+                return;
+            }
+            Err(e @ store::StoreError::Unavailable(_)) => {
+                tracing::debug!(stripe = i, error = %e, "the stripe still does not answer");
+            }
+            Err(e) => {
+                tracing::error!(stripe = i, error = %e,
+                    "the database that answered is not the stripe this set misses: it stays out \
+                     of use (fix the URL and restart)");
+                striped.note_error(i, "the database at this URL is not this stripe of the set");
+                return;
+            }
+        }
+    }
 }

@@ -64,13 +64,7 @@ async fn a_create_cut_short_by_a_stripe_is_finished_by_the_same_post_retried() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(!message.contains("IDs in memory"), "{message}");
 
-    let id: i64 = server::fetch_text(
-        http.get(format!("{}/v1/sequences/hc4/next", seqd.base))
-            .header("accept", "text/plain"),
-    )
-    .await
-    .parse()
-    .unwrap();
+    let id = server::next_at(&http, &seqd.base, "hc4").await;
     assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
     assert_eq!(
         missing_rows(&http, &seqd.base).await,
@@ -144,5 +138,58 @@ async fn a_global_row_written_by_sql_on_a_stripe_is_served_as_instance() {
         let row = fetch_json(http.get(format!("{}/v1/sequences/g", seqd.base))).await;
         assert_eq!(row["ordering"], "instance", "{row}");
     }
+    seqd.kill().await;
+}
+
+/// An instance started while stripe 2 refuses connections (cut at the
+/// proxy): it starts, where it used to exit with status 1; it serves IDs
+/// from stripe 1, `/readyz` is degraded naming stripe 2, and admin writes
+/// answer 503. Once the stripe answers, the instance connects it, checks
+/// its record (stripe 2 of this set) and uses it: `/readyz` is ready again
+/// and a create reaches both stripes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_starts_while_a_stripe_is_down_and_takes_it_when_it_answers() {
+    let Some((_pg, my, proxy, urls)) = pg_and_proxied_mariadb().await else {
+        return;
+    };
+    let http = server::client(Duration::from_secs(20));
+    // The set is recorded with both stripes answering, a sequence made.
+    let first = Process::spawn(&urls, &[]).await;
+    server::create_with(&http, &first.base, &json!({"name": "s", "step": 10})).await;
+    first.kill().await;
+
+    proxy.cut();
+    let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
+    let id = server::next_at(&http, &seqd.base, "s").await;
+    assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
+    let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert_eq!(ready["checks"]["stripes"][1]["up"], false, "{ready}");
+    assert_eq!(ready["checks"]["stripes"][0]["up"], true, "{ready}");
+    let post = || {
+        http.post(format!("{}/v1/sequences", seqd.base))
+            .json(&json!({"name": "t", "step": 10}))
+            .send()
+    };
+    assert_eq!(post().await.unwrap().status(), 503);
+
+    proxy.heal();
+    let mut up = false;
+    for _ in 0..300 {
+        let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+        if ready["checks"]["stripes"][1]["up"] == true {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "stripe 2 is used once it answers");
+    assert_eq!(post().await.unwrap().status(), 201);
+    let row = common::connect(&my)
+        .await
+        .get(&common::name("t"))
+        .await
+        .unwrap();
+    assert!(row.is_some(), "the create reached stripe 2");
     seqd.kill().await;
 }

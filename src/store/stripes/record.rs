@@ -404,7 +404,8 @@ async fn one_set(
     let mut set: Option<(usize, String)> = None;
     let mut unset = Vec::new();
     for (i, r) in records.iter().enumerate() {
-        match r.as_ref().and_then(|r| r.set_id.as_ref()) {
+        let Some(r) = r else { continue }; // a stripe that did not answer
+        match r.set_id.as_ref() {
             None => unset.push(i),
             Some(id) => match &set {
                 None => set = Some((i, id.clone())),
@@ -448,6 +449,147 @@ async fn one_set(
         }
     }
     Ok(())
+}
+
+/// What a stripe that did not answer at start must turn out to be when it
+/// does: stripe `i` of this set ([`bind_stripes_without`]).
+#[derive(Debug, Clone)]
+pub struct LateStripe {
+    /// Its position, from 0.
+    pub index: u32,
+    /// The set's count.
+    pub count: u32,
+    /// The set's block.
+    pub block: i64,
+    /// The set's identity, when its records carry one.
+    pub set_id: Option<String>,
+    /// The `database_id`s of the stripes that answered.
+    pub others: Vec<String>,
+}
+
+impl LateStripe {
+    /// Checks `store`'s record (URL `urls[index]`): the record of stripe
+    /// `index` of this set, a database of its own, of this set (a record
+    /// without the set's identity takes it under `auto`). Refusals are
+    /// [`StoreError::Migration`], naming the URL.
+    pub async fn check(
+        &self,
+        store: &Arc<dyn Store>,
+        urls: &[String],
+        mode: MigrateMode,
+    ) -> Result<(), StoreError> {
+        let i = self.index as usize;
+        let record = store
+            .stripe_record()
+            .await
+            .map_err(|e| at_url(urls, i, e))?;
+        let Some(mut r) = record else {
+            return Err(refuse(not_a_stripe(urls, i)));
+        };
+        if (r.index, r.count, r.block) != (self.index, self.count, self.block) {
+            return Err(refuse(format!(
+                "{} is {} with blocks of {} IDs, not stripe {} of {} with blocks of {}: the \
+                 URLs are not those the stripes were set up with",
+                url_at(urls, i),
+                r.describe(),
+                r.block,
+                i + 1,
+                self.count,
+                self.block
+            )));
+        }
+        if self.others.contains(&r.database_id) {
+            return Err(refuse(format!(
+                "{} reaches a database another URL reaches too (their stripe records share \
+                 one database_id): each stripe needs a database of its own",
+                url_at(urls, i)
+            )));
+        }
+        if let (Some(set), None, MigrateMode::Auto) = (&self.set_id, &r.set_id, mode) {
+            r = store
+                .join_stripe_set(set)
+                .await
+                .map_err(|e| at_url(urls, i, e))?
+                .unwrap_or(r);
+        }
+        match (&self.set_id, &r.set_id) {
+            (Some(a), Some(b)) if a != b => Err(refuse(format!(
+                "{} is a stripe of another stripe set (its record carries another set \
+                 identity): mixing two sets' stripes would hand out the same IDs twice",
+                url_at(urls, i)
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// [`bind_stripes`] for a start on which the databases at `missing`
+/// (positions from 0, never the first) did not answer. The records of those
+/// that answered must be stripes of one recorded set of N (each at its
+/// position, N as count, one block, one set identity, distinct databases):
+/// a new set is recorded only with every stripe answering. Returns every
+/// stripe's layout (the missing ones' from the set's count and block) and
+/// what each missing one must turn out to be when it answers. `stores` has
+/// a stand-in at each missing position, never touched here.
+pub async fn bind_stripes_without(
+    stores: &[Arc<dyn Store>],
+    missing: &[usize],
+    urls: &[String],
+    mode: MigrateMode,
+) -> Result<(Vec<StripeLayout>, Vec<LateStripe>), StoreError> {
+    let count = stripe_count(stores, urls)?;
+    let n = stores.len();
+    let mut records: Vec<Option<StripeRecord>> = vec![None; n];
+    for i in (0..n).filter(|i| !missing.contains(i)) {
+        let record = stores[i]
+            .stripe_record()
+            .await
+            .map_err(|e| at_url(urls, i, e))?;
+        if record.is_none() {
+            return Err(refuse(format!(
+                "{} has no stripe record and {} did not answer: a new stripe set is \
+                 recorded at a start on which every stripe answers",
+                url_at(urls, i),
+                url_at(urls, missing[0])
+            )));
+        }
+        records[i] = record;
+    }
+    let present = distinct_records(&records, urls)?;
+    let (_, first) = present[0];
+    for (i, r) in &present {
+        if r.count != count || r.index as usize != *i || r.block != first.block {
+            return Err(refuse(format!(
+                "the databases that answered are not stripes of one set of {count} in this \
+                 order ({})",
+                describe_all(&records)
+            )));
+        }
+    }
+    let block = first.block;
+    let others: Vec<String> = present.iter().map(|(_, r)| r.database_id.clone()).collect();
+    one_set(stores, urls, &records, mode).await?;
+    // The identity in force after `one_set` (which may have recorded it).
+    let first_at = present[0].0;
+    let set_id = stores[first_at]
+        .stripe_record()
+        .await
+        .map_err(|e| at_url(urls, first_at, e))?
+        .and_then(|r| r.set_id);
+    let layouts = (0..count)
+        .map(|i| StripeLayout::new(i, count, block).map_err(|e| StoreError::Config(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let late = missing
+        .iter()
+        .map(|&i| LateStripe {
+            index: i as u32,
+            count,
+            block,
+            set_id: set_id.clone(),
+            others: others.clone(),
+        })
+        .collect();
+    Ok((layouts, late))
 }
 
 /// The refusal of URLs `j` and `i` (from 0) being stripes of two sets.
@@ -896,6 +1038,65 @@ mod tests {
         let mixed = vec![s[0].clone(), other[1].clone()];
         let m = refused(&mixed, MigrateMode::Auto).await;
         assert!(m.contains("two different stripe sets"), "{m}");
+    }
+
+    /// A set of three whose stripe 3 does not answer at start: the others
+    /// give every layout and what stripe 3 must be. When it answers, its
+    /// own record passes; another set's stripe 3, a database without a
+    /// record, and stripe 2 given again are refused. A new set (no
+    /// records) is not started without every stripe.
+    #[tokio::test]
+    async fn a_stripe_missing_at_start_is_checked_when_it_answers() {
+        let s = stores(3);
+        bind_stripes(&s, &urls(3), MigrateMode::Auto, 100)
+            .await
+            .unwrap();
+        let stand_in: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let partial = vec![s[0].clone(), s[1].clone(), stand_in.clone()];
+        let (layouts, late) = bind_stripes_without(&partial, &[2], &urls(3), MigrateMode::Auto)
+            .await
+            .unwrap();
+        let want: Vec<_> = (0..3)
+            .map(|i| StripeLayout::new(i, 3, 100).unwrap())
+            .collect();
+        assert_eq!(layouts, want);
+        assert_eq!(late.len(), 1);
+        let late = &late[0];
+        late.check(&s[2], &urls(3), MigrateMode::Auto)
+            .await
+            .unwrap();
+
+        let other = stores(3);
+        bind_stripes(&other, &urls(3), MigrateMode::Auto, 100)
+            .await
+            .unwrap();
+        let refusal = |r: Result<(), StoreError>| match r {
+            Err(StoreError::Migration(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let m = refusal(late.check(&other[2], &urls(3), MigrateMode::Auto).await);
+        assert!(
+            m.contains("URL #3") && m.contains("another stripe set"),
+            "{m}"
+        );
+        let m = refusal(late.check(&stand_in, &urls(3), MigrateMode::Auto).await);
+        assert!(m.contains("URL #3 is not a stripe of this set"), "{m}");
+        let m = refusal(late.check(&s[1], &urls(3), MigrateMode::Auto).await);
+        assert!(m.contains("is stripe 2 of 3"), "{m}");
+
+        let fresh = stores(3);
+        let partial = vec![fresh[0].clone(), fresh[1].clone(), stand_in];
+        match bind_stripes_without(&partial, &[2], &urls(3), MigrateMode::Auto).await {
+            Err(StoreError::Migration(m)) => {
+                assert!(
+                    m.contains(
+                        "a new stripe set is recorded at a start on which every stripe answers"
+                    ),
+                    "{m}"
+                )
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 
     /// A start refused after it claimed some databases (one of them given

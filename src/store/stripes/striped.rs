@@ -67,7 +67,9 @@ const RECHECK_PER_PING: usize = 32;
 
 /// One stripe: its store, its layout and its health.
 struct Stripe {
-    store: Arc<dyn Store>,
+    /// Replaced once by [`StripedStore::connect_stripe`] for a stripe that
+    /// was not reachable at start.
+    store: Mutex<Arc<dyn Store>>,
     layout: StripeLayout,
     up: AtomicBool,
     probing: AtomicBool,
@@ -77,6 +79,10 @@ struct Stripe {
 }
 
 impl Stripe {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.lock().unwrap().clone()
+    }
+
     fn index(&self) -> usize {
         self.layout.index() as usize
     }
@@ -195,7 +201,7 @@ impl StripedStore {
         let stripes: Vec<Stripe> = stripes
             .into_iter()
             .map(|(store, layout)| Stripe {
-                store,
+                store: Mutex::new(store),
                 layout,
                 up: AtomicBool::new(true),
                 probing: AtomicBool::new(false),
@@ -225,7 +231,7 @@ impl StripedStore {
 
     /// The stores of the stripes, in order.
     pub fn stores(&self) -> Vec<Arc<dyn Store>> {
-        self.inner.stripes.iter().map(|s| s.store.clone()).collect()
+        self.inner.stripes.iter().map(Stripe::store).collect()
     }
 
     /// The state of every stripe.
@@ -236,7 +242,7 @@ impl StripedStore {
             .iter()
             .map(|s| StripeStatus {
                 index: s.layout.index(),
-                backend: s.store.backend(),
+                backend: s.store().backend(),
                 up: s.is_up(),
                 reservations: s.reservations.load(Ordering::Relaxed),
                 failures: s.failures.load(Ordering::Relaxed),
@@ -258,6 +264,32 @@ impl StripedStore {
         up.chain(down).collect()
     }
 
+    /// Marks stripe `i` down for `why` (seqd's words): for a stripe that
+    /// did not answer at start, whose store is a stand-in until
+    /// [`StripedStore::connect_stripe`]. Its probe keeps it down meanwhile.
+    pub fn start_down(&self, i: usize, why: &str) {
+        self.mark_down(i, why);
+    }
+
+    /// Puts `store`, checked to be stripe `i` of this set, in place of the
+    /// stand-in stripe `i` had since start; its probe then finds it
+    /// answering and it is used again, lifted past what this instance
+    /// served, like a stripe back from an outage.
+    pub fn connect_stripe(&self, i: usize, store: Arc<dyn Store>) {
+        let s = &self.inner.stripes[i];
+        *s.store.lock().unwrap() = store;
+        tracing::info!(stripe = i, "stripe connected and checked; probing it");
+        if !s.probing.swap(true, Ordering::AcqRel) {
+            tokio::spawn(probe(Arc::downgrade(&self.inner), i));
+        }
+    }
+
+    /// Records `why` (seqd's words) as stripe `i`'s last error, keeping its
+    /// state.
+    pub fn note_error(&self, i: usize, why: &str) {
+        *self.inner.stripes[i].last_error.lock().unwrap() = Some(why.to_string());
+    }
+
     /// Marks stripe `i` down for `why` (seqd's words) and starts its probe.
     fn mark_down(&self, i: usize, why: &str) {
         let s = &self.inner.stripes[i];
@@ -266,7 +298,7 @@ impl StripedStore {
         if s.is_up() {
             tracing::warn!(
                 stripe = i,
-                backend = s.store.backend(),
+                backend = s.store().backend(),
                 why,
                 "stripe marked down; using the others until it answers a probe"
             );
@@ -294,7 +326,7 @@ impl StripedStore {
         let mut error: Option<StoreError> = None;
         let launch = |i: usize, running: &mut JoinSet<_>, started: &mut Vec<_>| {
             let s = &self.inner.stripes[i];
-            let fut = op(s.store.clone(), s.layout);
+            let fut = op(s.store(), s.layout);
             let task = running.spawn(async move { (i, fut.await) });
             started.push((task.id(), i));
         };
@@ -380,7 +412,7 @@ impl StripedStore {
         self.all_up()?;
         let mut out = Vec::with_capacity(self.inner.stripes.len());
         for (i, s) in self.inner.stripes.iter().enumerate() {
-            let r = op(s.store.clone()).await;
+            let r = op(s.store()).await;
             if let Err(e @ StoreError::Unavailable(_)) = &r {
                 self.mark_down(i, &format!("admin write failed: {}", describe(e)));
             }
@@ -462,7 +494,7 @@ impl StripedStore {
             Some(names) => names.iter().take(RECHECK_PER_PING).cloned().collect(),
             None => return,
         };
-        let store = &self.inner.stripes[i].store;
+        let store = self.inner.stripes[i].store();
         for name in names {
             if let Ok(Some(_)) = store.get(&name).await {
                 tracing::info!(sequence = %name, stripe = i, "sequence has a row on this stripe again");
@@ -487,6 +519,28 @@ enum Missing {
     Found,
     /// A create succeeded on other stripes and failed on this one.
     CreateCutShort,
+}
+
+/// The store of a stripe that did not answer at start, until
+/// [`StripedStore::connect_stripe`] replaces it: every call fails with
+/// `why` as an outage, and it reports `backend` (the URL's).
+pub fn stand_in(backend: &'static str, why: String) -> Arc<dyn Store> {
+    struct NotConnected {
+        backend: &'static str,
+        why: String,
+    }
+    impl crate::store::forwarding::Hook for NotConnected {
+        fn before(&self, _: crate::store::forwarding::Call) -> Result<(), StoreError> {
+            Err(StoreError::Unavailable(self.why.clone()))
+        }
+        fn backend(&self) -> Option<&'static str> {
+            Some(self.backend)
+        }
+    }
+    crate::store::forwarding::Forwarding::new(
+        Arc::new(crate::store::memory::MemoryStore::new()),
+        NotConnected { backend, why },
+    )
 }
 
 /// A row as the stripes serve it. Global ordering needs one database (IDs
@@ -563,7 +617,7 @@ async fn probe(inner: Weak<Inner>, i: usize) {
             s.probing.store(false, Ordering::Release);
             return;
         }
-        let store = s.store.clone();
+        let store = s.store();
         if let Ok(Ok(())) = tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await {
             s.probing.store(false, Ordering::Release);
             s.set_up(true);
@@ -674,7 +728,7 @@ impl Segments for StripedStore {
         let Some(s) = self.inner.stripes.iter().find(|s| s.layout.owns(top)) else {
             return Ok(false);
         };
-        s.store.compare_and_set_max_id(name, top, keep).await
+        s.store().compare_and_set_max_id(name, top, keep).await
     }
 }
 
@@ -847,21 +901,21 @@ impl Catalog for StripedStore {
 impl Schema for StripedStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         for s in &self.inner.stripes {
-            s.store.migrate().await?;
+            s.store().migrate().await?;
         }
         Ok(())
     }
 
     async fn check_schema(&self) -> Result<(), StoreError> {
         for s in &self.inner.stripes {
-            s.store.check_schema().await?;
+            s.store().check_schema().await?;
         }
         Ok(())
     }
 
     async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
         for s in &self.inner.stripes {
-            s.store.prepare_schema(mode).await?;
+            s.store().prepare_schema(mode).await?;
         }
         Ok(())
     }
@@ -874,7 +928,7 @@ impl Schema for StripedStore {
         let mut pings = JoinSet::new();
         for (i, s) in self.inner.stripes.iter().enumerate() {
             let this = self.clone();
-            let store = s.store.clone();
+            let store = s.store();
             pings.spawn(async move {
                 let answered = tokio::time::timeout(PING_TIMEOUT, store.ping()).await;
                 if matches!(answered, Ok(Ok(()))) {
@@ -955,14 +1009,14 @@ impl StripeRecords for StripedStore {
 #[async_trait]
 impl Tokens for StripedStore {
     async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
-        self.inner.stripes[0].store.token_rows().await
+        self.inner.stripes[0].store().token_rows().await
     }
 
     async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
-        self.inner.stripes[0].store.insert_token(row).await
+        self.inner.stripes[0].store().insert_token(row).await
     }
 
     async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
-        self.inner.stripes[0].store.revoke_token(label, at).await
+        self.inner.stripes[0].store().revoke_token(label, at).await
     }
 }
