@@ -38,6 +38,18 @@ async fn missing_rows(http: &reqwest::Client, base: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Waits (bounded) until `/readyz` reports stripe `i` (from 0) up.
+async fn wait_until_up(http: &reqwest::Client, base: &str, i: usize) {
+    for _ in 0..300 {
+        let ready = fetch_json(http.get(format!("{base}/readyz"))).await;
+        if ready["checks"]["stripes"][i]["up"] == true {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("stripe {} is not used 30 s after it answers", i + 1);
+}
+
 /// A create cut short by an outage of stripe 2: 503 (saying the database
 /// is unreachable, not that IDs ran out), the row on stripe 1, the
 /// sequence served from it, `/readyz` reporting the row missing on stripe
@@ -174,16 +186,7 @@ async fn an_instance_starts_while_a_stripe_is_down_and_takes_it_when_it_answers(
     assert_eq!(post().await.unwrap().status(), 503);
 
     proxy.heal();
-    let mut up = false;
-    for _ in 0..300 {
-        let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
-        if ready["checks"]["stripes"][1]["up"] == true {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(up, "stripe 2 is used once it answers");
+    wait_until_up(&http, &seqd.base, 1).await;
     assert_eq!(post().await.unwrap().status(), 201);
     let row = common::connect(&my)
         .await
@@ -191,5 +194,32 @@ async fn an_instance_starts_while_a_stripe_is_down_and_takes_it_when_it_answers(
         .await
         .unwrap();
     assert!(row.is_some(), "the create reached stripe 2");
+    seqd.kill().await;
+}
+
+/// The same with stripe 2 hanging instead of refusing: every connection
+/// to it is accepted and then holds back whatever the client sends. The
+/// instance starts once the connection attempt gives up (the pool's
+/// connect timeout) and takes the stripe when it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_starts_while_a_stripe_hangs() {
+    let Some((_pg, _my, proxy, urls)) = pg_and_proxied_mariadb().await else {
+        return;
+    };
+    let http = server::client(Duration::from_secs(20));
+    let first = Process::spawn(&urls, &[]).await;
+    server::create_with(&http, &first.base, &json!({"name": "s", "step": 10})).await;
+    first.kill().await;
+
+    proxy.freeze_next(u64::MAX);
+    let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
+    let id = server::next_at(&http, &seqd.base, "s").await;
+    assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
+    let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert!(proxy.frozen() >= 1, "the start met the hanging stripe");
+
+    proxy.freeze_next(0);
+    wait_until_up(&http, &seqd.base, 1).await;
     seqd.kill().await;
 }
