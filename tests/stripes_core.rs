@@ -458,3 +458,50 @@ async fn a_global_row_on_a_stripe_is_served_as_instance() {
         last = id;
     }
 }
+
+/// The audit reads every stripe's record; when the one behind a URL
+/// changes while the instance runs (another set's database put in its
+/// place), that stripe is fenced: marked down, kept down by pings and
+/// probes, reservations served by the others.
+#[tokio::test(start_paused = true)]
+async fn a_stripe_whose_record_changes_while_running_is_fenced() {
+    use seqd::store::stripes::record::StripeRecord;
+    let (mems, set) = stripes(2);
+    for (i, m) in mems.iter().enumerate() {
+        m.put_stripe_record(
+            &StripeRecord::new(i as u32, 2, BLOCK).in_set("set-a"),
+            false,
+        )
+        .await
+        .unwrap();
+    }
+    set.start_audit(Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    set.ping().await.unwrap();
+    assert!(set.status().iter().all(|s| s.up), "{:?}", set.status());
+
+    mems[1]
+        .put_stripe_record(&StripeRecord::new(1, 2, BLOCK).in_set("set-b"), true)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    set.ping().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await; // probes run meanwhile
+    let status = set.status();
+    assert!(!status[1].up, "{status:?}");
+    assert!(
+        status[1]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("record changed")),
+        "{status:?}"
+    );
+    mems[0].set_failing("a", true);
+    assert!(
+        set.reserve_above(&name("a"), 1, 0).await.is_err(),
+        "the fenced stripe is not used even when the other fails"
+    );
+    mems[0].set_failing("a", false);
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!(owner(r.first(), 2), 0);
+}

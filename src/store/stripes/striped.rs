@@ -76,6 +76,13 @@ struct Stripe {
     reservations: AtomicU64,
     failures: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Its stripe record as the first audit after start (or after it was
+    /// connected) read it; later audits compare.
+    record: Mutex<Option<StripeRecord>>,
+    /// Set when an audit found another record than that: the database at
+    /// this URL is no longer the stripe the set was started with, and the
+    /// stripe stays down until a restart checks the set again.
+    fenced: AtomicBool,
 }
 
 impl Stripe {
@@ -92,6 +99,7 @@ impl Stripe {
     }
 
     fn set_up(&self, up: bool) {
+        let up = up && !self.fenced.load(Ordering::Acquire);
         if self.up.swap(up, Ordering::AcqRel) != up && up {
             tracing::info!(stripe = self.index(), "stripe answers again; using it");
         }
@@ -208,6 +216,8 @@ impl StripedStore {
                 reservations: AtomicU64::new(0),
                 failures: AtomicU64::new(0),
                 last_error: Mutex::new(None),
+                record: Mutex::new(None),
+                fenced: AtomicBool::new(false),
             })
             .collect();
         Ok(StripedStore {
@@ -256,11 +266,15 @@ impl StripedStore {
     }
 
     /// The stripes in the order to try them: those up by index, then those
-    /// marked down (a probe may not have caught up with their recovery).
+    /// marked down (a probe may not have caught up with their recovery);
+    /// never a fenced one.
     fn order(&self) -> Vec<usize> {
         let stripes = &self.inner.stripes;
+        let usable = |i: &usize| !stripes[*i].fenced.load(Ordering::Acquire);
         let up = (0..stripes.len()).filter(|&i| stripes[i].is_up());
-        let down = (0..stripes.len()).filter(|&i| !stripes[i].is_up());
+        let down = (0..stripes.len())
+            .filter(|&i| !stripes[i].is_up())
+            .filter(usable);
         up.chain(down).collect()
     }
 
@@ -278,6 +292,7 @@ impl StripedStore {
     pub fn connect_stripe(&self, i: usize, store: Arc<dyn Store>) {
         let s = &self.inner.stripes[i];
         *s.store.lock().unwrap() = store;
+        *s.record.lock().unwrap() = None;
         tracing::info!(stripe = i, "stripe connected and checked; probing it");
         if !s.probing.swap(true, Ordering::AcqRel) {
             tokio::spawn(probe(Arc::downgrade(&self.inner), i));
@@ -433,6 +448,7 @@ impl StripedStore {
             loop {
                 let Some(inner) = weak.upgrade() else { return };
                 let this = StripedStore { inner };
+                this.audit_records().await;
                 if this.all_up().is_ok() {
                     match super::audit::audit_rows(&this.stores(), MISSING_KEPT).await {
                         Ok(found) => this.replace_missing(found),
@@ -445,6 +461,37 @@ impl StripedStore {
                 tokio::time::sleep(every).await;
             }
         });
+    }
+
+    /// Reads every answering stripe's record: the first read is kept, and
+    /// a later one that differs from it (another database, another set,
+    /// another position: the database behind the URL was replaced while
+    /// this instance ran) fences the stripe: marked down, never up again
+    /// until a restart checks the set (docs/design.md, "Stripes: records
+    /// and checks").
+    async fn audit_records(&self) {
+        for (i, s) in self.inner.stripes.iter().enumerate() {
+            if !s.is_up() {
+                continue;
+            }
+            let Ok(Some(now)) = s.store().stripe_record().await else {
+                continue; // an outage shows in the fetches and the ping
+            };
+            let mut kept = s.record.lock().unwrap();
+            match kept.as_ref() {
+                None => *kept = Some(now),
+                Some(was) if same_stripe(was, &now) => {}
+                Some(was) => {
+                    tracing::error!(stripe = i, was = ?was, now = ?now,
+                        "the stripe record at this URL changed while this instance ran: another \
+                         database (or another set's) is behind it; not using the stripe until a \
+                         restart checks the set");
+                    drop(kept);
+                    s.fenced.store(true, Ordering::Release);
+                    self.mark_down(i, "its stripe record changed while this instance ran");
+                }
+            }
+        }
     }
 
     /// Replaces the names known missing by an audit's findings.
@@ -519,6 +566,15 @@ enum Missing {
     Found,
     /// A create succeeded on other stripes and failed on this one.
     CreateCutShort,
+}
+
+/// Whether `now` is still the record `was`: the same database, position,
+/// layout and set (a set identity recorded since, where there was none, is
+/// the same set).
+fn same_stripe(was: &StripeRecord, now: &StripeRecord) -> bool {
+    was.database_id == now.database_id
+        && (was.index, was.count, was.block) == (now.index, now.count, now.block)
+        && (was.set_id.is_none() || was.set_id == now.set_id)
 }
 
 /// The store of a stripe that did not answer at start, until
