@@ -187,22 +187,23 @@ impl Direct {
 
     /// Answers `req`, whose path holds the raw name at `name` (a byte
     /// range without `%`): at once when the service answers without
-    /// waiting, else the boxed rest. The same steps in the same order as
-    /// the handler: the name checked, the token taken, `Accept` read, the
-    /// service called.
+    /// waiting, else the boxed rest. The handler's steps, answered in its
+    /// order: the name checked (400 before anything about the token), the
+    /// token taken, `Accept` read, the service called.
     pub(super) fn answer(
         self,
         st: &AppState,
         name: std::ops::Range<usize>,
         mut req: axum::extract::Request,
     ) -> Result<Response, Later> {
-        if let Err(e) = SeqNameRef::parse(&req.uri().path()[name.clone()]) {
-            return Ok(ApiError::InvalidName(e).into_response());
-        }
+        // Taking the token answers nothing: a bad name is still refused
+        // first, as by the handler's extractors.
         let who = Who::take(st, req.headers_mut());
         let text = self == Direct::LeafGet || WantsText::of(req.headers()).0;
-        let raw = &req.uri().path()[name.clone()];
-        let valid = SeqNameRef::validated(raw);
+        let valid = match SeqNameRef::parse(&req.uri().path()[name.clone()]) {
+            Ok(valid) => valid,
+            Err(e) => return Ok(ApiError::InvalidName(e).into_response()),
+        };
         match st.service.next_now(who.presented(), valid) {
             Some(Ok(id)) => Ok(one_answer(valid, One::Plain(id), text)),
             Some(Err(e)) => Ok(ApiError::from(e).into_response()),

@@ -543,6 +543,72 @@ mod tests {
         }
     }
 
+    /// The direct routes never reach the router: `/next` and Leaf's route
+    /// are answered by the edge, from the database the first time (the
+    /// boxed rest) and from memory after; a percent-encoded name, HEAD
+    /// and any other route reach the router (here a stand-in that counts
+    /// its calls and answers 418).
+    #[tokio::test]
+    async fn direct_routes_are_answered_without_the_router() {
+        use std::sync::atomic::AtomicUsize;
+        use tower::ServiceExt;
+
+        let store = Arc::new(crate::store::memory::MemoryStore::new());
+        store.insert("a", 0, 10);
+        let state = AppState::serving(crate::service::Service::new(
+            store,
+            crate::allocator::AllocatorConfig::default(),
+        ));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let router = tower::service_fn(move |_req: Request<Body>| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Ok::<_, Infallible>(StatusCode::IM_A_TEAPOT.into_response()))
+        });
+        let labels = RouteLabels::new(crate::http::route_templates());
+        let front = Front::new(router, labels, &Limits::default(), state);
+        let ask = |method: Method, path: &str| {
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap();
+            let front = Front {
+                inner: front.inner.clone(),
+                shared: front.shared.clone(),
+            };
+            async move { front.oneshot(req).await.unwrap().status() }
+        };
+        for (method, path, want) in [
+            (Method::GET, "/v1/sequences/a/next", StatusCode::OK),
+            (Method::POST, "/v1/sequences/a/next", StatusCode::OK),
+            (Method::GET, "/api/segment/get/a", StatusCode::OK),
+            (
+                Method::GET,
+                "/v1/sequences/a!/next",
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                Method::GET,
+                "/v1/sequences/nowhere/next",
+                StatusCode::NOT_FOUND,
+            ),
+        ] {
+            assert_eq!(ask(method.clone(), path).await, want, "{method} {path}");
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "the edge answered alone");
+        for (method, path) in [
+            (Method::GET, "/v1/sequences/%61/next"),
+            (Method::HEAD, "/v1/sequences/a/next"),
+            (Method::POST, "/api/segment/get/a"),
+            (Method::GET, "/v1/sequences/a/batch"),
+        ] {
+            let status = ask(method.clone(), path).await;
+            assert_eq!(status, StatusCode::IM_A_TEAPOT, "{method} {path}");
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+    }
+
     /// The labels and axum's router match every path the same way: paths of
     /// up to four segments drawn from the routes' own words, with empty and
     /// percent-encoded segments and trailing slashes.
