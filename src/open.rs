@@ -101,7 +101,9 @@ pub async fn open_stripes(
     for (i, url) in urls.iter().enumerate() {
         match open_database(url, options, mode).await {
             Ok(db) => {
-                leases.get_or_insert_with(|| db.leases());
+                if i == 0 {
+                    leases = Some(db.leases());
+                }
                 stores.push(db.sequences());
             }
             Err(e) if serving && i > 0 && is_outage(&e) => {
@@ -117,28 +119,21 @@ pub async fn open_stripes(
         }
     }
     let leases = leases.expect("the first database answered");
-    if missing.is_empty() {
-        let layouts =
-            store::stripes::bind_stripes(&stores, urls, mode, store::stripes::DEFAULT_BLOCK)
-                .await
-                .context("checking the stripe records")?;
-        if stores.len() == 1 {
-            return Ok((stores[0].clone(), leases));
-        }
-        let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
-        if serving {
-            striped.start_audit(store::stripes::striped::AUDIT_EVERY);
-        }
-        return Ok((Arc::new(striped), leases));
+    let bound = if missing.is_empty() {
+        let block = store::stripes::DEFAULT_BLOCK;
+        let layouts = store::stripes::bind_stripes(&stores, urls, mode, block).await;
+        layouts.map(|layouts| (layouts, Vec::new()))
+    } else {
+        store::stripes::record::bind_stripes_without(&stores, &missing, urls, mode).await
+    };
+    let (layouts, late) = bound.context("checking the stripe records")?;
+    if stores.len() == 1 {
+        return Ok((stores[0].clone(), leases));
     }
-    let (layouts, late) =
-        store::stripes::record::bind_stripes_without(&stores, &missing, urls, mode)
-            .await
-            .context("checking the stripe records")?;
     let striped = StripedStore::new(stores.into_iter().zip(layouts).collect(), failover_after)?;
     for stripe in late {
         let i = stripe.index as usize;
-        striped.start_down(i, "not reachable since start");
+        striped.mark_down(i, "not reachable since start");
         tokio::spawn(connect_later(
             striped.clone(),
             stripe,
@@ -147,7 +142,9 @@ pub async fn open_stripes(
             mode,
         ));
     }
-    striped.start_audit(store::stripes::striped::AUDIT_EVERY);
+    if serving {
+        striped.start_audit(store::stripes::striped::AUDIT_EVERY);
+    }
     Ok((Arc::new(striped), leases))
 }
 

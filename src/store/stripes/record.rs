@@ -394,13 +394,14 @@ pub async fn bind_stripes(
 /// the identity take it: the one a record already has, else the one the
 /// first of them takes (of two processes doing this at once, both read
 /// back the same). Under `check` and `off` they are accepted with a
-/// warning, unchecked.
+/// warning, unchecked. Returns the set's identity in force, and the
+/// position of the first record carrying it; `None` when none does.
 async fn one_set(
     stores: &[Arc<dyn Store>],
     urls: &[String],
     records: &[Option<StripeRecord>],
     mode: MigrateMode,
-) -> Result<(), StoreError> {
+) -> Result<Option<(usize, String)>, StoreError> {
     let mut set: Option<(usize, String)> = None;
     let mut unset = Vec::new();
     for (i, r) in records.iter().enumerate() {
@@ -415,7 +416,7 @@ async fn one_set(
         }
     }
     if unset.is_empty() {
-        return Ok(());
+        return Ok(set);
     }
     if mode != MigrateMode::Auto {
         if records.len() > 1 {
@@ -426,7 +427,7 @@ async fn one_set(
                  records it"
             );
         }
-        return Ok(());
+        return Ok(set);
     }
     for i in unset {
         let want = set
@@ -448,7 +449,7 @@ async fn one_set(
             None => set = Some((i, id)),
         }
     }
-    Ok(())
+    Ok(set)
 }
 
 /// What a stripe that did not answer at start must turn out to be when it
@@ -461,10 +462,11 @@ pub struct LateStripe {
     pub count: u32,
     /// The set's block.
     pub block: i64,
-    /// The set's identity, when its records carry one.
-    pub set_id: Option<String>,
-    /// The `database_id`s of the stripes that answered.
-    pub others: Vec<String>,
+    /// The set's identity, when its records carry one, and the position of
+    /// a stripe whose record carries it.
+    pub set: Option<(usize, String)>,
+    /// The positions and `database_id`s of the stripes that answered.
+    pub others: Vec<(usize, String)>,
 }
 
 impl LateStripe {
@@ -498,26 +500,18 @@ impl LateStripe {
                 self.block
             )));
         }
-        if self.others.contains(&r.database_id) {
-            return Err(refuse(format!(
-                "{} reaches a database another URL reaches too (their stripe records share \
-                 one database_id): each stripe needs a database of its own",
-                url_at(urls, i)
-            )));
+        if let Some((j, _)) = self.others.iter().find(|(_, id)| *id == r.database_id) {
+            return Err(same_database(urls, i, *j));
         }
-        if let (Some(set), None, MigrateMode::Auto) = (&self.set_id, &r.set_id, mode) {
+        if let (Some((_, set)), None, MigrateMode::Auto) = (&self.set, &r.set_id, mode) {
             r = store
                 .join_stripe_set(set)
                 .await
                 .map_err(|e| at_url(urls, i, e))?
                 .unwrap_or(r);
         }
-        match (&self.set_id, &r.set_id) {
-            (Some(a), Some(b)) if a != b => Err(refuse(format!(
-                "{} is a stripe of another stripe set (its record carries another set \
-                 identity): mixing two sets' stripes would hand out the same IDs twice",
-                url_at(urls, i)
-            ))),
+        match (&self.set, &r.set_id) {
+            (Some((j, a)), Some(b)) if a != b => Err(two_sets(urls, *j, i)),
             _ => Ok(()),
         }
     }
@@ -567,15 +561,11 @@ pub async fn bind_stripes_without(
         }
     }
     let block = first.block;
-    let others: Vec<String> = present.iter().map(|(_, r)| r.database_id.clone()).collect();
-    one_set(stores, urls, &records, mode).await?;
-    // The identity in force after `one_set` (which may have recorded it).
-    let first_at = present[0].0;
-    let set_id = stores[first_at]
-        .stripe_record()
-        .await
-        .map_err(|e| at_url(urls, first_at, e))?
-        .and_then(|r| r.set_id);
+    let others: Vec<(usize, String)> = present
+        .iter()
+        .map(|(i, r)| (*i, r.database_id.clone()))
+        .collect();
+    let set = one_set(stores, urls, &records, mode).await?;
     let layouts = (0..count)
         .map(|i| StripeLayout::new(i, count, block).map_err(|e| StoreError::Config(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
@@ -585,7 +575,7 @@ pub async fn bind_stripes_without(
             index: i as u32,
             count,
             block,
-            set_id: set_id.clone(),
+            set: set.clone(),
             others: others.clone(),
         })
         .collect();
@@ -1076,9 +1066,20 @@ mod tests {
         };
         let m = refusal(late.check(&other[2], &urls(3), MigrateMode::Auto).await);
         assert!(
-            m.contains("URL #3") && m.contains("another stripe set"),
+            m.contains("URL #1 and URL #3 are stripes of two different stripe sets"),
             "{m}"
         );
+        // A database answering as stripe 3 whose identity is stripe 1's:
+        // the first URL's database, reached again.
+        let first = s[0].stripe_record().await.unwrap().unwrap();
+        let twin: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let as_third = StripeRecord {
+            index: 2,
+            ..first.clone()
+        };
+        twin.put_stripe_record(&as_third, false).await.unwrap();
+        let m = refusal(late.check(&twin, &urls(3), MigrateMode::Auto).await);
+        assert!(m.contains("URL #3 and URL #1 are the same database"), "{m}");
         let m = refusal(late.check(&stand_in, &urls(3), MigrateMode::Auto).await);
         assert!(m.contains("URL #3 is not a stripe of this set"), "{m}");
         let m = refusal(late.check(&s[1], &urls(3), MigrateMode::Auto).await);

@@ -278,13 +278,6 @@ impl StripedStore {
         up.chain(down).collect()
     }
 
-    /// Marks stripe `i` down for `why` (seqd's words): for a stripe that
-    /// did not answer at start, whose store is a stand-in until
-    /// [`StripedStore::connect_stripe`]. Its probe keeps it down meanwhile.
-    pub fn start_down(&self, i: usize, why: &str) {
-        self.mark_down(i, why);
-    }
-
     /// Puts `store`, checked to be stripe `i` of this set, in place of the
     /// stand-in stripe `i` had since start; its probe then finds it
     /// answering and it is used again, lifted past what this instance
@@ -305,8 +298,10 @@ impl StripedStore {
         *self.inner.stripes[i].last_error.lock().unwrap() = Some(why.to_string());
     }
 
-    /// Marks stripe `i` down for `why` (seqd's words) and starts its probe.
-    fn mark_down(&self, i: usize, why: &str) {
+    /// Marks stripe `i` down for `why` (seqd's words) and starts its probe
+    /// (also for a stripe that did not answer at start, a stand-in until
+    /// [`StripedStore::connect_stripe`]: its probe keeps it down meanwhile).
+    pub(crate) fn mark_down(&self, i: usize, why: &str) {
         let s = &self.inner.stripes[i];
         s.failures.fetch_add(1, Ordering::Relaxed);
         *s.last_error.lock().unwrap() = Some(why.to_string());
