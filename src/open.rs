@@ -200,7 +200,7 @@ async fn connect_later(
                 tracing::error!(stripe = i, error = %e,
                     "the database that answered is not the stripe this set misses: it stays out \
                      of use (fix the URL and restart)");
-                striped.note_error(i, "the database at this URL is not this stripe of the set");
+                striped.fence(i, "the database at this URL is not this stripe of the set");
                 return;
             }
         }

@@ -38,6 +38,29 @@ async fn missing_rows(http: &reqwest::Client, base: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A set recorded with both stripes answering (and the sequence `s`
+/// made), then an instance started after `fault` was done to stripe 2's
+/// proxy; both databases (dropping one drops its schema), the proxy, the
+/// instance and a client.
+async fn started_without_stripe_2(
+    fault: impl FnOnce(&Proxy),
+) -> Option<([TestDb; 2], Proxy, Process, reqwest::Client)> {
+    let (pg, my, proxy, urls) = pg_and_proxied_mariadb().await?;
+    let http = server::client(Duration::from_secs(20));
+    let first = Process::spawn(&urls, &[]).await;
+    server::create_with(&http, &first.base, &json!({"name": "s", "step": 10})).await;
+    first.kill().await;
+    fault(&proxy);
+    let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
+    let id = server::next_at(&http, &seqd.base, "s").await;
+    assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
+    let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert_eq!(ready["checks"]["stripes"][0]["up"], true, "{ready}");
+    assert_eq!(ready["checks"]["stripes"][1]["up"], false, "{ready}");
+    Some(([pg, my], proxy, seqd, http))
+}
+
 /// Waits (bounded) until `/readyz` reports stripe `i` (from 0) up.
 async fn wait_until_up(http: &reqwest::Client, base: &str, i: usize) {
     for _ in 0..300 {
@@ -161,23 +184,9 @@ async fn a_global_row_written_by_sql_on_a_stripe_is_served_as_instance() {
 /// and a create reaches both stripes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_starts_while_a_stripe_is_down_and_takes_it_when_it_answers() {
-    let Some((_pg, my, proxy, urls)) = pg_and_proxied_mariadb().await else {
+    let Some(([_pg, my], proxy, seqd, http)) = started_without_stripe_2(Proxy::cut).await else {
         return;
     };
-    let http = server::client(Duration::from_secs(20));
-    // The set is recorded with both stripes answering, a sequence made.
-    let first = Process::spawn(&urls, &[]).await;
-    server::create_with(&http, &first.base, &json!({"name": "s", "step": 10})).await;
-    first.kill().await;
-
-    proxy.cut();
-    let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
-    let id = server::next_at(&http, &seqd.base, "s").await;
-    assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
-    let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
-    assert_eq!(ready["status"], "degraded", "{ready}");
-    assert_eq!(ready["checks"]["stripes"][1]["up"], false, "{ready}");
-    assert_eq!(ready["checks"]["stripes"][0]["up"], true, "{ready}");
     let post = || {
         http.post(format!("{}/v1/sequences", seqd.base))
             .json(&json!({"name": "t", "step": 10}))
@@ -203,23 +212,67 @@ async fn an_instance_starts_while_a_stripe_is_down_and_takes_it_when_it_answers(
 /// connect timeout) and takes the stripe when it answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_starts_while_a_stripe_hangs() {
-    let Some((_pg, _my, proxy, urls)) = pg_and_proxied_mariadb().await else {
+    let hang = |proxy: &Proxy| proxy.freeze_next(u64::MAX);
+    let Some((_dbs, proxy, seqd, http)) = started_without_stripe_2(hang).await else {
         return;
     };
-    let http = server::client(Duration::from_secs(20));
-    let first = Process::spawn(&urls, &[]).await;
-    server::create_with(&http, &first.base, &json!({"name": "s", "step": 10})).await;
-    first.kill().await;
-
-    proxy.freeze_next(u64::MAX);
-    let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
-    let id = server::next_at(&http, &seqd.base, "s").await;
-    assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
-    let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
-    assert_eq!(ready["status"], "degraded", "{ready}");
     assert!(proxy.frozen() >= 1, "the start met the hanging stripe");
-
     proxy.freeze_next(0);
     wait_until_up(&http, &seqd.base, 1).await;
+    seqd.kill().await;
+}
+
+/// Stripe 2 comes back as another database than the one the set was
+/// recorded with (its stripe record deleted by SQL while it was cut, as a
+/// restored or replaced database would be): the instance never uses it,
+/// `/readyz` keeps it down with the reason, admin writes stay refused, and
+/// the sequence is served from stripe 1 all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stripe_that_comes_back_as_another_database_is_not_used() {
+    let Some(([_pg, my], proxy, seqd, http)) = started_without_stripe_2(Proxy::cut).await else {
+        return;
+    };
+    common::execute(&my, "DELETE FROM seqd_stripe").await;
+    proxy.heal();
+    let mut ready = Value::Null;
+    for _ in 0..300 {
+        ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+        let why = ready["checks"]["stripes"][1]["last_error"]
+            .as_str()
+            .unwrap_or("");
+        if why.contains("is not this stripe of the set") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stripe = &ready["checks"]["stripes"][1];
+    assert!(
+        stripe["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is not this stripe of the set")),
+        "{ready}"
+    );
+    // Pings and probes run meanwhile; the stripe stays out, with its reason.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
+    let stripe = &ready["checks"]["stripes"][1];
+    assert_eq!(stripe["up"], false, "{ready}");
+    assert!(
+        stripe["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is not this stripe of the set")),
+        "{ready}"
+    );
+    let created = http
+        .post(format!("{}/v1/sequences", seqd.base))
+        .json(&json!({"name": "t", "step": 10}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 503);
+    for _ in 0..20 {
+        let id = server::next_at(&http, &seqd.base, "s").await;
+        assert_eq!(id / BLOCK % 2, 0, "served by stripe 1 only: {id}");
+    }
     seqd.kill().await;
 }

@@ -292,10 +292,16 @@ impl StripedStore {
         }
     }
 
-    /// Records `why` (seqd's words) as stripe `i`'s last error, keeping its
-    /// state.
-    pub fn note_error(&self, i: usize, why: &str) {
-        *self.inner.stripes[i].last_error.lock().unwrap() = Some(why.to_string());
+    /// Fences stripe `i` for `why` (seqd's words): the database at its URL
+    /// is not the stripe this set was started with. Marked down, left out of
+    /// the order reservations try, never set up again by a ping or a probe,
+    /// and `why` stays its last error, until a restart checks the set.
+    pub(crate) fn fence(&self, i: usize, why: &str) {
+        let s = &self.inner.stripes[i];
+        s.fenced.store(true, Ordering::Release);
+        s.failures.fetch_add(1, Ordering::Relaxed);
+        *s.last_error.lock().unwrap() = Some(why.to_string());
+        s.set_up(false);
     }
 
     /// Marks stripe `i` down for `why` (seqd's words) and starts its probe
@@ -303,6 +309,9 @@ impl StripedStore {
     /// [`StripedStore::connect_stripe`]: its probe keeps it down meanwhile).
     pub(crate) fn mark_down(&self, i: usize, why: &str) {
         let s = &self.inner.stripes[i];
+        if s.fenced.load(Ordering::Acquire) {
+            return; // down for good, with the reason it was fenced
+        }
         s.failures.fetch_add(1, Ordering::Relaxed);
         *s.last_error.lock().unwrap() = Some(why.to_string());
         if s.is_up() {
@@ -482,8 +491,7 @@ impl StripedStore {
                          database (or another set's) is behind it; not using the stripe until a \
                          restart checks the set");
                     drop(kept);
-                    s.fenced.store(true, Ordering::Release);
-                    self.mark_down(i, "its stripe record changed while this instance ran");
+                    self.fence(i, "its stripe record changed while this instance ran");
                 }
             }
         }
