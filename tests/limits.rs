@@ -212,3 +212,47 @@ async fn a_draw_waiting_past_the_request_timeout_is_answered_and_frees_its_slot(
     // leave a gap (docs/guarantees.md), never a reuse.
     assert!(s.next("s").await >= 1);
 }
+
+/// A client that goes away while its `/next` waits on the store (the
+/// edge's own answer, boxed): its slot in the concurrency limit is given
+/// back at once, while the store still hangs: with one slot, the next
+/// request is let in to wait (not shed with 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_while_its_draw_waits_frees_its_slot() {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("s", 0, 10);
+    store.close_gate(); // every fetch hangs, until the end
+    let s = start(
+        Limits {
+            max_concurrency: 1,
+            ..Limits::default()
+        },
+        store.clone(),
+    )
+    .await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let url = s.url("/v1/sequences/s/next");
+    let gone = impatient.get(&url).send().await;
+    assert!(gone.is_err_and(|e| e.is_timeout()), "the client gave up");
+    // Bounded: the server notices the closed connection on its next poll.
+    let mut let_in = false;
+    for _ in 0..50 {
+        match impatient.get(&url).send().await {
+            Err(e) if e.is_timeout() => {
+                let_in = true; // waiting at the store: it had the slot
+                break;
+            }
+            Ok(resp) => assert_eq!(resp.status(), 503, "only shed while the slot is held"),
+            Err(e) => panic!("{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        let_in,
+        "the slot of the client that went away was never given back"
+    );
+    store.open_gate();
+}
