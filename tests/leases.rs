@@ -110,6 +110,12 @@ async fn bad_sizes_reserve_nothing(db: TestDb) {
         "?size=",
         "?size=9223372036854775808",
         "?size=2&size=3",
+        "?size=+5",
+        "?size=%205",
+        "?size=5%20",
+        "?size=-",
+        "?SIZE=5",
+        "?size=5&sise=6",
     ] {
         let (status, body) = lease(&s, "lb", query).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
@@ -117,6 +123,14 @@ async fn bad_sizes_reserve_nothing(db: TestDb) {
     }
     let (status, body) = lease(&s, "nope", "").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "sequence_not_found");
+    let rest = json!({"start": 1, "end": 10, "next": 5, "key": "0".repeat(32)});
+    let (status, body) = give_back(&s, "nope", rest).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "a return to a missing sequence: {body}"
+    );
     assert_eq!(body["error"]["code"], "sequence_not_found");
     assert_eq!(
         max_id(&db, "lb").await,
@@ -169,6 +183,96 @@ async fn global_and_serial_sequences_are_not_leasable(db: TestDb) {
         );
         assert_eq!(max_id(&db, name).await, before, "{name}: the row moved");
     }
+    s.stop().await;
+}
+
+/// Refused leases of a global sequence (by `/lease` and Tinyid's segment
+/// routes) while another instance draws from it: the refusal reserves
+/// nothing, so the IDs drawn are exactly those up to `max_id`, no gap.
+async fn a_refused_lease_of_a_global_sequence_consumes_nothing(db: TestDb) {
+    let a = TestServer::on(&db.url).await;
+    let b = Arc::new(TestServer::on(&db.url).await);
+    let created = a
+        .post_sequence(&json!({"name": "lgg", "step": 10, "ordering": "global"}))
+        .await
+        .status();
+    assert_eq!(created, StatusCode::CREATED);
+    // The first draw learns the ordering (its segment is dropped, a gap
+    // before the first ID); from there on, no gap.
+    let first = b.next("lgg").await;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drawers: Vec<_> = (0..4)
+        .map(|_| {
+            let (b, done) = (b.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                // Bounded: at most 5,000 draws a task.
+                while !done.load(std::sync::atomic::Ordering::Relaxed) && ids.len() < 5000 {
+                    ids.push(b.next("lgg").await);
+                }
+                ids
+            })
+        })
+        .collect();
+    for i in 0..40 {
+        let (status, body) = lease(&a, "lgg", "?size=100000").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert_eq!(body["error"]["code"], "not_leasable", "{body}");
+        let path = match i % 2 {
+            0 => "/tinyid/id/nextSegmentIdSimple?bizType=lgg",
+            _ => "/tinyid/id/nextSegmentId?bizType=lgg",
+        };
+        let status = a.get(path).await.status();
+        assert_eq!(status, StatusCode::CONFLICT, "{path}");
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut ids = Vec::new();
+    for d in drawers {
+        ids.extend(d.await.unwrap());
+    }
+    ids.push(first);
+    ids.sort_unstable();
+    let top = max_id(&db, "lgg").await;
+    assert_eq!(
+        ids,
+        (first..=top).collect::<Vec<_>>(),
+        "IDs of the global sequence went missing beside {} drawn",
+        ids.len()
+    );
+    a.stop().await;
+}
+
+/// A lease at the top of the 64-bit range never wraps: one whose last ID
+/// would be `i64::MAX` (its `end` one past it) is refused 409
+/// `sequence_exhausted` and reserves nothing; one ID fewer ends at
+/// `i64::MAX`; Tinyid's segment at the top answers `maxId` below it.
+async fn a_lease_at_the_top_of_the_range_never_wraps(db: TestDb) {
+    let s = TestServer::on(&db.url).await;
+    s.create("ltop", 9_223_372_036_854_775_708, 100).await;
+    for query in ["", "?size=100", "?size=1000"] {
+        let (status, body) = lease(&s, "ltop", query).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{query}: {body}");
+        assert_eq!(body["error"]["code"], "sequence_exhausted", "{body}");
+    }
+    assert_eq!(max_id(&db, "ltop").await, 9_223_372_036_854_775_707);
+    let (start, end) = leased(&s, "ltop", "?size=99").await;
+    assert_eq!((start, end), (9_223_372_036_854_775_708, i64::MAX));
+
+    s.create("ttop", i64::MAX - 100, 100).await;
+    let text = s
+        .get("/tinyid/id/nextSegmentIdSimple?bizType=ttop")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let max = i64::MAX - 1;
+    let current = i64::MAX - 101;
+    assert_eq!(text, format!("{current},{},{max},1,0", current + 20));
+    let status = s
+        .get("/tinyid/id/nextSegmentIdSimple?bizType=ttop")
+        .await
+        .status();
+    assert_eq!(status, StatusCode::CONFLICT, "exhausted");
     s.stop().await;
 }
 
@@ -254,6 +358,8 @@ async fn bad_returns_are_refused(db: TestDb) {
 }
 
 per_backend!(
+    a_refused_lease_of_a_global_sequence_consumes_nothing,
+    a_lease_at_the_top_of_the_range_never_wraps,
     leases_never_meet_each_other_or_the_instances,
     bad_sizes_reserve_nothing,
     max_lease_bounds_every_lease,

@@ -423,7 +423,52 @@ async fn compare_and_set_max_id_sets_only_the_expected_value_of_that_row(db: Tes
     ));
 }
 
+/// A lease reserves exactly its size whatever the step, never past its cap
+/// (`Exhausted`, nothing moved), and never on a global row: the statement
+/// itself refuses it (`Global`) and the row does not move, so no other
+/// instance's draw can meet a range taken and given back.
+async fn reserve_lease_is_exact_capped_and_never_of_a_global_row(db: TestDb) {
+    let store = common::store_with(&db, "lease", 1, 100).await;
+    let r = store.reserve_lease(&name("lease"), 7, i64::MAX - 1).await;
+    assert_eq!(r.unwrap(), reservation(7, 7, 100));
+    let r = store.reserve_lease(&name("lease"), 250, i64::MAX - 1).await;
+    assert_eq!(r.unwrap(), reservation(257, 250, 100));
+    let patch = SequencePatch {
+        ordering: Some(seqd::domain::IdOrdering::Global),
+        ..Default::default()
+    };
+    store.update(&name("lease"), &patch).await.unwrap();
+    for n in [1, 100, 1_000_000] {
+        match store.reserve_lease(&name("lease"), n, i64::MAX - 1).await {
+            Err(StoreError::Global) => {}
+            other => panic!("a lease of {n} of a global row: {other:?}"),
+        }
+    }
+    assert_eq!(common::row(&store, "lease").await.max_id, 257);
+    // The global row still serves its merged requests.
+    let r = store.reserve_exact(&name("lease"), 3).await.unwrap();
+    assert_eq!((r.first(), r.max_id), (258, 260));
+
+    // At the top: a lease whose last ID would be `i64::MAX` does not fit a
+    // cap of `i64::MAX - 1`; one ID fewer does.
+    common::create_seq(&store, "top", i64::MAX - 99, 100).await;
+    for n in [100, 1000] {
+        match store.reserve_lease(&name("top"), n, i64::MAX - 1).await {
+            Err(StoreError::Exhausted) => {}
+            other => panic!("a lease of {n} at the top: {other:?}"),
+        }
+    }
+    assert_eq!(common::row(&store, "top").await.max_id, i64::MAX - 100);
+    let r = store.reserve_lease(&name("top"), 99, i64::MAX - 1).await;
+    assert_eq!(r.unwrap(), reservation(i64::MAX - 1, 99, 100));
+    assert!(matches!(
+        store.reserve_lease(&name("nope"), 1, i64::MAX - 1).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
 per_backend!(
+    reserve_lease_is_exact_capped_and_never_of_a_global_row,
     compare_and_set_max_id_sets_only_the_expected_value_of_that_row,
     reserve_returns_consecutive_ranges_of_the_row_step,
     reserve_with_min_size_above_the_step_reserves_min_size,

@@ -142,6 +142,32 @@ impl Scope {
             Scope::Prefixes(p) => p.iter().any(|p| p.matches(name.as_str())),
         }
     }
+
+    /// The name ranges a list under `asked` (a caller's `prefix`, if any)
+    /// may read for this scope: `None` when every name is covered (`asked`
+    /// alone decides), otherwise the prefixes whose names are both covered
+    /// and asked for, none the start of another, in byte order. Their
+    /// ranges are disjoint and ascending, so reading them one after another
+    /// is a walk in name order that never reads a name the scope does not
+    /// cover.
+    pub fn ranges(&self, asked: Option<&NamePrefix>) -> Option<Vec<NamePrefix>> {
+        let Scope::Prefixes(own) = self else {
+            return None;
+        };
+        let mut both: Vec<NamePrefix> = own
+            .iter()
+            .filter_map(|p| match asked {
+                None => Some(p.clone()),
+                Some(q) if q.matches(p.as_str()) => Some(p.clone()),
+                Some(q) if p.matches(q.as_str()) => Some(q.clone()),
+                Some(_) => None,
+            })
+            .collect();
+        both.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        // Sorted, a prefix's extensions follow it directly.
+        both.dedup_by(|later, kept| kept.matches(later.as_str()));
+        Some(both)
+    }
 }
 
 /// What a token may do.
@@ -293,6 +319,26 @@ mod tests {
             Scope::parse(&["bad prefix"]),
             Err(TokenError::Prefix(_))
         ));
+    }
+
+    #[test]
+    fn a_scope_ranges_are_what_it_covers_within_the_asked_prefix_disjoint_in_order() {
+        let p = |s| NamePrefix::parse(s).unwrap();
+        let strs = |r: Option<Vec<NamePrefix>>| {
+            r.map(|v| v.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>())
+        };
+        let s = Scope::parse(&["pay.", "order.", "order.eu", "ord", "x"]).unwrap();
+        assert_eq!(
+            strs(s.ranges(None)),
+            Some(vec!["ord".into(), "pay.".into(), "x".into()])
+        );
+        assert_eq!(
+            strs(s.ranges(Some(&p("order.e")))),
+            Some(vec!["order.e".into()])
+        );
+        assert_eq!(strs(s.ranges(Some(&p("o")))), Some(vec!["ord".into()]));
+        assert_eq!(strs(s.ranges(Some(&p("q")))), Some(vec![]));
+        assert_eq!(Scope::All.ranges(Some(&p("q"))), None);
     }
 
     #[test]

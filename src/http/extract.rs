@@ -110,6 +110,20 @@ pub fn one_param(query: Option<&str>, key: &str) -> Result<Option<String>, Strin
     Ok(found)
 }
 
+/// Refuses a query string holding a parameter other than `known` (a
+/// misspelt `SIZE` is an error, not a default).
+pub fn known_params(query: Option<&str>, known: &[&str]) -> Result<(), String> {
+    for (k, _) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        if !known.contains(&k.as_ref()) {
+            return Err(format!(
+                "unknown query parameter {k:?}: this route takes {}",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads the one `count` parameter of a query string.
 pub fn count_from_query(query: Option<&str>) -> Result<Count, ApiError> {
     let raw = one_param(query, "count")

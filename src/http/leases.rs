@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{exact_integer, one_param, JsonBody, PathSeqName, Who};
+use super::extract::{exact_integer, known_params, one_param, JsonBody, PathSeqName, Who};
 use super::AppState;
 use crate::service::{Lease, LeaseRest};
 
@@ -81,12 +81,15 @@ pub struct ReturnedBody {
     pub returned: bool,
 }
 
-/// The one optional `size` parameter of a query string, in digits.
+/// The one optional `size` parameter of a query string, in digits (an
+/// optional `-`, refused as below 1), and no other parameter.
 fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
+    known_params(query, &["size"]).map_err(ApiError::InvalidRequest)?;
     let Some(raw) = one_param(query, "size").map_err(ApiError::InvalidRequest)? else {
         return Ok(None);
     };
-    let digits = raw.trim().bytes().all(|b| b.is_ascii_digit() || b == b'-');
+    let unsigned = raw.strip_prefix('-').unwrap_or(&raw);
+    let digits = !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit());
     match exact_integer(&raw) {
         Ok(n) if digits => Ok(Some(n)),
         Ok(_) => Err(ApiError::InvalidRequest(format!(
@@ -105,7 +108,7 @@ fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
                    caller hands the IDs out itself.",
     responses(
         (status = 200, description = "The range", body = LeaseBody),
-        (status = 400, description = "`invalid_name`, or `invalid_request`: size not a whole number from 1 to `--max-lease`", body = ErrorBody),
+        (status = 400, description = "`invalid_name`, or `invalid_request`: size not a whole number from 1 to `--max-lease` written in digits, a parameter other than `size`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 409, description = "`not_leasable`: a global or serial sequence; `sequence_exhausted`", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: the database unreachable or too slow", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

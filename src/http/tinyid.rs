@@ -269,7 +269,11 @@ async fn answer(st: &AppState, route: Route, p: &Params, who: &Who) -> Result<Re
             let lease = st.service.lease(presented(p, who), &name, None).await?;
             let current = lease.start - 1;
             let max = lease.end - 1;
-            let loading = current + (lease.end - lease.start) * LOADING_PERCENT / 100;
+            // A lease is at most `--max-lease` long and ends at `i64::MAX`
+            // at the most: the share of it is below its length, never past
+            // `max`.
+            let share = i128::from(lease.end - lease.start) * i128::from(LOADING_PERCENT) / 100;
+            let loading = current + share as i64;
             Ok(if route == Route::SegmentSimple {
                 respond(TEXT, format!("{current},{loading},{max},1,0"))
             } else {

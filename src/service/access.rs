@@ -27,6 +27,7 @@ use subtle::ConstantTimeEq;
 
 use super::ServiceError;
 use crate::domain::token::{Rights, TokenHash, TokenRecord};
+use crate::domain::NamePrefix;
 use crate::domain::{Secret, SeqNameRef};
 use crate::store::Tokens;
 
@@ -133,6 +134,16 @@ impl Caller {
         match self {
             Caller::Open | Caller::Admin => true,
             Caller::Token(e) => SeqNameRef::parse(name).is_ok_and(|n| e.record.scope.covers(n)),
+        }
+    }
+
+    /// The name ranges a list under `asked` may read for this caller
+    /// ([`Scope::ranges`](crate::domain::Scope::ranges)): `None` when it
+    /// sees every name.
+    pub fn ranges(&self, asked: Option<&NamePrefix>) -> Option<Vec<NamePrefix>> {
+        match self {
+            Caller::Open | Caller::Admin => None,
+            Caller::Token(e) => e.record.scope.ranges(asked),
         }
     }
 

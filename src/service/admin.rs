@@ -240,9 +240,11 @@ impl Service {
     }
 
     /// [`Service::list_page`] for a caller who presented `who`: a client
-    /// token (with `read`) sees only the names it covers, so a page may
-    /// hold fewer than `limit` rows; `next` is where the next page starts
-    /// whatever was left out.
+    /// token (with `read`) sees only the names it covers. Its page is read
+    /// from the ranges of its prefixes alone, one after another in name
+    /// order, so neither the rows nor `next` ever name a sequence it does
+    /// not cover, and a page is short only when it is the last (or when the
+    /// range read held rows whose stored names are not valid, left out).
     pub async fn list_for(
         &self,
         who: Presented<'_>,
@@ -251,14 +253,34 @@ impl Service {
         limit: u32,
     ) -> Result<ListPage, ServiceError> {
         let caller = self.access.authorize(who, Want::List)?;
-        let page = self.list_page(prefix, after, limit).await?;
-        let next = page
-            .more
-            .then(|| page.rows.last().map(|r| r.name.clone()))
-            .flatten();
-        let mut rows = page.rows;
-        rows.retain(|r| caller.sees(r.name.as_str()));
-        Ok(ListPage { rows, next })
+        let Some(ranges) = caller.ranges(prefix) else {
+            let page = self.list_page(prefix, after, limit).await?;
+            let next = page.more.then(|| page.rows.last()).flatten();
+            let next = next.map(|r| r.name.clone());
+            return Ok(ListPage {
+                rows: page.rows,
+                next,
+            });
+        };
+        // The ranges not wholly at or before `after`.
+        let ranges: Vec<NamePrefix> = ranges
+            .into_iter()
+            .filter(|r| after.is_none_or(|a| a.as_str() < r.upper_bound().as_str()))
+            .collect();
+        let mut rows = Vec::new();
+        for (i, range) in ranges.iter().enumerate() {
+            let left = limit - rows.len() as u32;
+            let page = self.list_page(Some(range), after, left).await?;
+            rows.extend(page.rows);
+            // A page of the range short of `left` yet with more behind it
+            // left out rows whose stored names are not valid: it ends here.
+            if rows.len() as u32 == limit || page.more {
+                let more = page.more || i + 1 < ranges.len();
+                let next = more.then(|| rows.last().map(|r| r.name.clone())).flatten();
+                return Ok(ListPage { rows, next });
+            }
+        }
+        Ok(ListPage { rows, next: None })
     }
 
     /// Raises `max_id` of `names` (every sequence with `None`) by `by`,

@@ -2,12 +2,15 @@
 //! for one caller alone, and the give-back of its unused rest
 //! (docs/design.md, "Leases").
 //!
-//! A lease is one reservation of the row, the same atomic step update an
-//! instance's buffer makes, so it never overlaps what any instance serves
-//! or another lease holds. The reservation itself says what the row is: a
-//! serial row reserves nothing ([`StoreError::Serial`]), a global one comes
-//! back with its ordering and is given back at once; both are refused
-//! `not_leasable`, decided once, with no read before.
+//! A lease is one reservation of the row, an atomic update of exactly its
+//! size, so it never overlaps what any instance serves or another lease
+//! holds. The reserving statement itself refuses what may not be leased: a
+//! serial row ([`StoreError::Serial`]) and a global one
+//! ([`StoreError::Global`]: its IDs are handed out in order at request
+//! time) change nothing and are refused `not_leasable`, so a refused lease
+//! consumes no ID. A lease without a size reads the row's step first. No
+//! lease reaches `i64::MAX`, so its `end` (one past its last ID) is a
+//! 64-bit integer.
 //!
 //! A give-back lowers the row's `max_id` from the lease's last ID, by a
 //! compare-and-set, only while the lease is still the top of the row. A
@@ -132,33 +135,43 @@ impl Service {
             }
         }
         let seq = seq.clone();
-        let r = match self.store.reserve(&seq, size.unwrap_or(1)).await {
+        let n = match size {
+            Some(n) => n,
+            // The row's step, read first: a step changed in between only
+            // makes this lease the old step long.
+            None => self.lease_default(&seq).await?,
+        };
+        // Never past `i64::MAX - 1`, so that `end`, one past the last ID,
+        // is a 64-bit integer too.
+        let r = match self.store.reserve_lease(&seq, n, i64::MAX - 1).await {
             Ok(r) => r,
             Err(StoreError::Serial) => return Err(ServiceError::NotLeasable(seq, "serial")),
+            Err(StoreError::Global) => return Err(ServiceError::NotLeasable(seq, "global")),
             Err(e) => return Err(ServiceError::from_store(&seq, e)),
         };
-        let start = r.max_id - r.size + 1;
-        if r.ordering == IdOrdering::Global {
-            // Served in order at request time: a range held by one caller
-            // would break that order. Nothing handed out; what the row gave
-            // goes back if it is still its top (else it is a gap).
-            self.give_back_logged(&seq, r.max_id, start - 1).await;
-            return Err(ServiceError::NotLeasable(seq, "global"));
-        }
-        let len = size.unwrap_or(r.size).min(r.size).min(self.max_lease);
-        if len < r.size {
-            // The row's step is larger than asked: the rest goes back.
-            self.give_back_logged(&seq, r.max_id, start + len - 1).await;
-        }
         let lease = Lease {
             name: seq,
-            start,
-            end: start + len,
+            start: r.first(),
+            end: r.max_id + 1,
             key: new_key(),
         };
         self.issued.remember(&lease);
-        caller.drew(&self.access, len as u64);
+        caller.drew(&self.access, r.size as u64);
         Ok(lease)
+    }
+
+    /// The size of a lease asked without one: the row's step, at most
+    /// [`Service::max_lease`]. A serial or global row is refused here
+    /// already (the reserving statement refuses them too).
+    async fn lease_default(&self, seq: &SeqName) -> Result<i64, ServiceError> {
+        let row = self.get(seq).await?;
+        if row.serial.is_some() {
+            return Err(ServiceError::NotLeasable(seq.clone(), "serial"));
+        }
+        if row.ordering == IdOrdering::Global {
+            return Err(ServiceError::NotLeasable(seq.clone(), "global"));
+        }
+        Ok(row.step.clamp(1, self.max_lease))
     }
 
     /// Gives back `[rest.next, rest.end)` of a lease of `name` that this
@@ -181,23 +194,16 @@ impl Service {
             )));
         }
         // Not the rest of any lease (next outside it, an empty or inverted
-        // range): nothing issued here matches it.
-        if !(start < end && start <= next && next <= end) {
-            return Ok(false);
-        }
-        if next == end || !self.issued.take(seq, &rest) {
-            return Ok(false);
+        // range), nothing left, or not issued here: `false`, for a sequence
+        // that exists (a missing one is `NotFound`, as on every route).
+        let rest_of_a_lease = start < end && start <= next && next <= end;
+        if !rest_of_a_lease || next == end || !self.issued.take(seq, &rest) {
+            return self.get(seq).await.map(|_| false);
         }
         self.store
             .give_back(seq, end - 1, next - 1)
             .await
             .map_err(|e| ServiceError::from_store(seq, e))
-    }
-
-    async fn give_back_logged(&self, name: &SeqName, top: i64, keep: i64) {
-        if let Err(e) = self.store.give_back(name, top, keep).await {
-            tracing::info!(sequence = %name, error = %e, from = top, to = keep, "a lease's unused IDs could not be given back; they stay unused");
-        }
     }
 }
 

@@ -23,8 +23,8 @@ pub struct NewToken {
     #[schema(example = json!(["draw"]), value_type = Vec<RightDoc>, min_items = 1, max_items = 2)]
     pub rights: Vec<String>,
     /// How long it works: a number and a unit (`ms`, `s`, `m`, `h`, `d`,
-    /// `w`), e.g. `90d` or `12h` (the CLI takes any humantime duration);
-    /// forever when absent.
+    /// `w`), e.g. `90d` or `12h`, nothing else (the CLI's `--expires`
+    /// the same); forever when absent.
     #[schema(example = "90d", pattern = "^[1-9][0-9]{0,5}(ms|s|m|h|d|w)$")]
     pub expires_in: Option<String>,
 }
@@ -115,10 +115,7 @@ impl Service {
         let expires_at = match req.expires_in.as_deref() {
             None => None,
             Some(text) => {
-                let d = humantime::parse_duration(text)
-                    .ok()
-                    .filter(|d| !d.is_zero())
-                    .and_then(|d| chrono::Duration::from_std(d).ok())
+                let d = expiry(text)
                     .and_then(|d| now.checked_add_signed(d))
                     .ok_or_else(|| {
                         invalid(format!(
@@ -193,6 +190,49 @@ impl Service {
             if let Err(e) = self.access.refresh(&*self.store).await {
                 tracing::warn!(error = %e, "reading the client tokens after a change failed; the refresh reads again");
             }
+        }
+    }
+}
+
+/// How long a token works, written as [`NewToken::expires_in`] documents
+/// it: 1 to 6 digits (no leading zero) and one unit of `ms`, `s`, `m`, `h`,
+/// `d`, `w`, nothing before, between or after.
+fn expiry(text: &str) -> Option<chrono::Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (digits, unit) = text.split_at(split);
+    if !(1..=6).contains(&digits.len()) || digits.starts_with('0') {
+        return None;
+    }
+    let n: i64 = digits.parse().ok()?;
+    Some(match unit {
+        "ms" => chrono::Duration::milliseconds(n),
+        "s" => chrono::Duration::seconds(n),
+        "m" => chrono::Duration::minutes(n),
+        "h" => chrono::Duration::hours(n),
+        "d" => chrono::Duration::days(n),
+        "w" => chrono::Duration::weeks(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expiry;
+
+    #[test]
+    fn expiry_is_read_only_as_documented() {
+        assert_eq!(expiry("90d"), Some(chrono::Duration::days(90)));
+        assert_eq!(expiry("12h"), Some(chrono::Duration::hours(12)));
+        assert_eq!(
+            expiry("999999ms"),
+            Some(chrono::Duration::milliseconds(999_999))
+        );
+        assert_eq!(expiry("2w"), Some(chrono::Duration::weeks(2)));
+        for bad in [
+            "1 s", "1y", "0d", "01d", "1000000s", "+5d", "-5d", "5", "d", "", " 5d", "5d ", "5D",
+            "1h30m", "5days", "1.5h",
+        ] {
+            assert_eq!(expiry(bad), None, "{bad:?}");
         }
     }
 }

@@ -130,6 +130,16 @@ impl<H: Hook> Segments for Forwarding<H> {
         self.inner.reserve_within(name, n, cap).await
     }
 
+    async fn reserve_lease(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        self.hook.before(Call::ReserveExact)?;
+        self.inner.reserve_lease(name, n, cap).await
+    }
+
     async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
         self.hook.before(Call::CompareAndSet)?;
         Ok(self.moved(self.inner.give_back(name, top, keep).await?, top, keep))

@@ -18,7 +18,9 @@ use super::PeriodRow;
 use super::StripeRecord;
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
 use super::{Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, TokenRow, Tokens};
-use crate::domain::{is_period_counter, period_rows_range, NamePrefix, NewSequence, SeqName};
+use crate::domain::{
+    is_period_counter, period_rows_range, IdOrdering, NamePrefix, NewSequence, SeqName,
+};
 use crate::store::{Catalog, Schema, Segments, StripeRecords};
 use std::ops::Bound::{Excluded, Included};
 
@@ -195,6 +197,33 @@ impl MemoryStore {
         })
     }
 
+    /// Exactly `n` IDs of `name`, never past `cap` (of a `lease`: never of
+    /// a global row), as the databases' exact reserving statements.
+    fn exact_now(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+        lease: bool,
+    ) -> Result<Reservation, StoreError> {
+        let mut rows = self.rows.lock().unwrap();
+        let row = plain_row(&mut rows, name)?;
+        if lease && row.ordering == IdOrdering::Global {
+            return Err(StoreError::Global);
+        }
+        if n < 1 || cap.checked_sub(n).is_none_or(|limit| row.max_id > limit) {
+            return Err(StoreError::Exhausted);
+        }
+        row.max_id += n;
+        row.updated_at = Utc::now();
+        Ok(Reservation {
+            max_id: row.max_id,
+            size: n,
+            row_step: row.step,
+            ordering: row.ordering,
+        })
+    }
+
     fn reserve_now(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
         let mut rows = self.rows.lock().unwrap();
         let row = plain_row(&mut rows, name)?;
@@ -254,19 +283,17 @@ impl Segments for MemoryStore {
         cap: i64,
     ) -> Result<Reservation, StoreError> {
         let _in_flight = self.faulted(name.as_str()).await?;
-        let mut rows = self.rows.lock().unwrap();
-        let row = plain_row(&mut rows, name)?;
-        if n < 1 || cap.checked_sub(n).is_none_or(|limit| row.max_id > limit) {
-            return Err(StoreError::Exhausted);
-        }
-        row.max_id += n;
-        row.updated_at = Utc::now();
-        Ok(Reservation {
-            max_id: row.max_id,
-            size: n,
-            row_step: row.step,
-            ordering: row.ordering,
-        })
+        self.exact_now(name, n, cap, false)
+    }
+
+    async fn reserve_lease(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        let _in_flight = self.faulted(name.as_str()).await?;
+        self.exact_now(name, n, cap, true)
     }
 
     async fn compare_and_set_max_id(

@@ -28,7 +28,7 @@ use super::sql::{
 use super::workers::LeaseDb;
 use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
 use super::{PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
-use crate::domain::{period_rows_range, NamePrefix, NewSequence, SeqName};
+use crate::domain::{period_rows_range, IdOrdering, NamePrefix, NewSequence, SeqName};
 
 #[allow(unused_imports)] // for the links of the documentation
 use super::{BumpSql, Catalog, Schema, Segments, StripeRecords};
@@ -57,6 +57,8 @@ pub(crate) enum Reserving {
         reserve: &'static str,
         /// Exactly `n`, never past the cap.
         exact: &'static str,
+        /// `exact` of a lease: never on a global row.
+        lease: &'static str,
     },
     /// An `UPDATE` (binds: the size, the name and a guard: the minimum size,
     /// or the cap minus the size) then a `SELECT` (binds: the size, the
@@ -66,7 +68,20 @@ pub(crate) enum Reserving {
         reserve: (&'static str, &'static str),
         /// Exactly `n`, never past the cap.
         exact: (&'static str, &'static str),
+        /// `exact` of a lease: never on a global row.
+        lease: (&'static str, &'static str),
     },
+}
+
+/// Which reserving statement of [`Reserving`] a reservation runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reserve {
+    /// At `max(step, size)`.
+    Step,
+    /// Exactly the size, never past this cap.
+    Exact(i64),
+    /// Exactly the size, never past this cap, never on a global row.
+    Lease(i64),
 }
 
 /// The statements of one dialect, each with one placeholder per bind, in
@@ -101,9 +116,9 @@ struct Statements {
     /// order. Reads `name, max_id, created_at, updated_at`.
     list_periods: String,
     /// After a reserving statement that updated nothing: 1 when the row
-    /// issues serial numbers, 0 when it is plain (and full); no row when it
-    /// is missing. Bind: the name.
-    read_serial_flag: String,
+    /// issues serial numbers, 0 when it is plain (and full, or global for a
+    /// lease), and its ordering; no row when it is missing. Bind: the name.
+    read_kind: String,
     /// Sets `max_id` to the first bind where the name (second) and `max_id`
     /// (third) match: a compare-and-set, for
     /// [`Segments::compare_and_set_max_id`].
@@ -180,8 +195,8 @@ impl Statements {
                 "SELECT name, max_id, created_at, updated_at FROM sequences \
                  WHERE {name} >= ? AND {name} < ? ORDER BY {name}"
             )),
-            read_serial_flag: sql(format!(
-                "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END{flag} \
+            read_kind: sql(format!(
+                "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END{flag}, ordering \
                  FROM sequences WHERE name = ?"
             )),
             set_max_id_if: sql(
@@ -251,6 +266,7 @@ where
     Period<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
     Granted: for<'r> sqlx::FromRow<'r, DB::Row>,
     (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    (i64, String): for<'r> sqlx::FromRow<'r, DB::Row>,
     (DB::Name, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     fn statements() -> &'static Statements {
@@ -525,18 +541,26 @@ where
         .await
     }
 
-    /// A reserving statement of [`SequenceDb::RESERVING`] once: at
-    /// `max(step, size)`, or with a cap exactly `size` never past it;
-    /// `None` when it matched no row.
+    /// A reserving statement of [`SequenceDb::RESERVING`] once, as `how`
+    /// says: at `max(step, size)`, or exactly `size` never past a cap (of
+    /// a lease: never on a global row); `None` when it matched no row.
     pub(crate) async fn reserve(
         &self,
         name: &SeqName,
         size: i64,
-        cap: Option<i64>,
+        how: Reserve,
     ) -> Result<Option<Reservation>, StoreError> {
         let granted = match DB::RESERVING {
-            Reserving::Returning { reserve, exact } => {
-                let sql = if cap.is_some() { exact } else { reserve };
+            Reserving::Returning {
+                reserve,
+                exact,
+                lease,
+            } => {
+                let (sql, cap) = match how {
+                    Reserve::Step => (reserve, None),
+                    Reserve::Exact(cap) => (exact, Some(cap)),
+                    Reserve::Lease(cap) => (lease, Some(cap)),
+                };
                 let mut held = Held::acquire(self.0).await?;
                 let rows = retrying!(DB::DIALECT.name(), {
                     let query = sqlx::query_as::<DB, Granted>(sql)
@@ -551,12 +575,18 @@ where
                 });
                 held.finish(rows)?.into_iter().next()
             }
-            Reserving::UpdateThenSelect { reserve, exact } => {
+            Reserving::UpdateThenSelect {
+                reserve,
+                exact,
+                lease,
+            } => {
                 // The exact update's guard is `cap - size`, computed here:
                 // no overflow, the cap is at least 0 and the size at least 1.
-                let (statements, guard) = match cap {
-                    None => (reserve, size),
-                    Some(cap) => (exact, cap.checked_sub(size).ok_or(StoreError::Exhausted)?),
+                let under = |cap: i64| cap.checked_sub(size).ok_or(StoreError::Exhausted);
+                let (statements, guard) = match how {
+                    Reserve::Step => (reserve, size),
+                    Reserve::Exact(cap) => (exact, under(cap)?),
+                    Reserve::Lease(cap) => (lease, under(cap)?),
                 };
                 let mut held = Held::acquire(self.0).await?;
                 let read = retrying!(
@@ -661,22 +691,33 @@ where
         Ok(DB::rows_affected(&query.execute(conn).await?))
     }
 
-    /// Why a reserving statement on `name` matched no row.
-    pub(crate) async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError> {
-        Ok(refused(self.serial_flag(name).await?))
+    /// Why a reserving statement of `how` on `name` matched no row.
+    pub(crate) async fn refusal(
+        &self,
+        name: &SeqName,
+        how: Reserve,
+    ) -> Result<StoreError, StoreError> {
+        Ok(refused(self.kind(name).await?, how))
     }
 
     /// Whether `name` issues serial numbers (`None`: no row).
     async fn serial_flag(&self, name: &SeqName) -> Result<Option<bool>, StoreError> {
+        Ok(self.kind(name).await?.map(|(serial, _)| serial))
+    }
+
+    /// Whether `name` issues serial numbers, and its ordering (`None`: no
+    /// row).
+    async fn kind(&self, name: &SeqName) -> Result<Option<(bool, IdOrdering)>, StoreError> {
         let mut held = Held::acquire(self.0).await?;
         let row = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, (i64,)>(&Self::statements().read_serial_flag)
+            sqlx::query_as::<DB, (i64, String)>(&Self::statements().read_kind)
                 .bind(name.as_str())
                 .fetch_optional(held.conn())
                 .await
         );
-        Ok(held.finish(row)?.map(|(flag,)| flag != 0))
+        let row = held.finish(row)?;
+        Ok(row.map(|(flag, ordering)| (flag != 0, IdOrdering::from_column(&ordering))))
     }
 }
 
@@ -701,25 +742,18 @@ macro_rules! sql_sequences {
             async fn reserve_once(
                 &self,
                 name: &$crate::domain::SeqName,
-                min_size: i64,
+                size: i64,
+                how: $crate::store::sequences::Reserve,
             ) -> Result<Option<$crate::store::Reservation>, $crate::store::StoreError> {
-                self.sequences().reserve(name, min_size, None).await
-            }
-
-            async fn reserve_within_once(
-                &self,
-                name: &$crate::domain::SeqName,
-                n: i64,
-                cap: i64,
-            ) -> Result<Option<$crate::store::Reservation>, $crate::store::StoreError> {
-                self.sequences().reserve(name, n, Some(cap)).await
+                self.sequences().reserve(name, size, how).await
             }
 
             async fn refusal(
                 &self,
                 name: &$crate::domain::SeqName,
+                how: $crate::store::sequences::Reserve,
             ) -> Result<$crate::store::StoreError, $crate::store::StoreError> {
-                self.sequences().refusal(name).await
+                self.sequences().refusal(name, how).await
             }
         }
 
@@ -739,7 +773,18 @@ macro_rules! sql_sequences {
                 n: i64,
                 cap: i64,
             ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
-                $crate::store::sql::reserve_within_flow(self, name, n, cap).await
+                let how = $crate::store::sequences::Reserve::Exact(cap);
+                $crate::store::sql::reserve_exact_flow(self, name, n, how).await
+            }
+
+            async fn reserve_lease(
+                &self,
+                name: &$crate::domain::SeqName,
+                n: i64,
+                cap: i64,
+            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+                let how = $crate::store::sequences::Reserve::Lease(cap);
+                $crate::store::sql::reserve_exact_flow(self, name, n, how).await
             }
 
             async fn compare_and_set_max_id(
@@ -953,8 +998,9 @@ mod tests {
              WHERE name COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 ORDER BY name COLLATE \"C\""
         );
         assert_eq!(
-            pg.read_serial_flag,
-            "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT FROM sequences WHERE name = $1"
+            pg.read_kind,
+            "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT, ordering FROM sequences \
+             WHERE name = $1"
         );
         assert!(
             pg.update

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::retry::retrying;
+use super::sequences::Reserve;
 use super::*;
 use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
 
@@ -497,15 +498,17 @@ pub(crate) fn row_from_columns(
     })
 }
 
-/// Why a reserving statement updated no row, from the row's `format IS NOT
-/// NULL` read afterwards (`None`: no row): [`StoreError::NotFound`],
-/// [`StoreError::Serial`] (the row issues serial numbers) or
+/// Why a reserving statement of `how` updated no row, from the row's
+/// `format IS NOT NULL` and `ordering` read afterwards (`None`: no row):
+/// [`StoreError::NotFound`], [`StoreError::Serial`] (the row issues serial
+/// numbers), [`StoreError::Global`] (a lease of a global row) or
 /// [`StoreError::Exhausted`].
-pub(crate) fn refused(serial: Option<bool>) -> StoreError {
-    match serial {
-        None => StoreError::NotFound,
-        Some(true) => StoreError::Serial,
-        Some(false) => StoreError::Exhausted,
+pub(crate) fn refused(row: Option<(bool, IdOrdering)>, how: Reserve) -> StoreError {
+    match (row, how) {
+        (None, _) => StoreError::NotFound,
+        (Some((true, _)), _) => StoreError::Serial,
+        (Some((false, IdOrdering::Global)), Reserve::Lease(_)) => StoreError::Global,
+        (Some((false, _)), _) => StoreError::Exhausted,
     }
 }
 
@@ -622,30 +625,22 @@ pub(crate) fn reservation(
 }
 
 /// One backend's reserving statements, each run once. The flow around them
-/// ([`reserve_flow`], [`reserve_within_flow`]) is the same on every backend
+/// ([`reserve_flow`], [`reserve_exact_flow`]) is the same on every backend
 /// and written once: the retry at the row's own step near `i64::MAX`, and
 /// the reason a statement matched no row.
 #[async_trait]
 pub(crate) trait ReserveOnce: Send + Sync {
-    /// The reserving statement at `max(step, min_size)`, once; `None` when
-    /// it matched no row (missing, full, or serial).
+    /// The reserving statement `how` says, of `size`, once; `None` when it
+    /// matched no row (missing, full, serial, or global for a lease).
     async fn reserve_once(
         &self,
         name: &SeqName,
-        min_size: i64,
+        size: i64,
+        how: Reserve,
     ) -> Result<Option<Reservation>, StoreError>;
 
-    /// The exact reserving statement (`n`, never past `cap`), once; `None`
-    /// when it matched no row.
-    async fn reserve_within_once(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Option<Reservation>, StoreError>;
-
-    /// Why a reserving statement on `name` matched no row.
-    async fn refusal(&self, name: &SeqName) -> Result<StoreError, StoreError>;
+    /// Why a reserving statement of `how` on `name` matched no row.
+    async fn refusal(&self, name: &SeqName, how: Reserve) -> Result<StoreError, StoreError>;
 }
 
 /// [`Segments::reserve`] over a backend's statements.
@@ -654,27 +649,28 @@ pub(crate) async fn reserve_flow<S: ReserveOnce + ?Sized>(
     name: &SeqName,
     min_size: i64,
 ) -> Result<Reservation, StoreError> {
-    if let Some(r) = store.reserve_once(name, min_size).await? {
+    if let Some(r) = store.reserve_once(name, min_size, Reserve::Step).await? {
         return Ok(r);
     }
     // Near i64::MAX a large request may not fit while the row's own step does.
     if min_size > 1 {
-        if let Some(r) = store.reserve_once(name, 1).await? {
+        if let Some(r) = store.reserve_once(name, 1, Reserve::Step).await? {
             return Ok(r);
         }
     }
-    Err(store.refusal(name).await?)
+    Err(store.refusal(name, Reserve::Step).await?)
 }
 
-/// [`Segments::reserve_within`] over a backend's statements.
-pub(crate) async fn reserve_within_flow<S: ReserveOnce + ?Sized>(
+/// [`Segments::reserve_within`] and [`Segments::reserve_lease`] over a
+/// backend's statements: exactly `n`, as `how` says.
+pub(crate) async fn reserve_exact_flow<S: ReserveOnce + ?Sized>(
     store: &S,
     name: &SeqName,
     n: i64,
-    cap: i64,
+    how: Reserve,
 ) -> Result<Reservation, StoreError> {
-    match store.reserve_within_once(name, n, cap).await? {
+    match store.reserve_once(name, n, how).await? {
         Some(r) => Ok(r),
-        None => Err(store.refusal(name).await?),
+        None => Err(store.refusal(name, how).await?),
     }
 }

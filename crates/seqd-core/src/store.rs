@@ -81,6 +81,44 @@ pub trait Segments: Send + Sync + 'static {
         ))
     }
 
+    /// Reserves a lease of `name`: exactly `n` IDs (1..) for one caller
+    /// alone, never moving `max_id` past `cap`, on a row whose IDs may be
+    /// held by a caller. A global row changes nothing and answers
+    /// [`StoreError::Global`] (it is served in order at request time), a
+    /// serial one [`StoreError::Serial`], a range that does not fit under
+    /// `cap` [`StoreError::Exhausted`]: a refused lease consumes nothing.
+    ///
+    /// The default is for stores whose rows are never global (stripes):
+    /// [`Segments::reserve`], then the top above the lease given back. A
+    /// store that may hold global rows refuses them in its reserving
+    /// statement instead.
+    async fn reserve_lease(
+        &self,
+        name: &SeqName,
+        n: i64,
+        cap: i64,
+    ) -> Result<Reservation, StoreError> {
+        let r = self.reserve(name, n).await?;
+        let first = r.first();
+        let last = (first - 1).saturating_add(n.min(r.size)).min(cap);
+        if r.ordering == IdOrdering::Global || last < first {
+            let _ = self.give_back(name, r.max_id, first - 1).await;
+            return Err(match r.ordering {
+                IdOrdering::Global => StoreError::Global,
+                IdOrdering::Instance => StoreError::Exhausted,
+            });
+        }
+        if last < r.max_id {
+            // Not given back (something was reserved since): a gap.
+            let _ = self.give_back(name, r.max_id, last).await;
+        }
+        Ok(Reservation {
+            max_id: last,
+            size: last - first + 1,
+            ..r
+        })
+    }
+
     /// Gives back unused IDs at the top of a reservation: lowers `max_id`
     /// of `name` from `top` (the last ID of the caller's last reservation)
     /// to `keep`, only if it is still `top` (nobody reserved since); true
@@ -147,6 +185,10 @@ pub enum StoreError {
     /// (its counters are the rows of its periods).
     #[error("sequence issues serial numbers")]
     Serial,
+    /// The sequence is served in global order: none of its ranges may be
+    /// held by one caller ([`Segments::reserve_lease`]).
+    #[error("sequence is served in global order")]
+    Global,
 }
 
 /// Why a bump was refused: every offending sequence, by name, in name order.

@@ -44,6 +44,13 @@ pub const RESERVE_EXACT_UPDATE: &str = "UPDATE sequences \
 pub const RESERVE_EXACT_SELECT: &str =
     "SELECT max_id, CAST(? AS SIGNED) AS size, step, ordering FROM sequences WHERE name = ?";
 
+/// [`RESERVE_EXACT_UPDATE`] of a lease: a global row (served in order at
+/// request time) is refused by the statement itself and changes nothing.
+/// Binds as [`RESERVE_EXACT_UPDATE`]; read back by [`RESERVE_EXACT_SELECT`].
+pub const RESERVE_LEASE_UPDATE: &str = "UPDATE sequences \
+     SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
+     WHERE name = ? AND format IS NULL AND ordering <> 'global' AND max_id <= ?";
+
 /// `name` is read as bytes: sqlx reports a column with a binary collation
 /// (`utf8mb4_bin`) as `VARBINARY` and refuses to decode it as a `String`.
 /// Timestamps are `TIMESTAMP`, in the session's `+00:00`. A segment is
@@ -54,6 +61,7 @@ impl SequenceDb for sqlx::MySql {
     const RESERVING: Reserving = Reserving::UpdateThenSelect {
         reserve: (RESERVE_UPDATE, RESERVE_SELECT),
         exact: (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT),
+        lease: (RESERVE_LEASE_UPDATE, RESERVE_EXACT_SELECT),
     };
 }
 

@@ -41,6 +41,13 @@ pub const RESERVE_EXACT: &str = "UPDATE sequences \
      WHERE name = $1 AND format IS NULL AND max_id <= $3 - $2 \
      RETURNING max_id, $2 AS size, step, ordering";
 
+/// [`RESERVE_EXACT`] of a lease: a global row (served in order at request
+/// time) is refused by the statement itself and changes nothing.
+pub const RESERVE_LEASE: &str = "UPDATE sequences \
+     SET max_id = max_id + $2, updated_at = CURRENT_TIMESTAMP \
+     WHERE name = $1 AND format IS NULL AND ordering <> 'global' AND max_id <= $3 - $2 \
+     RETURNING max_id, $2 AS size, step, ordering";
+
 /// One page of rows: names compared with `lower_op` (`>` or `>=`) to `$1`
 /// and below `$2`, at most `$3` rows, in byte order. Every comparison and
 /// the order are on `name COLLATE "C"` (byte order, as on SQLite and MySQL,
@@ -59,6 +66,7 @@ impl SequenceDb for sqlx::Postgres {
     const RESERVING: Reserving = Reserving::Returning {
         reserve: RESERVE,
         exact: RESERVE_EXACT,
+        lease: RESERVE_LEASE,
     };
 }
 

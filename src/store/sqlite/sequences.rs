@@ -35,6 +35,13 @@ pub const RESERVE_EXACT: &str = "UPDATE sequences \
      WHERE name = ?1 AND format IS NULL AND max_id <= ?3 - ?2 \
      RETURNING max_id, ?2 AS size, step, ordering";
 
+/// [`RESERVE_EXACT`] of a lease: a global row (served in order at request
+/// time) is refused by the statement itself and changes nothing.
+pub const RESERVE_LEASE: &str = "UPDATE sequences \
+     SET max_id = max_id + ?2, updated_at = CURRENT_TIMESTAMP \
+     WHERE name = ?1 AND format IS NULL AND ordering <> 'global' AND max_id <= ?3 - ?2 \
+     RETURNING max_id, ?2 AS size, step, ordering";
+
 /// Names are text and timestamps `TIMESTAMP` text (in UTC); a segment is
 /// reserved by one statement with `RETURNING`.
 impl SequenceDb for sqlx::Sqlite {
@@ -43,6 +50,7 @@ impl SequenceDb for sqlx::Sqlite {
     const RESERVING: Reserving = Reserving::Returning {
         reserve: RESERVE,
         exact: RESERVE_EXACT,
+        lease: RESERVE_LEASE,
     };
 }
 

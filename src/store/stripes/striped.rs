@@ -661,6 +661,7 @@ fn describe(e: &StoreError) -> &'static str {
         StoreError::Invalid(_) => "value refused",
         StoreError::BumpRefused(_) => "bump refused",
         StoreError::Serial => "serial sequence",
+        StoreError::Global => "global sequence",
     }
 }
 

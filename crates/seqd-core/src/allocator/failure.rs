@@ -50,7 +50,8 @@ impl FetchFailure {
             StoreError::Unavailable(_)
             | StoreError::AlreadyExists
             | StoreError::BumpRefused(_)
-            | StoreError::Serial => FetchFailure::Unavailable,
+            | StoreError::Serial
+            | StoreError::Global => FetchFailure::Unavailable,
         }
     }
 
