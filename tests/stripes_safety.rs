@@ -354,6 +354,47 @@ async fn init_switches_global_sequences_to_instance_and_says_which() {
     }
 }
 
+/// `seqd stripes init` of a PostgreSQL database holding a serial sequence
+/// onto PostgreSQL + MariaDB is refused, dry run too, naming it, and
+/// writes nothing: it used to copy the row, which the striped instance
+/// then answered 503 for while `/readyz` said ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn init_refuses_serial_sequences_dry_run_too_and_writes_nothing() {
+    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
+        return;
+    };
+    ok(&seqd_with(&["migrate"], &[&pg]).await);
+    ok(&seqd_with(&["migrate"], &[&my]).await);
+    let store = common::connect(&pg).await;
+    let mut receipt = common::new_seq("receipt", 1, 100);
+    receipt.serial = Some(common::serial_settings(
+        "RC{yyyy}{MM}{dd}-{seq:05}",
+        seqd::serial::Reset::Day,
+        "UTC",
+        seqd::serial::Overflow::Refuse,
+    ));
+    store.create(&receipt).await.unwrap();
+    common::create_seq(&store, "plain", 1, 10).await;
+    let other = common::connect(&my).await;
+    let before = [
+        store.stripe_record().await.unwrap(),
+        other.stripe_record().await.unwrap(),
+    ];
+    for args in [&["stripes", "init", "--dry-run"][..], &["stripes", "init"]] {
+        let out = seqd_with(args, &[&pg, &my]).await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {err}");
+        assert!(
+            err.contains("'receipt'") && err.contains("serial"),
+            "{args:?}: {err}"
+        );
+    }
+    for ((db, s), before) in [(&pg, &store), (&my, &other)].into_iter().zip(before) {
+        assert_eq!(s.stripe_record().await.unwrap(), before, "{}", db.url);
+    }
+    assert!(other.get(&common::name("plain")).await.unwrap().is_none());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn init_turns_a_used_database_into_stripe_0_of_3_above_every_id_it_issued() {
     let dbs = sqlite_dbs(3).await;

@@ -88,7 +88,9 @@ pub struct InitReport {
 /// Refused ([`StoreError::Migration`], nothing written but provisional
 /// records) when a database is given twice, when the existing stripes of a
 /// set are not the first URLs in their order, or when fewer URLs than the
-/// existing set's stripes are given (stripes cannot be removed).
+/// existing set's stripes are given (stripes cannot be removed); refused
+/// with nothing written at all, dry run or not, when any database holds a
+/// serial sequence (stripes serve none: [`refuse_serial_sequences`]).
 pub async fn init_stripes(
     stores: &[Arc<dyn Store>],
     urls: &[String],
@@ -100,6 +102,7 @@ pub async fn init_stripes(
     let block = block.unwrap_or_else(|| existing_block(&records, count));
     StripeLayout::new(0, count, block).map_err(|e| StoreError::Config(e.to_string()))?;
     check_existing(&records, urls, count)?;
+    refuse_serial_sequences(&walked).await?;
     if !dry_run {
         claim_identities(stores, urls, &records).await?;
     }
@@ -244,6 +247,36 @@ fn check_existing(
         }
     }
     Ok(())
+}
+
+/// Refuses ([`StoreError::Migration`]) databases that hold a serial
+/// sequence, naming them: a serial sequence's period counters live on one
+/// database, and a striped instance serves no serial sequence (it would
+/// answer 503 for it while ready). Read only: a dry run is refused too.
+async fn refuse_serial_sequences(stores: &[Arc<dyn Store>]) -> Result<(), StoreError> {
+    let mut walk = MergeWalk::new(stores);
+    let mut serial = Vec::new();
+    while let Some((name, rows)) = walk.next().await? {
+        if rows.iter().flatten().any(|r| r.serial.is_some()) {
+            serial.push(name.to_string());
+        }
+    }
+    if serial.is_empty() {
+        return Ok(());
+    }
+    let shown = serial
+        .iter()
+        .take(20)
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>();
+    let more = match serial.len().saturating_sub(20) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Err(refuse(format!(
+        "stripes serve no serial sequence (the counters of its periods live on one database):          {}{more} issue serial numbers; delete them, or keep them on a database of their own,          before striping (docs/high-availability.md, \"Stripes\")",
+        shown.join(", ")
+    )))
 }
 
 /// Gives each database without a record a provisional `0 of 1` (what
@@ -443,6 +476,48 @@ mod tests {
             }
             assert_eq!(s.max_id("g"), Some(40));
         }
+    }
+
+    /// A serial sequence on any database refuses init, dry run or not,
+    /// naming it, and nothing is written: no record, no row on another
+    /// stripe.
+    #[tokio::test]
+    async fn a_serial_sequence_refuses_init_dry_run_too_writing_nothing() {
+        use crate::domain::serial::SerialSettings;
+        use crate::domain::serial::{Overflow, Reset};
+        let single = memory(&[("p", 7)]);
+        let settings = SerialSettings::new(
+            "RC{yyyy}{MM}{dd}-{seq:05}",
+            Reset::Day,
+            "UTC",
+            Overflow::Refuse,
+        )
+        .unwrap();
+        let receipt = NewSequence {
+            name: SeqName::parse("receipt").unwrap(),
+            start: 1,
+            step: 100,
+            description: String::new(),
+            ordering: IdOrdering::Instance,
+            serial: Some(settings),
+        };
+        single.create(&receipt).await.unwrap();
+        let stores = [single, memory(&[])];
+        for dry_run in [true, false] {
+            let refused = init_stripes(&dyns(&stores), &urls(2), Some(100), dry_run).await;
+            match refused {
+                Err(StoreError::Migration(m)) => assert!(m.contains("'receipt'"), "{m}"),
+                other => panic!("dry run {dry_run}: {other:?}"),
+            }
+        }
+        for s in &stores {
+            assert_eq!(
+                s.stripe_record().await.unwrap(),
+                None,
+                "a record was written"
+            );
+        }
+        assert_eq!(stores[1].max_id("p"), None, "a row was copied");
     }
 
     #[tokio::test]
