@@ -274,7 +274,9 @@ async fn refuse_serial_sequences(stores: &[Arc<dyn Store>]) -> Result<(), StoreE
         n => format!(" and {n} more"),
     };
     Err(refuse(format!(
-        "stripes serve no serial sequence (the counters of its periods live on one database):          {}{more} issue serial numbers; delete them, or keep them on a database of their own,          before striping (docs/high-availability.md)",
+        "stripes serve no serial sequence (the counters of its periods live on one database): \
+         {}{more} issue serial numbers; delete them, or keep them on a database of their own, \
+         before striping (docs/high-availability.md)",
         shown.join(", ")
     )))
 }
