@@ -2,17 +2,20 @@
 //! in `seqd_migrations` beside
 //! an application's sqlx migrations, the carry-over of an old history from
 //! `_sqlx_migrations`, `seqd schema` applied by the backend's own client and
-//! served under a role with row rights only, `--migrate check`, PostgreSQL
+//! served under a role with the documented runtime grants (row rights only;
+//! tests/grants.rs runs every feature under them), `--migrate check`, PostgreSQL
 //! `--schema`, and concurrent migrators on a fresh database.
 
 #[macro_use]
 mod common;
+mod roles;
 mod server;
 
 use std::path::Path;
 use std::process::Output;
 
 use common::{ok, Backend, TestDb};
+use roles::{unique, RuntimeRole};
 use seqd::store::workers::WorkerRow;
 use seqd::store::{Dialect, MigrateMode, StoreOptions};
 use server::Process;
@@ -318,15 +321,6 @@ async fn schema_flag_refuses_empty_and_postgres_own_schemas() {
     }
 }
 
-/// A unique role/user name.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}_{}_{:x}", std::process::id(), nanos & 0xffff_ffff)
-}
-
 /// The command-line client of `backend`.
 fn client_of(backend: Backend) -> &'static str {
     match backend {
@@ -381,75 +375,6 @@ fn apply_with_client(db: &TestDb, sql: &str) {
     }
 }
 
-/// A role (PostgreSQL) or user (MariaDB) with only SELECT, INSERT, UPDATE,
-/// DELETE on seqd's tables; dropped with the guard.
-struct DmlRole {
-    backend: Backend,
-    name: String,
-}
-
-impl DmlRole {
-    /// Creates the role and returns it with the URL that logs in as it.
-    async fn create(db: &TestDb) -> (DmlRole, String) {
-        let name = unique("seqd_dml");
-        let tables = "sequences, workers, seqd_migrations, seqd_stripe";
-        match db.backend {
-            Backend::Postgres => {
-                common::execute(db, &format!("CREATE ROLE {name} LOGIN")).await;
-                common::execute(
-                    db,
-                    &format!(
-                        "DO $$ BEGIN EXECUTE format('GRANT USAGE ON SCHEMA %I TO {name}', current_schema()); END $$"
-                    ),
-                )
-                .await;
-                common::execute(
-                    db,
-                    &format!("GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {name}"),
-                )
-                .await;
-            }
-            Backend::Mysql => {
-                common::execute(db, &format!("CREATE USER '{name}'@'%'")).await;
-                common::execute(
-                    db,
-                    &format!(
-                        "GRANT SELECT, INSERT, UPDATE, DELETE ON `{}`.* TO '{name}'@'%'",
-                        mysql_database(db)
-                    ),
-                )
-                .await;
-            }
-            Backend::Sqlite => unreachable!("SQLite has no roles"),
-        }
-        let mut url = url::Url::parse(&db.url).unwrap();
-        url.set_username(&name).unwrap();
-        let role = DmlRole {
-            backend: db.backend,
-            name,
-        };
-        (role, url.to_string())
-    }
-}
-
-impl Drop for DmlRole {
-    fn drop(&mut self) {
-        let name = &self.name;
-        match self.backend {
-            Backend::Postgres => client(
-                "psql",
-                &["-q", "postgres://postgres@127.0.0.1:5432/test"],
-                &format!("DROP OWNED BY {name}; DROP ROLE {name};"),
-            ),
-            _ => client(
-                "mariadb",
-                &["-h", "127.0.0.1", "-P", "3306", "-u", "root"],
-                &format!("DROP USER '{name}'@'%';"),
-            ),
-        }
-    }
-}
-
 /// Creates `name` over the API of `process` and takes IDs from it.
 async fn serves_and_creates(process: &Process, name: &str) -> i64 {
     let http = reqwest::Client::new();
@@ -468,7 +393,8 @@ async fn schema_output_applied_by_the_client_serves_under_a_dml_only_role(db: Te
     let (role, url) = match db.backend {
         Backend::Sqlite => (None, db.url.clone()),
         _ => {
-            let (role, url) = DmlRole::create(&db).await;
+            let role = RuntimeRole::grant(&db).await;
+            let url = role.url.clone();
             (Some(role), url)
         }
     };

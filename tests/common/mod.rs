@@ -119,21 +119,26 @@ impl Drop for TestDb {
             // Keep the data of a failed test; the age-based cleanup removes it later.
             return;
         }
-        // Drop runs on a thread of the test's runtime, where no other runtime
-        // may be started: clean up on a thread of its own with a small runtime.
-        let cleanup = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(15), drop_owned(&owned)).await;
-            });
-        });
-        let _ = cleanup.join();
+        cleanup(async move { drop_owned(&owned).await });
     }
+}
+
+/// Runs `work` to its end (at most 15 s), for a `Drop`: drops run on a
+/// thread of the test's runtime, where no other runtime may be started, so
+/// it runs on a thread of its own with a small runtime, waited for.
+pub fn cleanup(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    let thread = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(15), work).await;
+        });
+    });
+    let _ = thread.join();
 }
 
 /// Drops a schema or database, best effort.
@@ -319,11 +324,17 @@ pub async fn connect_database(db: &TestDb) -> Database {
 /// would with a SQL client) and returns the number of affected rows, or the
 /// driver's error text.
 pub async fn try_execute(db: &TestDb, sql: &str) -> Result<u64, String> {
+    try_execute_at(db.backend, &db.url, sql).await
+}
+
+/// [`try_execute`] on the database at `url` of `backend` (as another user,
+/// say).
+pub async fn try_execute_at(backend: Backend, url: &str, sql: &str) -> Result<u64, String> {
     /// One statement on a fresh connection of type `$conn`.
     macro_rules! on_a_connection {
         ($conn:ty) => {{
             let err = |e: sqlx::Error| e.to_string();
-            let mut c = <$conn>::connect(&db.url).await.map_err(err)?;
+            let mut c = <$conn>::connect(url).await.map_err(err)?;
             let n = sqlx::query(sql)
                 .execute(&mut c)
                 .await
@@ -333,7 +344,7 @@ pub async fn try_execute(db: &TestDb, sql: &str) -> Result<u64, String> {
             Ok(n)
         }};
     }
-    match db.backend {
+    match backend {
         Backend::Sqlite => on_a_connection!(SqliteConnection),
         Backend::Postgres => on_a_connection!(PgConnection),
         Backend::Mysql => on_a_connection!(MySqlConnection),
