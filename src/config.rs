@@ -90,7 +90,12 @@ pub enum TokensCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
-    /// Revoke a token: refused by every instance within 5 s.
+    /// Revoke a token: refused within 5 s by every instance that can read the token table.
+    ///
+    /// An instance that cannot read the table (cut from the database, or with stripes from
+    /// the first stripe) keeps the set it read last, so the revoked token keeps drawing
+    /// there until it can read the table again: cut from its only database, for as long as
+    /// the IDs it holds in memory last; with stripes, while the first stripe is out of reach.
     Revoke {
         /// The token's label.
         label: String,
