@@ -347,9 +347,11 @@ const BUMP_ABOUT: &str =
     "Raise max_id by N on the named sequences, or on all, in one transaction: \
 all or nothing.
 
-Run it after an unplanned failover to an asynchronous replica, before any instance uses the \
-promoted database: the replica may have lost the last reservations, and an instance started \
-on it would hand those IDs out again. N must exceed the most IDs that could have been reserved \
+Run it after an unplanned failover to an asynchronous replica, before any instance reaches the \
+promoted database (stop the instances or keep them cut from it until then; restart one that \
+reached it first): the replica may have lost the last reservations, and every instance that \
+reserves from it before the bump, a running one included, can hand those IDs out again. seqd \
+does not fence by itself. N must exceed the most IDs that could have been reserved \
 in the lost window (docs/operations.md). A serial sequence is fenced by its period counter \
 rows (NAME@KEY): a bump of NAME raises them too, in the same transaction, and lists each one. \
 A missing name, or a row (a counter too) that would pass 9223372036854775807, refuses the whole \
