@@ -90,7 +90,12 @@ pub enum TokensCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
-    /// Revoke a token: refused by every instance within 5 s.
+    /// Revoke a token: refused within 5 s by every instance that can read the token table.
+    ///
+    /// An instance that cannot read the table (cut from the database, or with stripes from
+    /// the first stripe) keeps the set it read last, so the revoked token keeps drawing
+    /// there until it can read the table again: cut from its only database, for as long as
+    /// the IDs it holds in memory last; with stripes, while the first stripe is out of reach.
     Revoke {
         /// The token's label.
         label: String,
@@ -342,9 +347,11 @@ const BUMP_ABOUT: &str =
     "Raise max_id by N on the named sequences, or on all, in one transaction: \
 all or nothing.
 
-Run it after an unplanned failover to an asynchronous replica, before any instance uses the \
-promoted database: the replica may have lost the last reservations, and an instance started \
-on it would hand those IDs out again. N must exceed the most IDs that could have been reserved \
+Run it after an unplanned failover to an asynchronous replica, before any instance reaches the \
+promoted database (stop the instances or keep them cut from it until then; restart one that \
+reached it first): the replica may have lost the last reservations, and every instance that \
+reserves from it before the bump, a running one included, can hand those IDs out again. seqd \
+does not fence by itself. N must exceed the most IDs that could have been reserved \
 in the lost window (docs/operations.md). A serial sequence is fenced by its period counter \
 rows (NAME@KEY): a bump of NAME raises them too, in the same transaction, and lists each one. \
 A missing name, or a row (a counter too) that would pass 9223372036854775807, refuses the whole \

@@ -1,5 +1,8 @@
 //! The tracing subscriber: readable text by default, JSON for machines; the
-//! level comes from `RUST_LOG` (default `info`).
+//! level comes from `RUST_LOG` (default `info`). Text is coloured only when
+//! stderr is a terminal: a file, a pipe or a log collector gets plain lines.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -20,7 +23,8 @@ pub fn init(format: LogFormat) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -60,7 +60,10 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
         TokensCommand::Revoke { label, db } => {
             let revoked = service(db).await?.revoke_token(label).await.map_err(door)?;
             if revoked {
-                println!("token '{label}' revoked: every instance refuses it within 5 s");
+                println!(
+                    "token '{label}' revoked: refused within 5 s by every instance that can read \
+                     the token table (one that cannot keeps drawing with it until it can)"
+                );
             } else {
                 println!("token '{label}' was revoked already");
             }

@@ -57,32 +57,15 @@ async fn import_into(
         .unwrap_or_else(|e| panic!("import ({opts:?}): {e:?}"))
 }
 
-/// Creates Leaf's table with Leaf's own DDL for the backend.
+/// Creates Leaf's table with Leaf's own DDL for the backend, as docs/import-leaf.md
+/// gives it.
 async fn create_leaf_table(db: &TestDb) {
-    let ddl = match db.backend {
-        // Leaf's scripts/leaf_alloc.sql.
-        Backend::Mysql => {
-            "CREATE TABLE `leaf_alloc` (
-               `biz_tag` varchar(128) NOT NULL DEFAULT '',
-               `max_id` bigint(20) NOT NULL DEFAULT '1',
-               `step` int(11) NOT NULL,
-               `description` varchar(256) DEFAULT NULL,
-               `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-               PRIMARY KEY (`biz_tag`)
-             ) ENGINE=InnoDB"
-        }
-        Backend::Postgres => {
-            "CREATE TABLE leaf_alloc (
-               biz_tag     VARCHAR(128) NOT NULL DEFAULT '' PRIMARY KEY,
-               max_id      BIGINT       NOT NULL DEFAULT 1,
-               step        INT          NOT NULL,
-               description VARCHAR(256),
-               update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP
-             )"
-        }
+    let dialect = match db.backend {
+        Backend::Mysql => "mysql",
+        Backend::Postgres => "postgres",
         Backend::Sqlite => panic!("Leaf does not run on SQLite"),
     };
-    common::execute(db, ddl).await;
+    common::execute(db, &doc_sql(&format!("leaf_alloc: {dialect}"))).await;
 }
 
 /// Adds a Leaf row as Leaf's docs do (`max_id` 1), then runs Leaf's segment
@@ -497,15 +480,8 @@ async fn sqlite_target_from_mysql_leaf() {
 }
 
 /// The SQL block of docs/import-leaf.md whose first line is `-- {label}`.
-fn doc_sql(label: &str) -> &'static str {
-    const DOC: &str = include_str!("../docs/import-leaf.md");
-    let marker = format!("```sql\n-- {label}\n");
-    let start = DOC
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no `{marker}` block in docs/import-leaf.md"))
-        + marker.len();
-    let len = DOC[start..].find("```").expect("unterminated SQL block");
-    &DOC[start..start + len]
+fn doc_sql(label: &str) -> String {
+    common::doc_sql("import-leaf.md", label)
 }
 
 /// `(name, max_id, step, description)` of every row of `sequences`.
@@ -571,21 +547,21 @@ async fn documented_sql_matches_the_command(db: TestDb) {
     // The documented SQL, on `db`.
     let by_sql = mixed_fixture(&db).await;
     assert_eq!(
-        common::execute(&db, doc_sql(&format!("import: {dialect}"))).await,
+        common::execute(&db, &doc_sql(&format!("import: {dialect}"))).await,
         2
     );
     assert_eq!(
-        common::execute(&db, doc_sql(&format!("raise: {dialect}"))).await,
+        common::execute(&db, &doc_sql(&format!("raise: {dialect}"))).await,
         1
     );
     // Idempotent, like the command.
     assert_eq!(
-        common::execute(&db, doc_sql(&format!("import: {dialect}"))).await,
+        common::execute(&db, &doc_sql(&format!("import: {dialect}"))).await,
         0
     );
 
     // The report query runs (it lists the four invalid tags).
-    common::execute(&db, doc_sql("not imported: any")).await;
+    common::execute(&db, &doc_sql("not imported: any")).await;
 
     assert_eq!(rows_of(&by_sql).await, rows_of(&by_command).await);
     assert_eq!(first_id(&by_sql, "order").await, 4001);

@@ -16,63 +16,21 @@ use seqd::config::{Secret, Settings};
 use seqd::service::ClientAuth;
 use server::TestServer;
 
-/// Creates Tinyid's two tables (Tinyid's db.sql, for the backend) in `db`
-/// and fills them: `rows` of `(biz_type, max_id, step, delta, remainder)`
-/// and `tokens` of `(token, biz_type)`.
+/// Creates Tinyid's two tables in `db` (Tinyid's db.sql, for the backend, as
+/// docs/import-tinyid.md gives it) and fills them: `rows` of
+/// `(biz_type, max_id, step, delta, remainder)` and `tokens` of `(token, biz_type)`.
 async fn tinyid_database(
     db: &TestDb,
     rows: &[(&str, i64, i64, i64, i64)],
     tokens: &[(&str, &str)],
 ) {
-    let ddl: [&str; 2] = match db.backend {
-        Backend::Mysql => [
-            "CREATE TABLE `tiny_id_info` (
-               `id` bigint(20) unsigned NOT NULL AUTO_INCREMENT,
-               `biz_type` varchar(63) NOT NULL DEFAULT '',
-               `begin_id` bigint(20) NOT NULL DEFAULT '0',
-               `max_id` bigint(20) NOT NULL DEFAULT '0',
-               `step` int(11) DEFAULT '0',
-               `delta` int(11) NOT NULL DEFAULT '1',
-               `remainder` int(11) NOT NULL DEFAULT '0',
-               `create_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-               `update_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-               `version` bigint(20) NOT NULL DEFAULT '0',
-               PRIMARY KEY (`id`),
-               UNIQUE KEY `uniq_biz_type` (`biz_type`)
-             ) ENGINE=InnoDB DEFAULT CHARSET=utf8",
-            "CREATE TABLE `tiny_id_token` (
-               `id` int(11) unsigned NOT NULL AUTO_INCREMENT,
-               `token` varchar(255) NOT NULL DEFAULT '',
-               `biz_type` varchar(63) NOT NULL DEFAULT '',
-               `remark` varchar(255) NOT NULL DEFAULT '',
-               `create_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-               `update_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-               PRIMARY KEY (`id`)
-             ) ENGINE=InnoDB DEFAULT CHARSET=utf8",
-        ],
-        _ => [
-            "CREATE TABLE tiny_id_info (
-               id BIGSERIAL PRIMARY KEY,
-               biz_type VARCHAR(63) NOT NULL DEFAULT '' UNIQUE,
-               begin_id BIGINT NOT NULL DEFAULT 0,
-               max_id BIGINT NOT NULL DEFAULT 0,
-               step INT DEFAULT 0,
-               delta INT NOT NULL DEFAULT 1,
-               remainder INT NOT NULL DEFAULT 0,
-               create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
-               update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
-               version BIGINT NOT NULL DEFAULT 0)",
-            "CREATE TABLE tiny_id_token (
-               id SERIAL PRIMARY KEY,
-               token VARCHAR(255) NOT NULL DEFAULT '',
-               biz_type VARCHAR(63) NOT NULL DEFAULT '',
-               remark VARCHAR(255) NOT NULL DEFAULT '',
-               create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
-               update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00')",
-        ],
+    let dialect = match db.backend {
+        Backend::Mysql => "mysql",
+        _ => "postgres",
     };
-    for sql in ddl {
-        common::execute(db, sql).await;
+    for table in ["tiny_id_info", "tiny_id_token"] {
+        let ddl = common::doc_sql("import-tinyid.md", &format!("{table}: {dialect}"));
+        common::execute(db, &ddl).await;
     }
     for (biz, max, step, delta, remainder) in rows {
         common::execute(

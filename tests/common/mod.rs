@@ -358,6 +358,20 @@ pub async fn execute(db: &TestDb, sql: &str) -> u64 {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// The SQL block of `docs/{page}` whose first line is `-- {label}` (without that line):
+/// statements a page shows, run by the tests as written there.
+pub fn doc_sql(page: &str, label: &str) -> String {
+    let path = format!("{}/docs/{page}", env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let marker = format!("```sql\n-- {label}\n");
+    let start = doc
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no `{marker}` block in docs/{page}"))
+        + marker.len();
+    let len = doc[start..].find("```").expect("unterminated SQL block");
+    doc[start..start + len].to_owned()
+}
+
 /// Whether the command-line tool `program` is on the `PATH`. When it is
 /// not, the test that needs it is skipped (with a line saying so), or fails
 /// under `SEQD_TEST_REQUIRE_ALL=1` (`.ci/run` installs every tool).
