@@ -105,7 +105,7 @@ async fn the_examples_of_clients_md_draw_ids_as_the_page_says() {
         eprintln!("skipped: redis-py example (python3 -c 'import redis' failed)");
     }
 
-    // Go, net/http: one ID, when a Go toolchain is here (it is not a CI requirement).
+    // Go, net/http: one ID (.ci/run installs Debian's golang-go).
     if Command::new("go").arg("version").output().is_ok() {
         let dir = tempfile::tempdir().unwrap();
         let module = dir.path();
@@ -133,6 +133,7 @@ async fn the_examples_of_clients_md_draw_ids_as_the_page_says() {
         let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(id > 2, "an ID after the Python ones: {id}");
     } else {
+        assert!(!common::require_all(), "go is required (Debian's golang-go)");
         eprintln!("skipped: Go example (no go on the PATH)");
     }
     seqd.kill().await;
