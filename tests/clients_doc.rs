@@ -133,7 +133,10 @@ async fn the_examples_of_clients_md_draw_ids_as_the_page_says() {
         let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(id > 2, "an ID after the Python ones: {id}");
     } else {
-        assert!(!common::require_all(), "go is required (Debian's golang-go)");
+        assert!(
+            !common::require_all(),
+            "go is required (Debian's golang-go)"
+        );
         eprintln!("skipped: Go example (no go on the PATH)");
     }
     seqd.kill().await;

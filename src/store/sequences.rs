@@ -23,7 +23,7 @@ use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
     found_row, in_dialect, in_list, initial_max_id, insert_failed, name_bytes, name_text,
     period_row, refused, reservation, serial_values, unavailable, Columns, PerDialect, ReadTime,
-    COLUMNS, NOT_COUNTER, SETTINGS_CHUNK,
+    Reserve, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK,
 };
 use super::workers::LeaseDb;
 use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
@@ -71,17 +71,6 @@ pub(crate) enum Reserving {
         /// `exact` of a lease: never on a global row.
         lease: (&'static str, &'static str),
     },
-}
-
-/// Which reserving statement of [`Reserving`] a reservation runs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Reserve {
-    /// At `max(step, size)`.
-    Step,
-    /// Exactly the size, never past this cap.
-    Exact(i64),
-    /// Exactly the size, never past this cap, never on a global row.
-    Lease(i64),
 }
 
 /// The statements of one dialect, each with one placeholder per bind, in
@@ -743,7 +732,7 @@ macro_rules! sql_sequences {
                 &self,
                 name: &$crate::domain::SeqName,
                 size: i64,
-                how: $crate::store::sequences::Reserve,
+                how: $crate::store::sql::Reserve,
             ) -> Result<Option<$crate::store::Reservation>, $crate::store::StoreError> {
                 self.sequences().reserve(name, size, how).await
             }
@@ -751,7 +740,7 @@ macro_rules! sql_sequences {
             async fn refusal(
                 &self,
                 name: &$crate::domain::SeqName,
-                how: $crate::store::sequences::Reserve,
+                how: $crate::store::sql::Reserve,
             ) -> Result<$crate::store::StoreError, $crate::store::StoreError> {
                 self.sequences().refusal(name, how).await
             }
@@ -773,7 +762,7 @@ macro_rules! sql_sequences {
                 n: i64,
                 cap: i64,
             ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
-                let how = $crate::store::sequences::Reserve::Exact(cap);
+                let how = $crate::store::sql::Reserve::Exact(cap);
                 $crate::store::sql::reserve_exact_flow(self, name, n, how).await
             }
 
@@ -783,7 +772,7 @@ macro_rules! sql_sequences {
                 n: i64,
                 cap: i64,
             ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
-                let how = $crate::store::sequences::Reserve::Lease(cap);
+                let how = $crate::store::sql::Reserve::Lease(cap);
                 $crate::store::sql::reserve_exact_flow(self, name, n, how).await
             }
 

@@ -12,7 +12,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::retry::retrying;
-use super::sequences::Reserve;
 use super::*;
 use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
 
@@ -622,6 +621,17 @@ pub(crate) fn reservation(
             "inconsistent reservation from the database: max_id={max_id} size={size} step={row_step}"
         )))
     }
+}
+
+/// Which reserving statement of `Reserving` (`store/sequences.rs`) a reservation runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reserve {
+    /// At `max(step, size)`.
+    Step,
+    /// Exactly the size, never past this cap.
+    Exact(i64),
+    /// Exactly the size, never past this cap, never on a global row.
+    Lease(i64),
 }
 
 /// One backend's reserving statements, each run once. The flow around them
