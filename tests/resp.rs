@@ -580,11 +580,51 @@ async fn a_database_cut_answers_unavailable_and_the_connection_recovers(db: Test
     assert!(id.expect("INCR never served again after the database came back") >= 1);
 }
 
-per_backend!(hostile_input_closes_only_its_connection);
+per_backend!(
+    hostile_input_closes_only_its_connection,
+    a_refused_incrby_takes_nothing
+);
 tests_on_backends!(the_connection_cap_refuses_one_more: sqlite => Sqlite);
 tests_on_backends!(tokens_decide_as_on_http: sqlite => Sqlite);
 tests_on_backends!(a_client_that_never_reads_is_closed: sqlite => Sqlite);
 tests_on_backends!(sigterm_closes_resp_connections: sqlite => Sqlite);
+
+/// The row's `max_id` as `GET /v1/sequences/{name}` reads it.
+async fn max_id(p: &Process, name: &str) -> i64 {
+    let http = server::client(Duration::from_secs(30));
+    let row = server::fetch_json(http.get(format!("{}/v1/sequences/{name}", p.base))).await;
+    row["max_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no max_id in {row}"))
+}
+
+/// A refused `INCRBY` takes nothing: not the rest of the segment (the next
+/// `INCR` follows the last), not a reservation beyond the one segment a
+/// name's first use loads (whose IDs the next `INCR` gets).
+async fn a_refused_incrby_takes_nothing(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    create(&p, "cold", 1000).await;
+    let mut c = Conn::open(&resp(&p)).await;
+    for expected in 1..=4 {
+        assert_eq!(c.call(&["INCR", "order"]).await.int(), expected);
+    }
+    // Its segments are of 1,000 and more, as the measured rate asks.
+    let e = c.call(&["INCRBY", "order", "5000"]).await;
+    assert!(
+        e.error()
+            .starts_with("ERR sequence 'order' is served in segments of "),
+        "{e:?}"
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 5);
+
+    let e = c.call(&["INCRBY", "cold", "5000"]).await;
+    assert!(e.error().starts_with("ERR sequence 'cold'"), "{e:?}");
+    assert_eq!(max_id(&p, "cold").await, 1000, "one segment reserved");
+    assert_eq!(c.call(&["INCR", "cold"]).await.int(), 1);
+    assert_eq!(c.call(&["INCRBY", "cold", "10"]).await.int(), 11);
+    assert_eq!(max_id(&p, "cold").await, 1000);
+}
 
 const CONNECTIONS: usize = 32;
 const RUNS_PER_CONNECTION: usize = 60;
