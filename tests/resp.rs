@@ -114,6 +114,12 @@ impl Conn {
         self.stream.write_all(&frame(args)).await.unwrap();
     }
 
+    /// Sends `bytes` as they are; the reply.
+    async fn raw(&mut self, bytes: &[u8]) -> Reply {
+        self.stream.write_all(bytes).await.unwrap();
+        self.reply().await
+    }
+
     async fn call(&mut self, args: &[&str]) -> Reply {
         self.send(args).await;
         self.reply().await
@@ -588,6 +594,7 @@ tests_on_backends!(the_connection_cap_refuses_one_more: sqlite => Sqlite);
 tests_on_backends!(tokens_decide_as_on_http: sqlite => Sqlite);
 tests_on_backends!(a_client_that_never_reads_is_closed: sqlite => Sqlite);
 tests_on_backends!(sigterm_closes_resp_connections: sqlite => Sqlite);
+tests_on_backends!(the_parser_reads_what_redis_reads: sqlite => Sqlite);
 
 /// The row's `max_id` as `GET /v1/sequences/{name}` reads it.
 async fn max_id(p: &Process, name: &str) -> i64 {
@@ -624,6 +631,88 @@ async fn a_refused_incrby_takes_nothing(db: TestDb) {
     assert_eq!(c.call(&["INCR", "cold"]).await.int(), 1);
     assert_eq!(c.call(&["INCRBY", "cold", "10"]).await.int(), 11);
     assert_eq!(max_id(&p, "cold").await, 1000);
+}
+
+/// Bytes read as redis-server 7.0 reads them (networking.c's
+/// processMultibulkBuffer, string2ll and sdssplitargs; each case tried
+/// against it): lengths and counts with a sign, a leading zero or a space
+/// are refused, inline commands take Redis's quotes and escapes. Each case
+/// gets the same kind of reply as from Redis: the value, the same error,
+/// or a protocol error and the connection closed.
+async fn the_parser_reads_what_redis_reads(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let addr = resp(&p);
+    for (bytes, closed_with) in [
+        (&b"*+1\r\n$4\r\nPING\r\n"[..], "invalid multibulk length"),
+        (b"*01\r\n$4\r\nPING\r\n", "invalid multibulk length"),
+        (b"*-0\r\n", "invalid multibulk length"),
+        (b"* 1\r\n$4\r\nPING\r\n", "invalid multibulk length"),
+        (b"*1\r\n$+4\r\nPING\r\n", "invalid bulk length"),
+        (b"*1\r\n$04\r\nPING\r\n", "invalid bulk length"),
+        (b"*1\r\n$-0\r\nPING\r\n", "invalid bulk length"),
+        (b"ECHO \"ab\"cd\r\n", "unbalanced quotes in request"),
+        (b"ECHO 'ab'cd\r\n", "unbalanced quotes in request"),
+        (b"ECHO \"a\"\"b\"\r\n", "unbalanced quotes in request"),
+        (b"ECHO a\"b\r\n", "unbalanced quotes in request"),
+        (b"ECHO 'a\\\\'\r\n", "unbalanced quotes in request"),
+    ] {
+        let mut c = Conn::open(&addr).await;
+        c.stream.write_all(bytes).await.unwrap();
+        let got = String::from_utf8(c.until_closed().await).unwrap();
+        let shown = String::from_utf8_lossy(bytes);
+        assert_eq!(
+            got,
+            format!("-ERR Protocol error: {closed_with}\r\n"),
+            "{shown:?}"
+        );
+    }
+    let mut c = Conn::open(&addr).await;
+    for (bytes, answer) in [
+        (&b"*-1\r\n*1\r\n$4\r\nPING\r\n"[..], &b"PONG"[..]),
+        (
+            b"ECHO \"a\\x41\\x4a\\n\\r\\t\\b\\a\\z\\\\\\\"\"\r\n",
+            b"aAJ\n\r\t\x08\x07z\\\"",
+        ),
+        (b"ECHO \"\\xZZ\\x4\"\r\n", b"xZZx4"),
+        (b"ECHO 'a\\'b\\n'\r\n", b"a'b\\n"),
+        (b"ECHO ab\"c d\"\r\n", b"abc d"),
+        (b"ECHO a'b'\r\n", b"ab"),
+        (b"ECHO \"\"\r\n", b""),
+        (b"ECHO \"a\"\x0b\r\n", b"a"),
+        (b"ECHO a\x0bb\r\n", b"a\x0bb"),
+        (b"\x0bECHO\t\x0c x\r\r\n", b"x"),
+    ] {
+        let shown = String::from_utf8_lossy(bytes).into_owned();
+        let got = c.raw(bytes).await;
+        let expected = if answer == b"PONG" {
+            Reply::Simple("PONG".into())
+        } else {
+            Reply::Bulk(Some(answer.to_vec()))
+        };
+        assert_eq!(got, expected, "{shown:?}");
+    }
+    for bytes in [
+        &b"INCRBY order +5\r\n"[..],
+        b"INCRBY order 05\r\n",
+        b"INCRBY order -0\r\n",
+        b"INCRBY order \" 5\"\r\n",
+        b"INCRBY order \"5 \"\r\n",
+        b"*3\r\n$6\r\nINCRBY\r\n$5\r\norder\r\n$2\r\n+5\r\n",
+        b"SEQD.BATCH order +2\r\n",
+    ] {
+        let shown = String::from_utf8_lossy(bytes).into_owned();
+        assert_eq!(
+            c.raw(bytes).await,
+            Reply::Error("ERR value is not an integer or out of range".into()),
+            "{shown:?}"
+        );
+    }
+    assert_eq!(
+        c.raw(b"INCR order\r\n").await,
+        Reply::Int(1),
+        "nothing drawn"
+    );
 }
 
 const CONNECTIONS: usize = 32;

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use metrics::Counter;
 
+use super::frame::integer;
 use super::reply::Out;
 use crate::domain::{Count, SeqNameRef, MAX_BATCH};
 use crate::service::{Many, One, Presented, Service, ServiceError};
@@ -371,12 +372,10 @@ fn seq_name(arg: &[u8]) -> Result<SeqNameRef<'_>, Fail> {
         })
 }
 
-/// A count argument: a whole number from 1 to [`MAX_INCRBY`].
+/// A count argument: a whole number from 1 to [`MAX_INCRBY`], written as
+/// Redis reads integers ([`integer`]: no `+`, no leading zero, no blank).
 fn count(arg: &[u8], what: &str) -> Result<Count, Fail> {
-    let n = std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| Fail::err("value is not an integer or out of range"))?;
+    let n = integer(arg).ok_or_else(|| Fail::err("value is not an integer or out of range"))?;
     u32::try_from(n)
         .ok()
         .filter(|n| (1..=MAX_INCRBY).contains(n))
@@ -572,4 +571,33 @@ fn info(door: &Door, out: &mut Out) {
         door.connections.load(Ordering::Relaxed)
     );
     out.bulk(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_integers_as_redis_reads_them_from_1_to_10000() {
+        let refused = |arg: &[u8]| count(arg, "INCRBY").err().map(|Fail(_, m)| m);
+        assert_eq!(count(b"5", "INCRBY").ok().map(|c| c.get()), Some(5));
+        assert_eq!(
+            count(b"10000", "INCRBY").ok().map(|c| c.get()),
+            Some(10_000)
+        );
+        for arg in [&b"+5"[..], b"05", b" 5", b"5 ", b"-0", b"5.0", b""] {
+            assert_eq!(
+                refused(arg).as_deref(),
+                Some("value is not an integer or out of range"),
+                "{:?}",
+                String::from_utf8_lossy(arg)
+            );
+        }
+        for (arg, n) in [(&b"0"[..], "0"), (b"-5", "-5"), (b"10001", "10001")] {
+            assert_eq!(
+                refused(arg),
+                Some(format!("INCRBY takes a count from 1 to 10000, not {n}"))
+            );
+        }
+    }
 }

@@ -179,7 +179,7 @@ async fn connection(
         let mut at = 0;
         let mut close = false;
         loop {
-            match frame::parse(&buf[at..], &limits.frame, &mut args) {
+            match frame::parse(&mut buf[at..], &limits.frame, &mut args) {
                 Ok(Some(used)) => {
                     if !args.is_empty() {
                         let slice = &buf[at..at + used];
