@@ -361,17 +361,27 @@ async fn hostile_input_closes_only_its_connection(db: TestDb) {
     assert_eq!(info["resp_listen"], addr.as_str());
     let page = server::fetch_text(http.get(format!("{}/", p.base))).await;
     assert!(page.contains(r#"id="resp""#));
+    assert_series(
+        &p,
+        &[
+            r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="incrby",outcome="err"}"#,
+            r#"seqd_resp_commands_total{command="incr",outcome="noseq"}"#,
+            r#"seqd_resp_commands_total{command="other",outcome="err"}"#,
+            r#"seqd_resp_closed_total{reason="protocol"}"#,
+            r#"seqd_resp_closed_total{reason="slow_frame"}"#,
+            r#"seqd_resp_closed_total{reason="idle"}"#,
+            "seqd_resp_connections",
+        ],
+    )
+    .await;
+}
+
+/// Asserts `/metrics` of `p` holds each of `series`.
+async fn assert_series(p: &Process, series: &[&str]) {
+    let http = server::client(Duration::from_secs(30));
     let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
-    for series in [
-        r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,
-        r#"seqd_resp_commands_total{command="incrby",outcome="err"}"#,
-        r#"seqd_resp_commands_total{command="incr",outcome="noseq"}"#,
-        r#"seqd_resp_commands_total{command="other",outcome="err"}"#,
-        r#"seqd_resp_closed_total{reason="protocol"}"#,
-        r#"seqd_resp_closed_total{reason="slow_frame"}"#,
-        r#"seqd_resp_closed_total{reason="idle"}"#,
-        "seqd_resp_connections",
-    ] {
+    for series in series {
         assert!(text.contains(series), "{series} missing from /metrics");
     }
 }
@@ -588,8 +598,10 @@ async fn a_database_cut_answers_unavailable_and_the_connection_recovers(db: Test
 
 per_backend!(
     hostile_input_closes_only_its_connection,
-    a_refused_incrby_takes_nothing
+    a_refused_incrby_takes_nothing,
+    a_transaction_draws_only_at_exec
 );
+tests_on_backends!(a_transaction_past_its_caps_is_aborted: sqlite => Sqlite);
 tests_on_backends!(the_connection_cap_refuses_one_more: sqlite => Sqlite);
 tests_on_backends!(tokens_decide_as_on_http: sqlite => Sqlite);
 tests_on_backends!(a_client_that_never_reads_is_closed: sqlite => Sqlite);
@@ -631,6 +643,186 @@ async fn a_refused_incrby_takes_nothing(db: TestDb) {
     assert_eq!(c.call(&["INCR", "cold"]).await.int(), 1);
     assert_eq!(c.call(&["INCRBY", "cold", "10"]).await.int(), 11);
     assert_eq!(max_id(&p, "cold").await, 1000);
+}
+
+/// `MULTI`/`EXEC`/`DISCARD` answer as redis-server 7.0 answers them (its
+/// replies' words, tried against it), and nothing is drawn before `EXEC`:
+/// a queued command is checked whole (an unknown command, a wrong arity, a
+/// bad name or count is refused and aborts the transaction), `EXEC` runs
+/// the queue in order and answers the array of the replies, errors in
+/// their place; `DISCARD`, `RESET`, `QUIT` and an aborted `EXEC` draw
+/// nothing; `WATCH` is refused.
+async fn a_transaction_draws_only_at_exec(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let addr = resp(&p);
+    let mut c = Conn::open(&addr).await;
+    let mut other = Conn::open(&addr).await;
+    let simple = |s: &str| Reply::Simple(s.into());
+    let error = |s: &str| Reply::Error(s.into());
+
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    for cmd in [
+        &["INCR", "order"][..],
+        &["INCRBY", "order", "10"],
+        &["PING"],
+        &["INCR", "nope"],
+        &["SEQD.BATCH", "order", "2"],
+    ] {
+        assert_eq!(c.call(cmd).await, simple("QUEUED"), "{cmd:?}");
+    }
+    assert_eq!(other.call(&["INCR", "order"]).await.int(), 1, "drawn early");
+    let Reply::Array(replies) = c.call(&["EXEC"]).await else {
+        panic!("EXEC answered no array");
+    };
+    assert_eq!(replies.len(), 5, "{replies:?}");
+    assert_eq!(replies[0], Reply::Int(2));
+    assert_eq!(replies[1], Reply::Int(12));
+    assert_eq!(replies[2], simple("PONG"));
+    assert!(replies[3].error().starts_with("NOSEQ "), "{replies:?}");
+    assert_eq!(
+        replies[4],
+        Reply::Array(vec![Reply::Int(13), Reply::Int(14)])
+    );
+    assert_eq!(other.call(&["INCR", "order"]).await.int(), 15);
+
+    // An error while queuing: answered, and EXEC discards the transaction.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    let e = c.call(&["GET", "x"]).await;
+    assert!(e.error().starts_with("ERR unknown command 'GET'"), "{e:?}");
+    let e = c.call(&["INCRBY", "order", "0"]).await;
+    assert!(e.error().starts_with("ERR INCRBY takes a count"), "{e:?}");
+    let e = c.call(&["INCR"]).await;
+    assert!(
+        e.error().starts_with("ERR wrong number of arguments"),
+        "{e:?}"
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(
+        c.call(&["EXEC"]).await,
+        error("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 16);
+
+    // DISCARD drops the queue.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCRBY", "order", "100"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["DISCARD"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 17);
+
+    // Nested MULTI and WATCH inside: refused, the transaction goes on.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(
+        c.call(&["MULTI"]).await,
+        error("ERR MULTI calls can not be nested")
+    );
+    assert_eq!(
+        c.call(&["WATCH", "order"]).await,
+        error("ERR WATCH inside MULTI is not allowed")
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["EXEC"]).await, Reply::Array(vec![Reply::Int(18)]));
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["EXEC"]).await, Reply::Array(vec![]));
+
+    // Outside a transaction.
+    assert_eq!(c.call(&["EXEC"]).await, error("ERR EXEC without MULTI"));
+    assert_eq!(
+        c.call(&["DISCARD"]).await,
+        error("ERR DISCARD without MULTI")
+    );
+    let e = c.call(&["WATCH", "order"]).await;
+    assert!(e.error().starts_with("ERR WATCH is not supported"), "{e:?}");
+
+    // EXEC with an argument ends the transaction; RESET discards it.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(
+        c.call(&["EXEC", "now"]).await,
+        error(
+            "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' \
+             command"
+        )
+    );
+    assert_eq!(c.call(&["EXEC"]).await, error("ERR EXEC without MULTI"));
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["RESET"]).await, simple("RESET"));
+    assert_eq!(c.call(&["EXEC"]).await, error("ERR EXEC without MULTI"));
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 19);
+
+    // MULTI, 101 INCR and EXEC in one write: 101 consecutive IDs.
+    let mut pipeline = frame(&["MULTI"]);
+    for _ in 0..101 {
+        pipeline.extend_from_slice(&frame(&["INCR", "order"]));
+    }
+    pipeline.extend_from_slice(&frame(&["EXEC"]));
+    assert_eq!(c.raw(&pipeline).await, simple("OK"));
+    for _ in 0..101 {
+        assert_eq!(c.reply().await, simple("QUEUED"));
+    }
+    let Reply::Array(ids) = c.reply().await else {
+        panic!("EXEC answered no array");
+    };
+    let ids: Vec<i64> = ids.iter().map(Reply::int).collect();
+    assert_eq!(ids, (20..121).collect::<Vec<_>>());
+
+    // QUIT inside a transaction closes the connection, nothing drawn.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["QUIT"]).await, simple("OK"));
+    assert!(c.until_closed().await.is_empty());
+    assert_eq!(other.call(&["INCR", "order"]).await.int(), 121);
+
+    assert_series(
+        &p,
+        &[
+            r#"seqd_resp_commands_total{command="multi",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="incr",outcome="queued"}"#,
+            r#"seqd_resp_commands_total{command="exec",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="exec",outcome="execabort"}"#,
+            r#"seqd_resp_commands_total{command="discard",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="watch",outcome="err"}"#,
+        ],
+    )
+    .await;
+}
+
+/// A transaction may queue at most 10,000 commands and 1 MiB of arguments:
+/// the command past either is refused and the transaction aborted (its
+/// queue dropped at once, EXEC answers EXECABORT), so a client cannot grow
+/// the server's memory by never sending EXEC; nothing was drawn.
+async fn a_transaction_past_its_caps_is_aborted(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let mut c = Conn::open(&resp(&p)).await;
+    let too_many = "ERR a transaction holds at most 10000 commands and 1048576 bytes of arguments";
+
+    let mut pipeline = frame(&["MULTI"]);
+    for _ in 0..10_001 {
+        pipeline.extend_from_slice(&frame(&["INCR", "order"]));
+    }
+    assert_eq!(c.raw(&pipeline).await, Reply::Simple("OK".into()));
+    for _ in 0..10_000 {
+        assert_eq!(c.reply().await, Reply::Simple("QUEUED".into()));
+    }
+    let e = c.reply().await;
+    assert!(e.error().starts_with(too_many), "{e:?}");
+    assert!(c.call(&["EXEC"]).await.error().starts_with("EXECABORT "));
+
+    let big = "x".repeat(60_000);
+    assert_eq!(c.call(&["MULTI"]).await, Reply::Simple("OK".into()));
+    for _ in 0..17 {
+        assert_eq!(
+            c.call(&["ECHO", &big]).await,
+            Reply::Simple("QUEUED".into())
+        );
+    }
+    let e = c.call(&["ECHO", &big]).await;
+    assert!(e.error().starts_with(too_many), "{e:?}");
+    assert!(c.call(&["EXEC"]).await.error().starts_with("EXECABORT "));
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 1);
 }
 
 /// Bytes read as redis-server 7.0 reads them (networking.c's
