@@ -735,3 +735,35 @@ async fn a_run_longer_than_the_segments_is_refused() {
     assert_eq!(run.len(), 10);
     assert!(alloc.next(&name("short")).await.unwrap() > run.last);
 }
+
+/// A refused run takes nothing: on a live sequence neither the rest of its
+/// current segment nor its next segment is touched (the next ID follows the
+/// last one answered), and on a name not loaded yet the refusal makes the
+/// one reservation of its first use, whose IDs the next draws get.
+#[tokio::test]
+async fn a_refused_run_takes_nothing() {
+    let store = memory_with("warm", 0, 1000);
+    store.insert("cold", 0, 1000);
+    let alloc = fixed(&store, config());
+    let five_thousand = Count::new(5000).unwrap();
+    for expected in 1..=4 {
+        assert_eq!(alloc.next(&name("warm")).await.unwrap(), expected);
+    }
+    let err = alloc.run(&name("warm"), five_thousand).await.unwrap_err();
+    assert!(
+        matches!(err, AllocError::RunTooLong { segment: 1000 }),
+        "{err:?}"
+    );
+    assert_eq!(alloc.next(&name("warm")).await.unwrap(), 5);
+
+    let err = alloc.run(&name("cold"), five_thousand).await.unwrap_err();
+    assert!(
+        matches!(err, AllocError::RunTooLong { segment: 1000 }),
+        "{err:?}"
+    );
+    assert_eq!(store.reserves("cold"), 1, "one segment, the first use's");
+    assert_eq!(alloc.next(&name("cold")).await.unwrap(), 1);
+    let run = alloc.run(&name("cold"), Count::new(10).unwrap()).await;
+    assert_eq!(run.unwrap().first, 2);
+    assert_eq!(store.reserves("cold"), 1);
+}

@@ -114,6 +114,12 @@ impl Conn {
         self.stream.write_all(&frame(args)).await.unwrap();
     }
 
+    /// Sends `bytes` as they are; the reply.
+    async fn raw(&mut self, bytes: &[u8]) -> Reply {
+        self.stream.write_all(bytes).await.unwrap();
+        self.reply().await
+    }
+
     async fn call(&mut self, args: &[&str]) -> Reply {
         self.send(args).await;
         self.reply().await
@@ -355,17 +361,27 @@ async fn hostile_input_closes_only_its_connection(db: TestDb) {
     assert_eq!(info["resp_listen"], addr.as_str());
     let page = server::fetch_text(http.get(format!("{}/", p.base))).await;
     assert!(page.contains(r#"id="resp""#));
+    assert_series(
+        &p,
+        &[
+            r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="incrby",outcome="err"}"#,
+            r#"seqd_resp_commands_total{command="incr",outcome="noseq"}"#,
+            r#"seqd_resp_commands_total{command="other",outcome="err"}"#,
+            r#"seqd_resp_closed_total{reason="protocol"}"#,
+            r#"seqd_resp_closed_total{reason="slow_frame"}"#,
+            r#"seqd_resp_closed_total{reason="idle"}"#,
+            "seqd_resp_connections",
+        ],
+    )
+    .await;
+}
+
+/// Asserts `/metrics` of `p` holds each of `series`.
+async fn assert_series(p: &Process, series: &[&str]) {
+    let http = server::client(Duration::from_secs(30));
     let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
-    for series in [
-        r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,
-        r#"seqd_resp_commands_total{command="incrby",outcome="err"}"#,
-        r#"seqd_resp_commands_total{command="incr",outcome="noseq"}"#,
-        r#"seqd_resp_commands_total{command="other",outcome="err"}"#,
-        r#"seqd_resp_closed_total{reason="protocol"}"#,
-        r#"seqd_resp_closed_total{reason="slow_frame"}"#,
-        r#"seqd_resp_closed_total{reason="idle"}"#,
-        "seqd_resp_connections",
-    ] {
+    for series in series {
         assert!(text.contains(series), "{series} missing from /metrics");
     }
 }
@@ -580,11 +596,316 @@ async fn a_database_cut_answers_unavailable_and_the_connection_recovers(db: Test
     assert!(id.expect("INCR never served again after the database came back") >= 1);
 }
 
-per_backend!(hostile_input_closes_only_its_connection);
+per_backend!(
+    hostile_input_closes_only_its_connection,
+    a_refused_incrby_takes_nothing,
+    a_transaction_draws_only_at_exec
+);
+tests_on_backends!(a_transaction_past_its_caps_is_aborted: sqlite => Sqlite);
 tests_on_backends!(the_connection_cap_refuses_one_more: sqlite => Sqlite);
 tests_on_backends!(tokens_decide_as_on_http: sqlite => Sqlite);
 tests_on_backends!(a_client_that_never_reads_is_closed: sqlite => Sqlite);
 tests_on_backends!(sigterm_closes_resp_connections: sqlite => Sqlite);
+tests_on_backends!(the_parser_reads_what_redis_reads: sqlite => Sqlite);
+
+/// The row's `max_id` as `GET /v1/sequences/{name}` reads it.
+async fn max_id(p: &Process, name: &str) -> i64 {
+    let http = server::client(Duration::from_secs(30));
+    let row = server::fetch_json(http.get(format!("{}/v1/sequences/{name}", p.base))).await;
+    row["max_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no max_id in {row}"))
+}
+
+/// A refused `INCRBY` takes nothing: not the rest of the segment (the next
+/// `INCR` follows the last), not a reservation beyond the one segment a
+/// name's first use loads (whose IDs the next `INCR` gets).
+async fn a_refused_incrby_takes_nothing(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    create(&p, "cold", 1000).await;
+    let mut c = Conn::open(&resp(&p)).await;
+    for expected in 1..=4 {
+        assert_eq!(c.call(&["INCR", "order"]).await.int(), expected);
+    }
+    // Its segments are of 1,000 and more, as the measured rate asks.
+    let e = c.call(&["INCRBY", "order", "5000"]).await;
+    assert!(
+        e.error()
+            .starts_with("ERR sequence 'order' is served in segments of "),
+        "{e:?}"
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 5);
+
+    let e = c.call(&["INCRBY", "cold", "5000"]).await;
+    assert!(e.error().starts_with("ERR sequence 'cold'"), "{e:?}");
+    assert_eq!(max_id(&p, "cold").await, 1000, "one segment reserved");
+    assert_eq!(c.call(&["INCR", "cold"]).await.int(), 1);
+    assert_eq!(c.call(&["INCRBY", "cold", "10"]).await.int(), 11);
+    assert_eq!(max_id(&p, "cold").await, 1000);
+}
+
+/// `MULTI`/`EXEC`/`DISCARD` answer as redis-server 7.0 answers them (its
+/// replies' words, tried against it), and nothing is drawn before `EXEC`:
+/// a queued command is checked whole (an unknown command, a wrong arity, a
+/// bad name or count is refused and aborts the transaction), `EXEC` runs
+/// the queue in order and answers the array of the replies, errors in
+/// their place; `DISCARD`, `RESET`, `QUIT` and an aborted `EXEC` draw
+/// nothing; `WATCH` is refused.
+async fn a_transaction_draws_only_at_exec(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let addr = resp(&p);
+    let mut c = Conn::open(&addr).await;
+    let mut other = Conn::open(&addr).await;
+    let simple = |s: &str| Reply::Simple(s.into());
+    let error = |s: &str| Reply::Error(s.into());
+
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    for cmd in [
+        &["INCR", "order"][..],
+        &["INCRBY", "order", "10"],
+        &["PING"],
+        &["INCR", "nope"],
+        &["SEQD.BATCH", "order", "2"],
+    ] {
+        assert_eq!(c.call(cmd).await, simple("QUEUED"), "{cmd:?}");
+    }
+    assert_eq!(other.call(&["INCR", "order"]).await.int(), 1, "drawn early");
+    let Reply::Array(replies) = c.call(&["EXEC"]).await else {
+        panic!("EXEC answered no array");
+    };
+    assert_eq!(replies.len(), 5, "{replies:?}");
+    assert_eq!(replies[0], Reply::Int(2));
+    assert_eq!(replies[1], Reply::Int(12));
+    assert_eq!(replies[2], simple("PONG"));
+    assert!(replies[3].error().starts_with("NOSEQ "), "{replies:?}");
+    assert_eq!(
+        replies[4],
+        Reply::Array(vec![Reply::Int(13), Reply::Int(14)])
+    );
+    assert_eq!(other.call(&["INCR", "order"]).await.int(), 15);
+
+    // An error while queuing: answered, and EXEC discards the transaction.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    let e = c.call(&["GET", "x"]).await;
+    assert!(e.error().starts_with("ERR unknown command 'GET'"), "{e:?}");
+    let e = c.call(&["INCRBY", "order", "0"]).await;
+    assert!(e.error().starts_with("ERR INCRBY takes a count"), "{e:?}");
+    let e = c.call(&["INCR"]).await;
+    assert!(
+        e.error().starts_with("ERR wrong number of arguments"),
+        "{e:?}"
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(
+        c.call(&["EXEC"]).await,
+        error("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 16);
+
+    // DISCARD drops the queue.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCRBY", "order", "100"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["DISCARD"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 17);
+
+    // Nested MULTI and WATCH inside: refused, the transaction goes on.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(
+        c.call(&["MULTI"]).await,
+        error("ERR MULTI calls can not be nested")
+    );
+    assert_eq!(
+        c.call(&["WATCH", "order"]).await,
+        error("ERR WATCH inside MULTI is not allowed")
+    );
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["EXEC"]).await, Reply::Array(vec![Reply::Int(18)]));
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["EXEC"]).await, Reply::Array(vec![]));
+
+    // Outside a transaction.
+    assert_eq!(c.call(&["EXEC"]).await, error("ERR EXEC without MULTI"));
+    assert_eq!(
+        c.call(&["DISCARD"]).await,
+        error("ERR DISCARD without MULTI")
+    );
+    let e = c.call(&["WATCH", "order"]).await;
+    assert!(e.error().starts_with("ERR WATCH is not supported"), "{e:?}");
+
+    // EXEC with an argument ends the transaction; RESET discards it.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(
+        c.call(&["EXEC", "now"]).await,
+        error(
+            "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' \
+             command"
+        )
+    );
+    assert_eq!(c.call(&["EXEC"]).await, error("ERR EXEC without MULTI"));
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["RESET"]).await, simple("RESET"));
+    assert_eq!(c.call(&["EXEC"]).await, error("ERR EXEC without MULTI"));
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 19);
+
+    // MULTI, 101 INCR and EXEC in one write: 101 consecutive IDs.
+    let mut pipeline = frame(&["MULTI"]);
+    for _ in 0..101 {
+        pipeline.extend_from_slice(&frame(&["INCR", "order"]));
+    }
+    pipeline.extend_from_slice(&frame(&["EXEC"]));
+    assert_eq!(c.raw(&pipeline).await, simple("OK"));
+    for _ in 0..101 {
+        assert_eq!(c.reply().await, simple("QUEUED"));
+    }
+    let Reply::Array(ids) = c.reply().await else {
+        panic!("EXEC answered no array");
+    };
+    let ids: Vec<i64> = ids.iter().map(Reply::int).collect();
+    assert_eq!(ids, (20..121).collect::<Vec<_>>());
+
+    // QUIT inside a transaction closes the connection, nothing drawn.
+    assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
+    assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
+    assert_eq!(c.call(&["QUIT"]).await, simple("OK"));
+    assert!(c.until_closed().await.is_empty());
+    assert_eq!(other.call(&["INCR", "order"]).await.int(), 121);
+
+    assert_series(
+        &p,
+        &[
+            r#"seqd_resp_commands_total{command="multi",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="incr",outcome="queued"}"#,
+            r#"seqd_resp_commands_total{command="exec",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="exec",outcome="execabort"}"#,
+            r#"seqd_resp_commands_total{command="discard",outcome="ok"}"#,
+            r#"seqd_resp_commands_total{command="watch",outcome="err"}"#,
+        ],
+    )
+    .await;
+}
+
+/// A transaction may queue at most 10,000 commands and 1 MiB of arguments:
+/// the command past either is refused and the transaction aborted (its
+/// queue dropped at once, EXEC answers EXECABORT), so a client cannot grow
+/// the server's memory by never sending EXEC; nothing was drawn.
+async fn a_transaction_past_its_caps_is_aborted(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let mut c = Conn::open(&resp(&p)).await;
+    let too_many = "ERR a transaction holds at most 10000 commands and 1048576 bytes of arguments";
+
+    let mut pipeline = frame(&["MULTI"]);
+    for _ in 0..10_001 {
+        pipeline.extend_from_slice(&frame(&["INCR", "order"]));
+    }
+    assert_eq!(c.raw(&pipeline).await, Reply::Simple("OK".into()));
+    for _ in 0..10_000 {
+        assert_eq!(c.reply().await, Reply::Simple("QUEUED".into()));
+    }
+    let e = c.reply().await;
+    assert!(e.error().starts_with(too_many), "{e:?}");
+    assert!(c.call(&["EXEC"]).await.error().starts_with("EXECABORT "));
+
+    let big = "x".repeat(60_000);
+    assert_eq!(c.call(&["MULTI"]).await, Reply::Simple("OK".into()));
+    for _ in 0..17 {
+        assert_eq!(
+            c.call(&["ECHO", &big]).await,
+            Reply::Simple("QUEUED".into())
+        );
+    }
+    let e = c.call(&["ECHO", &big]).await;
+    assert!(e.error().starts_with(too_many), "{e:?}");
+    assert!(c.call(&["EXEC"]).await.error().starts_with("EXECABORT "));
+    assert_eq!(c.call(&["INCR", "order"]).await.int(), 1);
+}
+
+/// Bytes read as redis-server 7.0 reads them (networking.c's
+/// processMultibulkBuffer, string2ll and sdssplitargs; each case tried
+/// against it): lengths and counts with a sign, a leading zero or a space
+/// are refused, inline commands take Redis's quotes and escapes. Each case
+/// gets the same kind of reply as from Redis: the value, the same error,
+/// or a protocol error and the connection closed.
+async fn the_parser_reads_what_redis_reads(db: TestDb) {
+    let p = spawn(&db, &[]).await;
+    create(&p, "order", 1000).await;
+    let addr = resp(&p);
+    for (bytes, closed_with) in [
+        (&b"*+1\r\n$4\r\nPING\r\n"[..], "invalid multibulk length"),
+        (b"*01\r\n$4\r\nPING\r\n", "invalid multibulk length"),
+        (b"*-0\r\n", "invalid multibulk length"),
+        (b"* 1\r\n$4\r\nPING\r\n", "invalid multibulk length"),
+        (b"*1\r\n$+4\r\nPING\r\n", "invalid bulk length"),
+        (b"*1\r\n$04\r\nPING\r\n", "invalid bulk length"),
+        (b"*1\r\n$-0\r\nPING\r\n", "invalid bulk length"),
+        (b"ECHO \"ab\"cd\r\n", "unbalanced quotes in request"),
+        (b"ECHO 'ab'cd\r\n", "unbalanced quotes in request"),
+        (b"ECHO \"a\"\"b\"\r\n", "unbalanced quotes in request"),
+        (b"ECHO a\"b\r\n", "unbalanced quotes in request"),
+        (b"ECHO 'a\\\\'\r\n", "unbalanced quotes in request"),
+    ] {
+        let mut c = Conn::open(&addr).await;
+        c.stream.write_all(bytes).await.unwrap();
+        let got = String::from_utf8(c.until_closed().await).unwrap();
+        let shown = String::from_utf8_lossy(bytes);
+        assert_eq!(
+            got,
+            format!("-ERR Protocol error: {closed_with}\r\n"),
+            "{shown:?}"
+        );
+    }
+    let mut c = Conn::open(&addr).await;
+    for (bytes, answer) in [
+        (&b"*-1\r\n*1\r\n$4\r\nPING\r\n"[..], &b"PONG"[..]),
+        (
+            b"ECHO \"a\\x41\\x4a\\n\\r\\t\\b\\a\\z\\\\\\\"\"\r\n",
+            b"aAJ\n\r\t\x08\x07z\\\"",
+        ),
+        (b"ECHO \"\\xZZ\\x4\"\r\n", b"xZZx4"),
+        (b"ECHO 'a\\'b\\n'\r\n", b"a'b\\n"),
+        (b"ECHO ab\"c d\"\r\n", b"abc d"),
+        (b"ECHO a'b'\r\n", b"ab"),
+        (b"ECHO \"\"\r\n", b""),
+        (b"ECHO \"a\"\x0b\r\n", b"a"),
+        (b"ECHO a\x0bb\r\n", b"a\x0bb"),
+        (b"\x0bECHO\t\x0c x\r\r\n", b"x"),
+    ] {
+        let shown = String::from_utf8_lossy(bytes).into_owned();
+        let got = c.raw(bytes).await;
+        let expected = if answer == b"PONG" {
+            Reply::Simple("PONG".into())
+        } else {
+            Reply::Bulk(Some(answer.to_vec()))
+        };
+        assert_eq!(got, expected, "{shown:?}");
+    }
+    for bytes in [
+        &b"INCRBY order +5\r\n"[..],
+        b"INCRBY order 05\r\n",
+        b"INCRBY order -0\r\n",
+        b"INCRBY order \" 5\"\r\n",
+        b"INCRBY order \"5 \"\r\n",
+        b"*3\r\n$6\r\nINCRBY\r\n$5\r\norder\r\n$2\r\n+5\r\n",
+        b"SEQD.BATCH order +2\r\n",
+    ] {
+        let shown = String::from_utf8_lossy(bytes).into_owned();
+        assert_eq!(
+            c.raw(bytes).await,
+            Reply::Error("ERR value is not an integer or out of range".into()),
+            "{shown:?}"
+        );
+    }
+    assert_eq!(
+        c.raw(b"INCR order\r\n").await,
+        Reply::Int(1),
+        "nothing drawn"
+    );
+}
 
 const CONNECTIONS: usize = 32;
 const RUNS_PER_CONNECTION: usize = 60;

@@ -508,6 +508,20 @@ for proto in (2, 3):
         out["wrong"] = attempt(lambda: client(proto, password="seqd_not_a_token").incr("order"))
         out["none"] = attempt(lambda: client(proto).incr("order"))
         out["other"] = attempt(lambda: good.incr("other"))
+    elif mode == "multi":
+        name = "m%d" % proto
+        r = client(proto)
+        p = r.pipeline()
+        for _ in range(101):
+            p.incr(name)
+        out["ids"] = p.execute()
+        out["after"] = r.incr(name)
+        p = r.pipeline()
+        p.incr(name)
+        p.get("x")
+        p.incr(name)
+        out["aborted"] = attempt(p.execute)
+        out["next"] = r.incr(name)
     elif mode == "serial":
         r = client(proto)
         out["next"] = plain(r.execute_command("SEQD.NEXT", "inv"))
@@ -639,6 +653,40 @@ async fn python_redis_draws_over_resp2_and_resp3() {
     assert_eq!(s.next("p2").await, 1112, "HTTP follows RESP");
     s.stop().await;
 }
+
+/// redis-py's default `pipeline()` is a transaction (`MULTI`, the
+/// commands, `EXEC`), RESP2 and RESP3, on every backend: 101 `INCR` answer
+/// 101 consecutive IDs and the next `INCR` follows them; one with a command
+/// seqd refuses (`GET`) raises that error and draws nothing.
+async fn python_redis_transactions_answer_every_id(db: TestDb) {
+    if !python_redis_available() {
+        return;
+    }
+    let (s, addr) = resp_server(&db, ClientAuth::Off).await;
+    s.create("m2", 1, 1000).await;
+    s.create("m3", 1, 1000).await;
+    let all = python(&addr, "multi", None).await;
+    for proto in ["2", "3"] {
+        let out = &all[proto];
+        let what = |w: &str| format!("RESP{proto} {w}");
+        assert_eq!(
+            ints(&out["ids"]),
+            (1..=101).collect::<Vec<_>>(),
+            "{}",
+            what("pipeline() of 101 INCR")
+        );
+        assert_eq!(out["after"], 102, "{}", what("INCR after it"));
+        assert_raised(
+            &what("a transaction with GET"),
+            &out["aborted"],
+            "ResponseError",
+            "Command # 2 (GET x) of pipeline caused error: unknown command 'GET'",
+        );
+        assert_eq!(out["next"], 103, "{}", what("the aborted one drew nothing"));
+    }
+    s.stop().await;
+}
+per_backend!(python_redis_transactions_answer_every_id);
 
 /// redis-py under `--client-auth on`, RESP2 and RESP3: `password=token`
 /// (with or without a user name, or in the URL) draws; a wrong token
@@ -805,6 +853,55 @@ async fn rust_redis_pipelines_a_thousand_incr(db: TestDb) {
     s.stop().await;
 }
 per_backend!(rust_redis_pipelines_a_thousand_incr);
+
+/// The Rust crate's atomic pipeline (`redis::pipe().atomic()`: `MULTI`,
+/// the commands, `EXEC`), RESP2 and RESP3, on every backend: 101 `INCR`
+/// answer 101 consecutive IDs and the next `INCR` follows them; one with a
+/// command seqd refuses fails whole and draws nothing.
+async fn rust_redis_atomic_pipelines_answer_every_id(db: TestDb) {
+    let (s, addr) = resp_server(&db, ClientAuth::Off).await;
+    for (query_string, name) in [("", "a2"), ("?protocol=resp3", "a3")] {
+        s.create(name, 1, 1000).await;
+        let url = format!("redis://{addr}/{query_string}");
+        let mut con = rust_conn(&url).await;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for _ in 0..101 {
+            pipe.cmd("INCR").arg(name);
+        }
+        let ids: Vec<i64> = tokio::time::timeout(CLIENT_TIMEOUT, pipe.query_async(&mut con))
+            .await
+            .expect("the transaction answered in time")
+            .unwrap_or_else(|e| panic!("{url}: atomic pipeline: {e}"));
+        assert_eq!(ids, (1..=101).collect::<Vec<_>>(), "{url}");
+        assert_eq!(rust_int(&mut con, &["INCR", name]).await, 102, "{url}");
+
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("INCR")
+            .arg(name)
+            .cmd("GET")
+            .arg("x")
+            .cmd("INCR")
+            .arg(name);
+        let e = pipe
+            .query_async::<Vec<i64>>(&mut con)
+            .await
+            .expect_err("a transaction with GET is refused");
+        assert!(
+            matches!(e.code(), Some("ERR" | "EXECABORT")),
+            "{url}: {e} ({:?})",
+            e.code()
+        );
+        assert_eq!(
+            rust_int(&mut con, &["INCR", name]).await,
+            103,
+            "{url}: the aborted transaction drew nothing"
+        );
+    }
+    s.stop().await;
+}
+per_backend!(rust_redis_atomic_pipelines_answer_every_id);
 
 /// The Rust crate hears each refusal with its code and seqd's text, RESP2
 /// and RESP3: `GET`, `SELECT 1` (as a command and as `redis://…/1`, which

@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 use metrics::Counter;
 
+use super::frame::integer;
+use super::multi::{self, Queued, Transaction};
 use super::reply::Out;
 use crate::domain::{Count, SeqNameRef, MAX_BATCH};
 use crate::service::{Many, One, Presented, Service, ServiceError};
@@ -49,16 +51,18 @@ impl Door {
             id: self.next_client.fetch_add(1, Ordering::Relaxed),
             token: None,
             name: None,
+            transaction: None,
         }
     }
 }
 
 /// One connection's state: its id, the token of its last good `AUTH`, its
-/// name. `Debug` never shows the token.
+/// name, its transaction while one is open. `Debug` never shows the token.
 pub struct Session {
     id: u64,
     token: Option<Vec<u8>>,
     name: Option<Vec<u8>>,
+    pub(super) transaction: Option<Transaction>,
 }
 
 impl std::fmt::Debug for Session {
@@ -66,22 +70,26 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("id", &self.id)
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("transaction", &self.transaction.is_some())
             .finish()
     }
 }
 
 /// What the connection does after a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum After {
     /// Read the next command.
     Continue,
     /// Write what is buffered and close (`QUIT`).
     Close,
+    /// Run these commands in order with [`execute`], their replies the
+    /// elements of the array whose header `EXEC` wrote.
+    Exec(Queued),
 }
 
 /// The commands seqd knows, as metric labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cmd {
+pub(super) enum Cmd {
     Incr,
     IncrBy,
     Next,
@@ -96,10 +104,14 @@ enum Cmd {
     Info,
     Quit,
     Reset,
+    Multi,
+    Exec,
+    Discard,
+    Watch,
     Other,
 }
 
-const CMD_LABELS: [&str; 15] = [
+const CMD_LABELS: [&str; 19] = [
     "incr",
     "incrby",
     "seqd.next",
@@ -114,12 +126,16 @@ const CMD_LABELS: [&str; 15] = [
     "info",
     "quit",
     "reset",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
     "other",
 ];
 
 impl Cmd {
     fn of(name: &[u8]) -> Cmd {
-        const TABLE: [(&[u8], Cmd); 14] = [
+        const TABLE: [(&[u8], Cmd); 18] = [
             (b"incr", Cmd::Incr),
             (b"incrby", Cmd::IncrBy),
             (b"seqd.next", Cmd::Next),
@@ -134,6 +150,10 @@ impl Cmd {
             (b"info", Cmd::Info),
             (b"quit", Cmd::Quit),
             (b"reset", Cmd::Reset),
+            (b"multi", Cmd::Multi),
+            (b"exec", Cmd::Exec),
+            (b"discard", Cmd::Discard),
+            (b"watch", Cmd::Watch),
         ];
         TABLE
             .iter()
@@ -142,10 +162,12 @@ impl Cmd {
     }
 }
 
-/// How a command ended, as metric labels: `ok` or the error code.
+/// How a command ended, as metric labels: `ok`, `queued` (in a
+/// transaction; counted again when `EXEC` runs it) or the error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub(super) enum Outcome {
     Ok,
+    Queued,
     Err,
     NoSeq,
     NoAuth,
@@ -155,10 +177,12 @@ enum Outcome {
     WrongType,
     WrongPass,
     NoProto,
+    ExecAbort,
 }
 
-const OUTCOME_LABELS: [&str; 10] = [
+const OUTCOME_LABELS: [&str; 12] = [
     "ok",
+    "queued",
     "err",
     "noseq",
     "noauth",
@@ -168,12 +192,14 @@ const OUTCOME_LABELS: [&str; 10] = [
     "wrongtype",
     "wrongpass",
     "noproto",
+    "execabort",
 ];
 
 impl Outcome {
     fn code(self) -> &'static str {
         match self {
             Outcome::Ok => "OK",
+            Outcome::Queued => "QUEUED",
             Outcome::Err => "ERR",
             Outcome::NoSeq => "NOSEQ",
             Outcome::NoAuth => "NOAUTH",
@@ -183,6 +209,7 @@ impl Outcome {
             Outcome::WrongType => "WRONGTYPE",
             Outcome::WrongPass => "WRONGPASS",
             Outcome::NoProto => "NOPROTO",
+            Outcome::ExecAbort => "EXECABORT",
         }
     }
 }
@@ -206,15 +233,15 @@ impl Counters {
 }
 
 /// A command's failure: the code and the message the client reads.
-struct Fail(Outcome, String);
+pub(super) struct Fail(pub(super) Outcome, pub(super) String);
 
 impl Fail {
-    fn err(message: impl Into<String>) -> Self {
+    pub(super) fn err(message: impl Into<String>) -> Self {
         Fail(Outcome::Err, message.into())
     }
 }
 
-type Answer = Result<Outcome, Fail>;
+pub(super) type Answer = Result<Outcome, Fail>;
 
 /// The RESP door's one table of the service's errors: each to its code and
 /// a message in seqd's own words (the service logged any internals).
@@ -263,8 +290,85 @@ fn error_reply(e: ServiceError) -> Fail {
     }
 }
 
+/// A command read and checked whole, without the service: its arity, its
+/// sequence name and count, its options. What [`execute`] runs, and what
+/// a transaction checks before it queues a command.
+pub(super) enum Request<'a> {
+    Incr(SeqNameRef<'a>),
+    IncrBy(SeqNameRef<'a>, Count),
+    Next(SeqNameRef<'a>),
+    Batch(SeqNameRef<'a>, Count),
+    Ping,
+    Echo(&'a [u8]),
+    Hello(Hello<'a>),
+    Auth(&'a [u8]),
+    Select,
+    Client(ClientCall<'a>),
+    Command(Option<&'a [u8]>),
+    Info,
+    Quit,
+    Reset,
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+}
+
+/// Reads the command `args` (offsets into `buf`; at least one), named
+/// `name` (its first argument), whose kind is `cmd`.
+fn request<'a>(
+    cmd: Cmd,
+    name: &[u8],
+    buf: &'a [u8],
+    args: &[Range<usize>],
+) -> Result<Request<'a>, Fail> {
+    let arg = |i: usize| -> &'a [u8] { &buf[args[i].clone()] };
+    let argc = args.len();
+    Ok(match cmd {
+        Cmd::Incr if argc == 2 => Request::Incr(seq_name(arg(1))?),
+        Cmd::IncrBy if argc == 3 => Request::IncrBy(seq_name(arg(1))?, count(arg(2), "INCRBY")?),
+        Cmd::Next if argc == 2 => Request::Next(seq_name(arg(1))?),
+        Cmd::Batch if argc == 3 => Request::Batch(seq_name(arg(1))?, count(arg(2), "SEQD.BATCH")?),
+        Cmd::Ping if argc == 1 => Request::Ping,
+        Cmd::Ping | Cmd::Echo if argc == 2 => Request::Echo(arg(1)),
+        Cmd::Hello => Request::Hello(Hello::read(&args[1..], buf)?),
+        Cmd::Auth if argc == 2 || argc == 3 => Request::Auth(arg(argc - 1)),
+        Cmd::Select if argc == 2 => match arg(1) {
+            b"0" => Request::Select,
+            _ => {
+                return Err(Fail::err(
+                    "seqd has one database: SELECT 0 only (sequences are named, not numbered)",
+                ))
+            }
+        },
+        Cmd::Client if argc >= 2 => Request::Client(ClientCall::read(&args[1..], buf)?),
+        Cmd::Command => Request::Command(args.get(1).map(|r| &buf[r.clone()])),
+        Cmd::Info => Request::Info,
+        Cmd::Quit => Request::Quit,
+        Cmd::Reset if argc == 1 => Request::Reset,
+        Cmd::Multi if argc == 1 => Request::Multi,
+        Cmd::Exec if argc == 1 => Request::Exec,
+        Cmd::Discard if argc == 1 => Request::Discard,
+        Cmd::Watch if argc >= 2 => Request::Watch,
+        Cmd::Other => {
+            return Err(Fail::err(format!(
+                "unknown command '{}': seqd serves IDs, not data (INCR, INCRBY, SEQD.NEXT, \
+                 SEQD.BATCH)",
+                shown(name)
+            )))
+        }
+        _ => {
+            return Err(Fail::err(format!(
+                "wrong number of arguments for '{}' command",
+                CMD_LABELS[cmd as usize]
+            )))
+        }
+    })
+}
+
 /// Runs the command `args` (offsets into `buf`; at least one) of `session`
-/// and writes its answer to `out`.
+/// and writes its answer to `out`; in a transaction, most commands are
+/// checked and queued instead ([`multi::queue`]).
 pub async fn execute(
     door: &Door,
     session: &mut Session,
@@ -272,65 +376,24 @@ pub async fn execute(
     args: &[Range<usize>],
     out: &mut Out,
 ) -> After {
-    let arg = |i: usize| args.get(i).map(|r| &buf[r.clone()]);
-    let name = arg(0).unwrap_or_default();
+    let name = args.first().map_or(&b""[..], |r| &buf[r.clone()]);
     let cmd = Cmd::of(name);
-    let argc = args.len();
-    let mut after = After::Continue;
-    let answer: Answer = match cmd {
-        Cmd::Incr if argc == 2 => incr(door, session, arg(1).unwrap(), out).await,
-        Cmd::IncrBy if argc == 3 => {
-            incrby(door, session, arg(1).unwrap(), arg(2).unwrap(), out).await
+    let read = request(cmd, name, buf, args);
+    // QUIT and RESET act at once, in a transaction too (RESET ends it).
+    let acts_now = matches!(read, Ok(Request::Quit | Request::Reset));
+    let (answer, after) = match session.transaction.take() {
+        Some(tx) if !acts_now => {
+            let (answer, after, open) = multi::queue(tx, cmd, read, buf, args, out);
+            session.transaction = open;
+            (answer, after)
         }
-        Cmd::Next if argc == 2 => next(door, session, arg(1).unwrap(), out).await,
-        Cmd::Batch if argc == 3 => {
-            batch(door, session, arg(1).unwrap(), arg(2).unwrap(), out).await
-        }
-        Cmd::Ping if argc == 1 => {
-            out.simple("PONG");
-            Ok(Outcome::Ok)
-        }
-        Cmd::Ping | Cmd::Echo if argc == 2 => {
-            out.bulk(arg(1).unwrap());
-            Ok(Outcome::Ok)
-        }
-        Cmd::Hello => hello(door, session, &args[1..], buf, out),
-        Cmd::Auth if argc == 2 || argc == 3 => auth(door, session, arg(argc - 1).unwrap(), out),
-        Cmd::Select if argc == 2 => match arg(1).unwrap() {
-            b"0" => {
-                out.simple("OK");
-                Ok(Outcome::Ok)
+        tx => {
+            session.transaction = tx;
+            match read {
+                Ok(request) => run(door, session, request, out).await,
+                Err(fail) => (Err(fail), After::Continue),
             }
-            _ => Err(Fail::err(
-                "seqd has one database: SELECT 0 only (sequences are named, not numbered)",
-            )),
-        },
-        Cmd::Client if argc >= 2 => client(session, &args[1..], buf, out),
-        Cmd::Command => command(arg(1), out),
-        Cmd::Info => {
-            info(door, out);
-            Ok(Outcome::Ok)
         }
-        Cmd::Quit => {
-            out.simple("OK");
-            after = After::Close;
-            Ok(Outcome::Ok)
-        }
-        Cmd::Reset if argc == 1 => {
-            session.token = None;
-            session.name = None;
-            out.proto = 2;
-            out.simple("RESET");
-            Ok(Outcome::Ok)
-        }
-        Cmd::Other => Err(Fail::err(format!(
-            "unknown command '{}': seqd serves IDs, not data (INCR, INCRBY, SEQD.NEXT, SEQD.BATCH)",
-            shown(name)
-        ))),
-        _ => Err(Fail::err(format!(
-            "wrong number of arguments for '{}' command",
-            CMD_LABELS[cmd as usize]
-        ))),
     };
     let outcome = match answer {
         Ok(o) => o,
@@ -341,6 +404,60 @@ pub async fn execute(
     };
     door.counters.count(cmd, outcome);
     after
+}
+
+/// Runs `request` now.
+async fn run(
+    door: &Door,
+    session: &mut Session,
+    request: Request<'_>,
+    out: &mut Out,
+) -> (Answer, After) {
+    let answer = match request {
+        Request::Incr(name) => incr(door, session, name, out).await,
+        Request::IncrBy(name, n) => incrby(door, session, name, n, out).await,
+        Request::Next(name) => next(door, session, name, out).await,
+        Request::Batch(name, n) => batch(door, session, name, n, out).await,
+        Request::Ping => simple(out, "PONG"),
+        Request::Echo(text) => {
+            out.bulk(text);
+            Ok(Outcome::Ok)
+        }
+        Request::Hello(h) => hello(door, session, h, out),
+        Request::Auth(token) => auth(door, session, token, out),
+        Request::Select => simple(out, "OK"),
+        Request::Client(call) => client(session, call, out),
+        Request::Command(sub) => command(sub, out),
+        Request::Info => {
+            info(door, out);
+            Ok(Outcome::Ok)
+        }
+        Request::Quit => return (simple(out, "OK"), After::Close),
+        Request::Reset => {
+            session.token = None;
+            session.name = None;
+            session.transaction = None;
+            out.proto = 2;
+            simple(out, "RESET")
+        }
+        Request::Multi => {
+            session.transaction = Some(Transaction::default());
+            simple(out, "OK")
+        }
+        Request::Exec => Err(Fail::err("EXEC without MULTI")),
+        Request::Discard => Err(Fail::err("DISCARD without MULTI")),
+        Request::Watch => Err(Fail::err(
+            "WATCH is not supported: seqd's sequences change only by drawing, and MULTI/EXEC \
+             runs its commands in order without it",
+        )),
+    };
+    (answer, After::Continue)
+}
+
+/// `+text`, an `ok` answer.
+pub(super) fn simple(out: &mut Out, text: &str) -> Answer {
+    out.simple(text);
+    Ok(Outcome::Ok)
 }
 
 /// A client's command name as shown in an error: at most 32 printable
@@ -371,12 +488,10 @@ fn seq_name(arg: &[u8]) -> Result<SeqNameRef<'_>, Fail> {
         })
 }
 
-/// A count argument: a whole number from 1 to [`MAX_INCRBY`].
+/// A count argument: a whole number from 1 to [`MAX_INCRBY`], written as
+/// Redis reads integers ([`integer`]: no `+`, no leading zero, no blank).
 fn count(arg: &[u8], what: &str) -> Result<Count, Fail> {
-    let n = std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| Fail::err("value is not an integer or out of range"))?;
+    let n = integer(arg).ok_or_else(|| Fail::err("value is not an integer or out of range"))?;
     u32::try_from(n)
         .ok()
         .filter(|n| (1..=MAX_INCRBY).contains(n))
@@ -388,8 +503,7 @@ fn count(arg: &[u8], what: &str) -> Result<Count, Fail> {
         })
 }
 
-async fn incr(door: &Door, s: &Session, name: &[u8], out: &mut Out) -> Answer {
-    let name = seq_name(name)?;
+async fn incr(door: &Door, s: &Session, name: SeqNameRef<'_>, out: &mut Out) -> Answer {
     let id = door
         .service
         .next_id(presented(s), name)
@@ -399,9 +513,7 @@ async fn incr(door: &Door, s: &Session, name: &[u8], out: &mut Out) -> Answer {
     Ok(Outcome::Ok)
 }
 
-async fn incrby(door: &Door, s: &Session, name: &[u8], n: &[u8], out: &mut Out) -> Answer {
-    let name = seq_name(name)?;
-    let n = count(n, "INCRBY")?;
+async fn incrby(door: &Door, s: &Session, name: SeqNameRef<'_>, n: Count, out: &mut Out) -> Answer {
     let run = door
         .service
         .consecutive(presented(s), name, n)
@@ -411,8 +523,7 @@ async fn incrby(door: &Door, s: &Session, name: &[u8], n: &[u8], out: &mut Out) 
     Ok(Outcome::Ok)
 }
 
-async fn next(door: &Door, s: &Session, name: &[u8], out: &mut Out) -> Answer {
-    let name = seq_name(name)?;
+async fn next(door: &Door, s: &Session, name: SeqNameRef<'_>, out: &mut Out) -> Answer {
     match door
         .service
         .next(presented(s), name)
@@ -425,9 +536,7 @@ async fn next(door: &Door, s: &Session, name: &[u8], out: &mut Out) -> Answer {
     Ok(Outcome::Ok)
 }
 
-async fn batch(door: &Door, s: &Session, name: &[u8], n: &[u8], out: &mut Out) -> Answer {
-    let name = seq_name(name)?;
-    let n = count(n, "SEQD.BATCH")?;
+async fn batch(door: &Door, s: &Session, name: SeqNameRef<'_>, n: Count, out: &mut Out) -> Answer {
     match door
         .service
         .batch(presented(s), name, n)
@@ -460,41 +569,57 @@ fn auth(door: &Door, s: &mut Session, token: &[u8], out: &mut Out) -> Answer {
     }
 }
 
-/// `HELLO [protover [AUTH user token] [SETNAME name]]`.
-fn hello(door: &Door, s: &mut Session, args: &[Range<usize>], buf: &[u8], out: &mut Out) -> Answer {
-    let arg = |i: usize| &buf[args[i].clone()];
-    let mut proto = out.proto;
-    let mut i = 0;
-    if let Some(v) = args.first() {
-        proto = match &buf[v.clone()] {
-            b"2" => 2,
-            b"3" => 3,
-            _ => {
-                return Err(Fail(
-                    Outcome::NoProto,
-                    "unsupported protocol version (seqd speaks 2 and 3)".into(),
-                ))
-            }
+/// `HELLO [protover [AUTH user token] [SETNAME name]]`, read.
+pub(super) struct Hello<'a> {
+    proto: Option<u8>,
+    token: Option<&'a [u8]>,
+    name: Option<&'a [u8]>,
+}
+
+impl<'a> Hello<'a> {
+    /// Reads `HELLO`'s arguments (its name left out).
+    fn read(args: &[Range<usize>], buf: &'a [u8]) -> Result<Self, Fail> {
+        let arg = |i: usize| -> &'a [u8] { &buf[args[i].clone()] };
+        let mut hello = Hello {
+            proto: None,
+            token: None,
+            name: None,
         };
-        i = 1;
-    }
-    let (mut token, mut name) = (None, None);
-    while i < args.len() {
-        let opt = arg(i);
-        if opt.eq_ignore_ascii_case(b"auth") && i + 2 < args.len() {
-            token = Some(arg(i + 2));
-            i += 3;
-        } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < args.len() {
-            name = Some(arg(i + 1));
-            i += 2;
-        } else {
-            return Err(Fail::err(format!(
-                "syntax error in HELLO option '{}'",
-                shown(opt)
-            )));
+        let mut i = 0;
+        if !args.is_empty() {
+            hello.proto = Some(match arg(0) {
+                b"2" => 2,
+                b"3" => 3,
+                _ => {
+                    return Err(Fail(
+                        Outcome::NoProto,
+                        "unsupported protocol version (seqd speaks 2 and 3)".into(),
+                    ))
+                }
+            });
+            i = 1;
         }
+        while i < args.len() {
+            let opt = arg(i);
+            if opt.eq_ignore_ascii_case(b"auth") && i + 2 < args.len() {
+                hello.token = Some(arg(i + 2));
+                i += 3;
+            } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < args.len() {
+                hello.name = Some(arg(i + 1));
+                i += 2;
+            } else {
+                return Err(Fail::err(format!(
+                    "syntax error in HELLO option '{}'",
+                    shown(opt)
+                )));
+            }
+        }
+        Ok(hello)
     }
-    if let Some(t) = token {
+}
+
+fn hello(door: &Door, s: &mut Session, h: Hello<'_>, out: &mut Out) -> Answer {
+    if let Some(t) = h.token {
         if door.service.access().authenticate(t).is_err() {
             return Err(Fail(
                 Outcome::WrongPass,
@@ -503,9 +628,10 @@ fn hello(door: &Door, s: &mut Session, args: &[Range<usize>], buf: &[u8], out: &
         }
         s.token = Some(t.to_vec());
     }
-    if let Some(n) = name {
+    if let Some(n) = h.name {
         s.name = Some(n.to_vec());
     }
+    let proto = h.proto.unwrap_or(out.proto);
     out.proto = proto;
     out.map(7);
     out.bulk(b"server");
@@ -529,26 +655,48 @@ fn hello(door: &Door, s: &mut Session, args: &[Range<usize>], buf: &[u8], out: &
 /// `HELLO` and `INFO` report it (clients read it to pick features).
 const REDIS_VERSION: &str = "7.0.0";
 
-fn client(s: &mut Session, args: &[Range<usize>], buf: &[u8], out: &mut Out) -> Answer {
-    let sub = &buf[args[0].clone()];
-    let argc = args.len();
-    if sub.eq_ignore_ascii_case(b"setname") && argc == 2 {
-        s.name = Some(buf[args[1].clone()].to_vec());
-        out.simple("OK");
-    } else if sub.eq_ignore_ascii_case(b"getname") && argc == 1 {
-        match &s.name {
+/// `CLIENT SETNAME name`, `GETNAME`, `SETINFO attr value`, `ID`, read.
+pub(super) enum ClientCall<'a> {
+    SetName(&'a [u8]),
+    GetName,
+    SetInfo,
+    Id,
+}
+
+impl<'a> ClientCall<'a> {
+    /// Reads `CLIENT`'s arguments (its name left out; at least one).
+    fn read(args: &[Range<usize>], buf: &'a [u8]) -> Result<Self, Fail> {
+        let sub = &buf[args[0].clone()];
+        let argc = args.len();
+        Ok(if sub.eq_ignore_ascii_case(b"setname") && argc == 2 {
+            ClientCall::SetName(&buf[args[1].clone()])
+        } else if sub.eq_ignore_ascii_case(b"getname") && argc == 1 {
+            ClientCall::GetName
+        } else if sub.eq_ignore_ascii_case(b"setinfo") && argc == 3 {
+            ClientCall::SetInfo
+        } else if sub.eq_ignore_ascii_case(b"id") && argc == 1 {
+            ClientCall::Id
+        } else {
+            return Err(Fail::err(format!(
+                "unknown subcommand or wrong number of arguments for 'CLIENT|{}'",
+                shown(sub)
+            )));
+        })
+    }
+}
+
+fn client(s: &mut Session, call: ClientCall<'_>, out: &mut Out) -> Answer {
+    match call {
+        ClientCall::SetName(name) => {
+            s.name = Some(name.to_vec());
+            out.simple("OK");
+        }
+        ClientCall::GetName => match &s.name {
             Some(n) => out.bulk(n),
             None => out.null(),
-        }
-    } else if sub.eq_ignore_ascii_case(b"setinfo") && argc == 3 {
-        out.simple("OK");
-    } else if sub.eq_ignore_ascii_case(b"id") && argc == 1 {
-        out.int(s.id as i64);
-    } else {
-        return Err(Fail::err(format!(
-            "unknown subcommand or wrong number of arguments for 'CLIENT|{}'",
-            shown(sub)
-        )));
+        },
+        ClientCall::SetInfo => out.simple("OK"),
+        ClientCall::Id => out.int(s.id as i64),
     }
     Ok(Outcome::Ok)
 }
@@ -572,4 +720,33 @@ fn info(door: &Door, out: &mut Out) {
         door.connections.load(Ordering::Relaxed)
     );
     out.bulk(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_integers_as_redis_reads_them_from_1_to_10000() {
+        let refused = |arg: &[u8]| count(arg, "INCRBY").err().map(|Fail(_, m)| m);
+        assert_eq!(count(b"5", "INCRBY").ok().map(|c| c.get()), Some(5));
+        assert_eq!(
+            count(b"10000", "INCRBY").ok().map(|c| c.get()),
+            Some(10_000)
+        );
+        for arg in [&b"+5"[..], b"05", b" 5", b"5 ", b"-0", b"5.0", b""] {
+            assert_eq!(
+                refused(arg).as_deref(),
+                Some("value is not an integer or out of range"),
+                "{:?}",
+                String::from_utf8_lossy(arg)
+            );
+        }
+        for (arg, n) in [(&b"0"[..], "0"), (b"-5", "-5"), (b"10001", "10001")] {
+            assert_eq!(
+                refused(arg),
+                Some(format!("INCRBY takes a count from 1 to 10000, not {n}"))
+            );
+        }
+    }
 }

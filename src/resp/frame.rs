@@ -6,7 +6,14 @@
 //! A decoder that returns whole frames would buffer a `$1000000000` bulk
 //! or a `*1000000` array until it completed; here the header alone is
 //! refused. Arguments are offsets into the read buffer: nothing is copied
-//! and nothing allocated per command once the argument list has grown.
+//! and nothing allocated per command once the argument list has grown (an
+//! inline argument's escapes are decoded in place).
+//!
+//! What is read follows redis-server's own reader (`networking.c`): lengths
+//! and counts are integers as its `string2ll` reads them ([`integer`]),
+//! inline lines are split as its `sdssplitargs` splits them. One place is
+//! stricter: a header or a bulk string not followed by CRLF is an error
+//! (Redis skips two bytes, whatever they are).
 
 use std::ops::Range;
 
@@ -56,9 +63,10 @@ pub enum FrameError {
 /// `buf`, cleared first). `Ok(Some(n))`: a command of `n` bytes was read
 /// (`args` may be empty: an empty line or `*0`, which is answered with
 /// nothing); `Ok(None)`: the command is not complete yet (and is within
-/// the caps so far).
+/// the caps so far). A complete inline command is unescaped in place:
+/// only its own `n` bytes change.
 pub fn parse(
-    buf: &[u8],
+    buf: &mut [u8],
     limits: &FrameLimits,
     args: &mut Vec<Range<usize>>,
 ) -> Result<Option<usize>, FrameError> {
@@ -92,12 +100,33 @@ fn header(buf: &[u8], at: usize, what: &'static str) -> Result<Option<(i64, usiz
     if line[cr + 1] != b'\n' {
         return Err(FrameError::BadLength(what));
     }
-    let digits = &line[1..cr];
-    let n = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or(FrameError::BadLength(what))?;
+    let n = integer(&line[1..cr]).ok_or(FrameError::BadLength(what))?;
     Ok(Some((n, at + cr + 2)))
+}
+
+/// An integer as Redis reads one (`string2ll`): an optional `-`, then
+/// digits with no leading zero (`0` alone is zero), nothing else: no `+`,
+/// no blank, no `-0`, within `i64`.
+pub fn integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] if digits.iter().all(u8::is_ascii_digit) => {}
+        _ => return None,
+    }
+    // Counted below zero, so that `i64::MIN` fits.
+    let mut below = 0i64;
+    for &d in digits {
+        below = below.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if negative {
+        Some(below)
+    } else {
+        below.checked_neg()
+    }
 }
 
 fn parse_array(
@@ -153,10 +182,10 @@ fn incomplete(buffered: usize, limits: &FrameLimits) -> Result<Option<usize>, Fr
     }
 }
 
-/// An inline command: one line, arguments split on spaces and tabs, with
-/// `"..."` and `'...'` quoting an argument (no escapes inside).
+/// An inline command: one line (its CR before LF dropped), split into
+/// arguments by [`split_inline`].
 fn parse_inline(
-    buf: &[u8],
+    buf: &mut [u8],
     limits: &FrameLimits,
     args: &mut Vec<Range<usize>>,
 ) -> Result<Option<usize>, FrameError> {
@@ -167,12 +196,41 @@ fn parse_inline(
     if line_end > 0 && buf[line_end - 1] == b'\r' {
         line_end -= 1;
     }
-    let mut i = 0;
-    while i < line_end {
-        let b = buf[i];
-        if b == b' ' || b == b'\t' {
-            i += 1;
-            continue;
+    split_inline(&mut buf[..line_end], limits, args)?;
+    Ok(Some(nl + 1))
+}
+
+/// Splits `line` as Redis's `sdssplitargs` does: arguments separated by
+/// blanks (space, tab, CR, LF, VT, FF; within an unquoted argument only
+/// the first four end it); a `"` opens a quote where `\xHH`, `\n`, `\r`,
+/// `\t`, `\b`, `\a` stand for their bytes and a backslash before any other
+/// byte for that byte; a `'` opens one where only `\'` is an escape. A
+/// quote may open within an argument, and its closing quote must end the
+/// argument (a blank or the end of the line after it); an unclosed quote,
+/// or a closing one followed by more, is [`FrameError::Quotes`]. Each
+/// argument is written, unescaped, over its own bytes (never longer than
+/// them), so it stays a range of `line`.
+fn split_inline(
+    line: &mut [u8],
+    limits: &FrameLimits,
+    args: &mut Vec<Range<usize>>,
+) -> Result<(), FrameError> {
+    #[derive(PartialEq)]
+    enum In {
+        Plain,
+        Double,
+        Single,
+    }
+    let len = line.len();
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | 0x0b | 0x0c);
+    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+    let mut read = 0;
+    loop {
+        while read < len && blank(line[read]) {
+            read += 1;
+        }
+        if read == len {
+            return Ok(());
         }
         if args.len() == limits.max_args {
             return Err(FrameError::TooManyArgs(
@@ -180,23 +238,62 @@ fn parse_inline(
                 limits.max_args,
             ));
         }
-        if b == b'"' || b == b'\'' {
-            let close = buf[i + 1..line_end]
-                .iter()
-                .position(|&c| c == b)
-                .ok_or(FrameError::Quotes)?;
-            args.push(i + 1..i + 1 + close);
-            i += close + 2;
-        } else {
-            let len = buf[i..line_end]
-                .iter()
-                .position(|&c| c == b' ' || c == b'\t')
-                .unwrap_or(line_end - i);
-            args.push(i..i + len);
-            i += len;
+        let start = read;
+        let mut write = read;
+        let mut quote = In::Plain;
+        loop {
+            let Some(&b) = line.get(read) else {
+                if quote != In::Plain {
+                    return Err(FrameError::Quotes);
+                }
+                break;
+            };
+            let next = line.get(read + 1).copied();
+            let (byte, used) = match (&quote, b) {
+                (In::Plain, b' ' | b'\t' | b'\r' | b'\n') => break,
+                (In::Plain, b'"') => {
+                    quote = In::Double;
+                    read += 1;
+                    continue;
+                }
+                (In::Plain, b'\'') => {
+                    quote = In::Single;
+                    read += 1;
+                    continue;
+                }
+                (In::Double, b'\\') if next == Some(b'x') => {
+                    match (hex(line.get(read + 2)), hex(line.get(read + 3))) {
+                        (Some(h), Some(l)) => ((h * 16 + l) as u8, 4),
+                        _ => (b'x', 2),
+                    }
+                }
+                (In::Double, b'\\') if next.is_some() => {
+                    let escaped = match next {
+                        Some(b'n') => b'\n',
+                        Some(b'r') => b'\r',
+                        Some(b't') => b'\t',
+                        Some(b'b') => 0x08,
+                        Some(b'a') => 0x07,
+                        other => other.unwrap_or_default(),
+                    };
+                    (escaped, 2)
+                }
+                (In::Single, b'\\') if next == Some(b'\'') => (b'\'', 2),
+                (In::Double, b'"') | (In::Single, b'\'') => {
+                    if next.is_some_and(|n| !blank(n)) {
+                        return Err(FrameError::Quotes);
+                    }
+                    read += 1;
+                    break;
+                }
+                _ => (b, 1),
+            };
+            line[write] = byte;
+            write += 1;
+            read += used;
         }
+        args.push(start..write);
     }
-    Ok(Some(nl + 1))
 }
 
 #[cfg(test)]
@@ -208,9 +305,17 @@ mod tests {
     type Read = Option<(usize, Vec<Vec<u8>>)>;
 
     fn words(buf: &[u8]) -> Result<Read, FrameError> {
+        let mut buf = buf.to_vec();
         let mut args = Vec::new();
-        let r = parse(buf, &FrameLimits::default(), &mut args)?;
+        let r = parse(&mut buf, &FrameLimits::default(), &mut args)?;
         Ok(r.map(|n| (n, args.iter().map(|r| buf[r.clone()].to_vec()).collect())))
+    }
+
+    /// The arguments of the inline command `line`.
+    fn inline(line: &[u8]) -> Result<Vec<Vec<u8>>, FrameError> {
+        let mut with_end = line.to_vec();
+        with_end.extend_from_slice(b"\r\n");
+        Ok(words(&with_end)?.expect("a whole line").1)
     }
 
     fn encode(args: &[Vec<u8>]) -> Vec<u8> {
@@ -247,6 +352,113 @@ mod tests {
         assert_eq!(words(b"ECHO \"a b\n"), Err(FrameError::Quotes));
         let (n, args) = words(b"\r\n").unwrap().unwrap();
         assert_eq!((n, args.len()), (2, 0));
+    }
+
+    /// Each line as redis-server 7.0 split it (tried against it).
+    #[test]
+    fn inline_lines_are_split_as_redis_splits_them() {
+        let ok: [(&[u8], &[&[u8]]); 13] = [
+            (
+                br#"ECHO "a\x41\x4a\n\r\t\b\a\z\\\"""#,
+                &[b"ECHO", b"aAJ\n\r\t\x08\x07z\\\""],
+            ),
+            (br#"ECHO "\xZZ\x4""#, &[b"ECHO", b"xZZx4"]),
+            (br"ECHO 'a\'b\n'", &[b"ECHO", b"a'b\\n"]),
+            (br#"ECHO ab"c d""#, &[b"ECHO", b"abc d"]),
+            (b"ECHO a'b'", &[b"ECHO", b"ab"]),
+            (br#"ECHO """#, &[b"ECHO", b""]),
+            (b"ECHO \"a\"\x0bb", &[b"ECHO", b"a", b"b"]),
+            (b"ECHO a\x0bb", &[b"ECHO", b"a\x0bb"]),
+            (b"\x0bECHO\t\x0c x\r", &[b"ECHO", b"x"]),
+            (b"ECHO\x0cx", &[b"ECHO\x0cx"]),
+            (br#"ECHO "a'b" 'a"b'"#, &[b"ECHO", b"a'b", b"a\"b"]),
+            (b"  ", &[]),
+            (br#"INCRBY order "+5""#, &[b"INCRBY", b"order", b"+5"]),
+        ];
+        for (line, expected) in ok {
+            let expected: Vec<Vec<u8>> = expected.iter().map(|a| a.to_vec()).collect();
+            assert_eq!(
+                inline(line),
+                Ok(expected),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        for line in [
+            &br#"ECHO "ab"cd"#[..],
+            b"ECHO 'ab'cd",
+            br#"ECHO "a""b""#,
+            br#"ECHO a"b"#,
+            br"ECHO 'a\\'",
+            br#"ECHO "a\"#,
+            br#"ECHO "a\""#,
+        ] {
+            assert_eq!(
+                inline(line),
+                Err(FrameError::Quotes),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn integers_are_read_as_redis_reads_them() {
+        for (text, n) in [
+            (&b"0"[..], 0),
+            (b"7", 7),
+            (b"-7", -7),
+            (b"10000", 10_000),
+            (b"9223372036854775807", i64::MAX),
+            (b"-9223372036854775808", i64::MIN),
+        ] {
+            assert_eq!(
+                integer(text),
+                Some(n),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        for text in [
+            &b""[..],
+            b"+5",
+            b"05",
+            b"00",
+            b"-0",
+            b"-",
+            b" 5",
+            b"5 ",
+            b"5.0",
+            b"1e3",
+            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"\xd9\xa3",
+        ] {
+            assert_eq!(integer(text), None, "{:?}", String::from_utf8_lossy(text));
+        }
+    }
+
+    #[test]
+    fn a_length_or_count_redis_refuses_is_refused() {
+        for (frame, what) in [
+            (&b"*+1\r\n$4\r\nPING\r\n"[..], "multibulk"),
+            (b"*01\r\n$4\r\nPING\r\n", "multibulk"),
+            (b"*-0\r\n", "multibulk"),
+            (b"* 1\r\n", "multibulk"),
+            (b"*1 \r\n", "multibulk"),
+            (b"*1\r\n$+4\r\nPING\r\n", "bulk"),
+            (b"*1\r\n$04\r\nPING\r\n", "bulk"),
+            (b"*1\r\n$-0\r\nPING\r\n", "bulk"),
+        ] {
+            assert_eq!(
+                words(frame),
+                Err(FrameError::BadLength(what)),
+                "{:?}",
+                String::from_utf8_lossy(frame)
+            );
+        }
+        // `*-1` carries no command, as in Redis.
+        assert_eq!(words(b"*-1\r\n").unwrap(), Some((5, vec![])));
     }
 
     #[test]
@@ -286,6 +498,29 @@ mod tests {
             for cut in 0..frame.len() {
                 prop_assert_eq!(words(&frame[..cut]).unwrap(), None);
             }
+        }
+
+        /// Whatever the arguments, written as an inline line of double
+        /// quotes with every byte escaped (`\xHH`, or `\n` and the like),
+        /// they read back as themselves.
+        #[test]
+        fn escaped_inline_arguments_read_back_as_written(args in proptest::collection::vec(
+            proptest::collection::vec(any::<u8>(), 0..20), 1..6))
+        {
+            let mut line = Vec::new();
+            for a in &args {
+                line.extend_from_slice(b" \"");
+                for &b in a {
+                    match b {
+                        b'\n' => line.extend_from_slice(b"\\n"),
+                        b'"' | b'\\' => line.extend_from_slice(&[b'\\', b]),
+                        b if b.is_ascii_alphanumeric() => line.push(b),
+                        b => line.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+                    }
+                }
+                line.push(b'"');
+            }
+            prop_assert_eq!(inline(&line), Ok(args));
         }
 
         /// Random bytes never panic: a command, a wait or an error.

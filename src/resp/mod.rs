@@ -5,9 +5,12 @@
 //! - [`frame`]: commands read off the buffer, the caps checked on headers.
 //! - [`reply`]: RESP2 and RESP3 replies.
 //! - [`command`]: the commands and the one table of their errors.
+//! - [`multi`]: transactions (`MULTI`, `EXEC`, `DISCARD`) and their queue.
 //!
 //! A connection reads what the socket has, answers every complete command
-//! in it in order, and writes those replies with one write (pipelining).
+//! in it in order, and writes those replies with one write (pipelining);
+//! `EXEC` runs a transaction's queue the same way, its replies written as
+//! they grow.
 //! The edge rules of HTTP hold here too: at most `max_connections` open
 //! (one more is answered `-ERR max number of clients reached` and closed),
 //! a partial command must complete within `frame_timeout`, an idle
@@ -29,6 +32,7 @@ use crate::service::Service;
 
 pub mod command;
 pub mod frame;
+pub mod multi;
 pub mod reply;
 
 pub use command::Door;
@@ -126,7 +130,7 @@ fn closed(reason: &'static str) {
 fn describe_metrics() {
     metrics::describe_counter!(
         command::COMMANDS_METRIC,
-        "RESP commands answered, by command and outcome (ok or the error code)."
+        "RESP commands answered, by command and outcome (ok, queued in a transaction, or the error code)."
     );
     metrics::describe_gauge!(command::CONNECTIONS_METRIC, "Open RESP connections.");
     metrics::describe_counter!(
@@ -158,6 +162,27 @@ async fn flush(stream: &mut TcpStream, out: &mut reply::Out, limits: &RespLimits
     }
 }
 
+/// Runs a transaction's commands in order (`EXEC`, its array's header
+/// written), their replies written as they pass [`FLUSH_AT`] as a
+/// pipeline's are; `false` when the connection is done for.
+async fn exec(
+    door: &Door,
+    session: &mut command::Session,
+    queued: &multi::Queued,
+    stream: &mut TcpStream,
+    out: &mut reply::Out,
+    limits: &RespLimits,
+) -> bool {
+    for args in queued.commands() {
+        // Never QUIT, EXEC or another transaction: those are not queued.
+        let _ = command::execute(door, session, queued.bytes(), args, out).await;
+        if out.buf.len() >= FLUSH_AT && !flush(stream, out, limits).await {
+            return false;
+        }
+    }
+    true
+}
+
 async fn connection(
     mut stream: TcpStream,
     door: &Door,
@@ -179,15 +204,29 @@ async fn connection(
         let mut at = 0;
         let mut close = false;
         loop {
-            match frame::parse(&buf[at..], &limits.frame, &mut args) {
+            match frame::parse(&mut buf[at..], &limits.frame, &mut args) {
                 Ok(Some(used)) => {
                     if !args.is_empty() {
                         let slice = &buf[at..at + used];
-                        let after =
-                            command::execute(door, &mut session, slice, &args, &mut out).await;
-                        if after == command::After::Close {
-                            close = true;
-                            break;
+                        match command::execute(door, &mut session, slice, &args, &mut out).await {
+                            command::After::Continue => {}
+                            command::After::Close => {
+                                close = true;
+                                break;
+                            }
+                            command::After::Exec(queued) => {
+                                let done = exec(
+                                    door,
+                                    &mut session,
+                                    &queued,
+                                    &mut stream,
+                                    &mut out,
+                                    limits,
+                                );
+                                if !done.await {
+                                    return;
+                                }
+                            }
                         }
                         // A long pipeline of large answers is written as it
                         // grows, so a connection holds at most this much.

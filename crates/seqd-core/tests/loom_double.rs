@@ -1,7 +1,7 @@
 //! Model checking of the allocator's lock-free core (`allocator::double`) with loom: every interleaving (up to a preemption
 //! bound) of takers racing across a segment switch, a batch racing single
-//! takes, and the installation of the next segment racing takers that found
-//! the current one empty.
+//! takes, the installation of the next segment racing takers that found
+//! the current one empty, and a run racing single takes.
 //!
 //! Built only under `--cfg seqd_loom` (plain `cargo test` compiles this file
 //! to nothing). Run with a separate target directory:
@@ -15,7 +15,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use seqd_core::allocator::double::DoubleBuffer;
+use seqd_core::allocator::double::{DoubleBuffer, Run};
 use seqd_core::allocator::segment::{IdRange, Segment};
 
 /// Default preemption bound (`LOOM_MAX_PREEMPTIONS` overrides it): 3 covers
@@ -313,5 +313,72 @@ fn takers_racing_a_switch_over_a_hole_never_hand_out_an_id_of_the_hole() {
         all.extend(ids(&rest));
         all.sort_unstable();
         assert_eq!(all, vec![1, 5, 6], "an ID of the hole, or one twice");
+    });
+}
+
+/// The run of `take_run`, or `None` when it was refused.
+fn got(run: Run) -> Option<IdRange> {
+    match run {
+        Run::Got { run, .. } => Some(run),
+        Run::Dry | Run::TooShort { .. } => None,
+    }
+}
+
+/// (e) A run (`take_run`, what `INCRBY` draws) races single takes across
+/// a switch: current 1..=3, next 4..=6. The run is two consecutive IDs of
+/// one segment, nothing is handed out twice, and the only IDs never
+/// handed out are the rest of 1..=3 that the run's switch gave up.
+#[test]
+fn a_run_racing_single_takes_is_whole_and_leaves_only_the_rest_it_gave_up() {
+    model(|| {
+        let b = buffer(1, 3, Some((4, 3)));
+        let b1 = b.clone();
+        let t = thread::spawn(move || got(b1.take_run(2)));
+        let mut singles = Vec::new();
+        for _ in 0..2 {
+            assert_eq!(request(&b, 1, &mut singles), 0);
+        }
+        let run = t.join().unwrap().expect("a segment of 3 holds a run of 2");
+        assert_eq!(run.len(), 2);
+        assert_eq!((run.first - 1) / 3, (run.last - 1) / 3, "one segment");
+        let singles = ids(&singles);
+        assert_increasing(&singles, "singles");
+        let mut rest = Vec::new();
+        while b.take(1, &mut rest).missing == 0 {}
+        let all: Vec<i64> = run.iter().chain(singles).chain(ids(&rest)).collect();
+        let mut seen = all.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), all.len(), "an ID twice: {all:?}");
+        let expected: Vec<i64> = if run.first >= 4 {
+            // 1..=3 up to what the singles took before the switch, then 4..=6.
+            let taken_before = seen.iter().filter(|&&id| id <= 3).count() as i64;
+            (1..=taken_before).chain(4..=6).collect()
+        } else {
+            (1..=6).collect()
+        };
+        assert_eq!(seen, expected, "run {run:?}");
+    });
+}
+
+/// (e') A run that no segment can hold races a single take: current 1..=2,
+/// next 3..=3. The run is served from the current segment or refused;
+/// refused, it claimed nothing: every ID is handed out once.
+#[test]
+fn a_refused_run_racing_a_take_claims_nothing() {
+    model(|| {
+        let b = buffer(1, 2, Some((3, 1)));
+        let b1 = b.clone();
+        let t = thread::spawn(move || got(b1.take_run(2)));
+        let mut out = Vec::new();
+        assert_eq!(request(&b, 1, &mut out), 0);
+        let run = t.join().unwrap();
+        while b.take(1, &mut out).missing == 0 {}
+        let mut all = ids(&out);
+        if let Some(run) = run {
+            assert_eq!((run.first, run.last), (1, 2));
+            all.extend(run.iter());
+        }
+        assert_exactly(all, 1..=3);
     });
 }

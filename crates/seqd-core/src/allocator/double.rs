@@ -64,10 +64,11 @@ pub enum Run {
         /// True when the claim moved the cursor past the prefetch mark.
         past_prefetch_mark: bool,
     },
-    /// Both segments ran dry first: a fetch is needed.
+    /// No next segment, and the current one cannot hold the run: a fetch
+    /// is needed. Nothing was claimed.
     Dry,
     /// The next segment holds fewer than `n` IDs: no segment of this
-    /// length can serve the run.
+    /// length can serve the run. Nothing was claimed.
     TooShort {
         /// The next segment's length.
         len: u64,
@@ -98,6 +99,15 @@ fn end_of(seg: &Segment) -> u64 {
 /// The cursor value past which the next segment should be fetched.
 fn prefetch_id(seg: &Segment) -> u64 {
     to_cursor(seg.first()) + seg.prefetch_at()
+}
+
+/// The run of `n` IDs from the cursor value `c`.
+fn run_at(c: u64, n: u64) -> IdRange {
+    let first = c as i64;
+    IdRange {
+        first,
+        last: first + (n as i64 - 1),
+    }
 }
 
 /// `id` as the cursor holds it. Segments hold IDs >= 0 only.
@@ -186,20 +196,19 @@ impl DoubleBuffer {
     }
 
     /// Claims `n` consecutive IDs from one segment: from the current one
-    /// when it still holds `n`; otherwise what is left of it is claimed and
-    /// left unused (a gap, as a sealed segment's rest) and the next segment
-    /// made current, as often as needed. The same compare-and-swap on the
-    /// cursor as [`DoubleBuffer::take_fast`], with a stricter condition: it
-    /// moves the cursor by exactly `n` or to `end`, never past it.
+    /// when it still holds `n`; otherwise from the next one, whose first
+    /// `n` IDs are claimed by the switch that makes it current, the rest of
+    /// the current one left unused (a gap, as a sealed segment's rest).
+    /// When neither can hold the run ([`Run::Dry`]: no next segment yet;
+    /// [`Run::TooShort`]) nothing is claimed: a refused run takes no ID.
+    /// The same compare-and-swap on the cursor as
+    /// [`DoubleBuffer::take_fast`], with a stricter condition: it moves the
+    /// cursor by exactly `n`.
     pub fn take_run(&self, n: u64) -> Run {
         let mut c = self.cursor.load(Ordering::Relaxed);
         loop {
             let end = self.end.load(Ordering::Acquire);
-            let (to, whole) = if c < end && end - c >= n {
-                (c + n, true)
-            } else if c < end {
-                (end, false)
-            } else {
+            if c >= end || end - c < n {
                 match self.switch_for_run(n) {
                     Some(run) => return run,
                     None => {
@@ -207,41 +216,81 @@ impl DoubleBuffer {
                         continue;
                     }
                 }
-            };
+            }
             match self
                 .cursor
-                .compare_exchange_weak(c, to, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(c, c + n, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) if whole => {
-                    let first = c as i64;
+                Ok(_) => {
                     return Run::Got {
-                        run: IdRange {
-                            first,
-                            last: first + (n as i64 - 1),
-                        },
-                        past_prefetch_mark: to > self.prefetch_at.load(Ordering::Relaxed),
-                    };
+                        run: run_at(c, n),
+                        past_prefetch_mark: c + n > self.prefetch_at.load(Ordering::Relaxed),
+                    }
                 }
-                Ok(_) => c = to,
                 Err(now) => c = now,
             }
         }
     }
 
-    /// The current segment is used up: makes the next one current. `None`
-    /// to look again (switched, or someone else did); a [`Run`] to end
-    /// with when there is no next segment or it is shorter than `n`.
+    /// The current segment cannot hold a run of `n`. Under the mutex, so
+    /// no other switch happens meanwhile: `None` to look again when it can
+    /// now (another caller switched); [`Run::Dry`] or [`Run::TooShort`],
+    /// having claimed nothing, when the next segment is missing or shorter
+    /// than `n`; otherwise the rest of the current segment is claimed and
+    /// left unused, and the next one made current with its first `n` IDs
+    /// claimed: the run.
     fn switch_for_run(&self, n: u64) -> Option<Run> {
-        if let Some(seg) = self.next() {
-            if seg.len() < n {
-                return Some(Run::TooShort { len: seg.len() });
+        let mut slow = self.slow.lock().unwrap();
+        let end = self.end.load(Ordering::Relaxed);
+        let c = self.cursor.load(Ordering::Relaxed);
+        if c < end && end - c >= n {
+            return None;
+        }
+        let len = slow.next.len();
+        if slow.next.is_empty() {
+            return Some(Run::Dry);
+        }
+        if len < n {
+            return Some(Run::TooShort { len });
+        }
+        self.claim_rest();
+        let seg = slow.take_next()?;
+        let first = to_cursor(seg.first());
+        self.make_current(&mut slow, seg, first + n);
+        Some(Run::Got {
+            run: run_at(first, n),
+            past_prefetch_mark: first + n > prefetch_id(&seg),
+        })
+    }
+
+    /// Claims what is left of the current segment, under the mutex (so
+    /// its `end` holds): takers racing this get their IDs first. Returns
+    /// the first ID of it not handed out (its end when used up).
+    fn claim_rest(&self) -> u64 {
+        let end = self.end.load(Ordering::Relaxed);
+        let mut c = self.cursor.load(Ordering::Relaxed);
+        while c < end {
+            match self
+                .cursor
+                .compare_exchange_weak(c, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => c = now,
             }
         }
-        if self.try_switch() {
-            None
-        } else {
-            Some(Run::Dry)
-        }
+        c.min(end)
+    }
+
+    /// Makes `seg` (the next segment, taken out) current, its cursor at
+    /// `cursor`: what a switch does, under the mutex.
+    fn make_current(&self, slow: &mut Slow, seg: Segment, cursor: u64) {
+        self.has_next.store(false, Ordering::Release);
+        slow.retired += slow.current.len();
+        self.prefetch_at.store(prefetch_id(&seg), Ordering::Relaxed);
+        // The cursor first, then the end: see the module docs.
+        self.cursor.store(cursor, Ordering::Release);
+        self.end.store(end_of(&seg), Ordering::Release);
+        slow.current = seg;
     }
 
     /// If the current segment is used up, makes the next segment current.
@@ -257,13 +306,7 @@ impl DoubleBuffer {
         }
         match slow.take_next() {
             Some(seg) => {
-                self.has_next.store(false, Ordering::Release);
-                slow.retired += slow.current.len();
-                self.prefetch_at.store(prefetch_id(&seg), Ordering::Relaxed);
-                // The cursor first, then the end: see the module docs.
-                self.cursor.store(to_cursor(seg.first()), Ordering::Release);
-                self.end.store(end_of(&seg), Ordering::Release);
-                slow.current = seg;
+                self.make_current(&mut slow, seg, to_cursor(seg.first()));
                 true
             }
             None => false,
@@ -292,18 +335,7 @@ impl DoubleBuffer {
     /// (the buffer does, by never starting another fetch).
     pub fn seal(&self) -> (Segment, i64, Option<Segment>) {
         let mut slow = self.slow.lock().unwrap();
-        let end = self.end.load(Ordering::Relaxed);
-        let mut c = self.cursor.load(Ordering::Relaxed);
-        while c < end {
-            match self
-                .cursor
-                .compare_exchange_weak(c, end, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(now) => c = now,
-            }
-        }
-        let unissued = c.min(end) as i64;
+        let unissued = self.claim_rest() as i64;
         let next = slow.take_next();
         self.has_next.store(false, Ordering::Release);
         (slow.current, unissued, next)
@@ -383,15 +415,19 @@ mod tests {
         };
         assert_eq!(got(b.take_run(4)), run(1, 4));
         assert_eq!(got(b.take_run(4)), run(5, 8));
-        // 9 and 10 cannot hold 4: left unused, and no next segment yet.
+        // 9 and 10 cannot hold 4 and there is no next segment yet: nothing
+        // is claimed.
         assert_eq!(b.take_run(4), Run::Dry);
-        assert_eq!(b.take_fast(1).range, None);
+        assert_eq!(b.take_fast(1).range, run(9, 9));
         b.install_next(Segment::new(21, 10, 0.1)).unwrap();
+        // The switch gives up 10 and claims the run in the next segment.
         assert_eq!(got(b.take_run(4)), run(21, 24));
-        // A next segment shorter than the run is reported, not switched to.
+        assert_eq!(b.counts(), (14, 6));
         assert_eq!(got(b.take_run(6)), run(25, 30));
         b.install_next(Segment::new(41, 3, 0.1)).unwrap();
+        // A next segment shorter than the run is reported, not switched to.
         assert_eq!(b.take_run(4), Run::TooShort { len: 3 });
+        assert_eq!(b.counts(), (20, 3));
         let mut out = Vec::new();
         assert_eq!(b.take(3, &mut out).missing, 0);
         assert_eq!(
@@ -401,6 +437,17 @@ mod tests {
                 last: 43
             }]
         );
+    }
+
+    #[test]
+    fn a_refused_run_claims_nothing() {
+        let b = DoubleBuffer::new(Segment::new(1, 10, 0.1));
+        assert_eq!(b.take_fast(4).range, run(1, 4));
+        assert_eq!(b.take_run(7), Run::Dry);
+        b.install_next(Segment::new(11, 5, 0.1)).unwrap();
+        assert_eq!(b.take_run(7), Run::TooShort { len: 5 });
+        assert_eq!(b.counts(), (4, 11), "6 left in the current, 5 next");
+        assert_eq!(b.take_fast(1).range, run(5, 5));
     }
 
     #[test]

@@ -363,7 +363,9 @@ impl Allocator {
     /// `count` consecutive IDs of `name` as one run, from one segment: the
     /// rest of a segment too short for it stays unused (a gap). In the
     /// instance's order, as every draw. [`AllocError::RunTooLong`] when the
-    /// sequence's segments are shorter than `count`.
+    /// segment the run would come from is shorter than `count`: refused
+    /// having taken nothing (on a name not served here yet, after the load
+    /// of its first segment, which serves the next draws).
     pub async fn run<'n>(
         &self,
         name: impl Into<SeqNameRef<'n>>,
@@ -374,20 +376,8 @@ impl Allocator {
         if let Some(buf) = self.inner.live.get(name.as_str()) {
             return buf.take_run(n).await;
         }
-        // Not served here yet: the first draw loads it; when that draw is
-        // not one run, its IDs stay unused and the run comes from the
-        // loaded buffer.
-        let mut first = Vec::with_capacity(1);
-        self.take_cold(name, n, None, &mut first).await?;
-        if let [run] = first[..] {
-            return Ok(run);
-        }
-        match self.inner.live.get(name.as_str()) {
-            Some(buf) => buf.take_run(n).await,
-            None => Err(AllocError::Unavailable {
-                storage_failing: false,
-            }),
-        }
+        self.cold(name, None, |buf| async move { buf.take_run(n).await })
+            .await
     }
 
     /// Claims `n` IDs of `name` and appends their runs to `out`.
@@ -449,8 +439,7 @@ impl Allocator {
         &self.inner.shared.clock
     }
 
-    /// First use of a name in this instance: load it (one fetch shared by all
-    /// concurrent callers), then make it live, or remember that it is missing.
+    /// [`Allocator::cold`] drawing `n` IDs into `out` as runs.
     async fn take_cold(
         &self,
         name: SeqNameRef<'_>,
@@ -458,6 +447,25 @@ impl Allocator {
         counter: Option<(CounterBounds, bool)>,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
+        self.cold(name, counter, |buf| async move {
+            buf.take_counter(n, out).await
+        })
+        .await
+    }
+
+    /// First use of a name in this instance: `draw` from its buffer, which
+    /// loads it (one fetch shared by all concurrent callers), then make it
+    /// live, or remember that it is missing.
+    async fn cold<T, F, Fut>(
+        &self,
+        name: SeqNameRef<'_>,
+        counter: Option<(CounterBounds, bool)>,
+        draw: F,
+    ) -> Result<T, AllocError>
+    where
+        F: FnOnce(Arc<SeqBuffer>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, AllocError>>,
+    {
         if self.recently_missing(name.as_str()) {
             return Err(AllocError::NotFound);
         }
@@ -465,7 +473,7 @@ impl Allocator {
             let mut pending = self.inner.pending.lock().unwrap();
             if let Some(buf) = self.inner.live.get(name.as_str()) {
                 drop(pending);
-                return buf.take_counter(n, out).await;
+                return draw(buf).await;
             }
             let buf = if let Some(entry) = pending.get_mut(name.as_str()) {
                 entry.callers += 1;
@@ -511,10 +519,11 @@ impl Allocator {
             }
         };
         let buf = &hold.buf;
-        let result = buf.take_counter(n, out).await;
-        match result {
-            // A serial sequence stays live, answering `Serial` from memory.
-            Ok(()) | Err(AllocError::Serial) => self.promote(buf),
+        let result = draw(buf.clone()).await;
+        match &result {
+            // A serial sequence stays live, answering `Serial` from memory;
+            // a refused run leaves its segments to the next draws.
+            Ok(_) | Err(AllocError::Serial | AllocError::RunTooLong { .. }) => self.promote(buf),
             Err(AllocError::NotFound) => self.forget_pending(buf),
             Err(_) => {}
         }

@@ -352,10 +352,11 @@ impl SeqBuffer {
     }
 
     /// Claims `n` consecutive IDs as one run (docs/design.md, "Runs"): from
-    /// one segment, the rest of a segment too short for it left unused,
-    /// waiting for fetches as [`SeqBuffer::take`] does. A global sequence's
-    /// draw is one run already. [`AllocError::RunTooLong`] when the
-    /// segments fetched are shorter than `n`.
+    /// one segment, the rest of a segment too short for it left unused once
+    /// the next segment holds the run, waiting for that segment's fetch as
+    /// [`SeqBuffer::take`] does. A global sequence's draw is one run
+    /// already. [`AllocError::RunTooLong`], having taken nothing, when the
+    /// next segment is shorter than `n`.
     pub(super) async fn take_run(self: &Arc<Self>, n: u64) -> Result<IdRange, AllocError> {
         let deadline = tokio::time::Instant::now() + self.shared.config.wait_timeout;
         let mut counted_wait = false;
