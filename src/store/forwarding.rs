@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use super::stripes::{StripeRecord, StripeStatus};
 use super::{
-    BumpMode, Bumped, Catalog, PeriodRow, Reservation, Schema, Segments, SequencePage,
+    BumpMode, Bumped, Catalog, PeriodRow, Reservation, Reserved, Schema, Segments, SequencePage,
     SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow, Tokens,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
@@ -120,22 +120,12 @@ impl<H: Hook> Segments for Forwarding<H> {
         self.inner.reserve_exact(name, n).await
     }
 
-    async fn reserve_within(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
         self.hook.before(Call::ReserveExact)?;
         self.inner.reserve_within(name, n, cap).await
     }
 
-    async fn reserve_lease(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_lease(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
         self.hook.before(Call::ReserveExact)?;
         self.inner.reserve_lease(name, n, cap).await
     }

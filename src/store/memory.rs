@@ -17,7 +17,9 @@ use tokio::sync::watch;
 use super::PeriodRow;
 use super::StripeRecord;
 use super::{check_bump_request, plan_bump, BumpMode, Bumped};
-use super::{Reservation, SequencePage, SequencePatch, SequenceRow, StoreError, TokenRow, Tokens};
+use super::{
+    Reservation, Reserved, SequencePage, SequencePatch, SequenceRow, StoreError, TokenRow, Tokens,
+};
 use crate::domain::{
     is_period_counter, period_rows_range, IdOrdering, NamePrefix, NewSequence, SeqName,
 };
@@ -276,22 +278,12 @@ impl Segments for MemoryStore {
         self.reserve_now(name, min_size)
     }
 
-    async fn reserve_within(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
         let _in_flight = self.faulted(name.as_str()).await?;
         self.exact_now(name, n, cap, false)
     }
 
-    async fn reserve_lease(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_lease(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
         let _in_flight = self.faulted(name.as_str()).await?;
         self.exact_now(name, n, cap, true)
     }

@@ -756,22 +756,12 @@ macro_rules! sql_sequences {
                 $crate::store::sql::reserve_flow(self, name, min_size).await
             }
 
-            async fn reserve_within(
-                &self,
-                name: &$crate::domain::SeqName,
-                n: i64,
-                cap: i64,
-            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+            async fn reserve_within(&self, name: &$crate::domain::SeqName, n: i64, cap: i64) -> $crate::store::Reserved {
                 let how = $crate::store::sql::Reserve::Exact(cap);
                 $crate::store::sql::reserve_exact_flow(self, name, n, how).await
             }
 
-            async fn reserve_lease(
-                &self,
-                name: &$crate::domain::SeqName,
-                n: i64,
-                cap: i64,
-            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+            async fn reserve_lease(&self, name: &$crate::domain::SeqName, n: i64, cap: i64) -> $crate::store::Reserved {
                 let how = $crate::store::sql::Reserve::Lease(cap);
                 $crate::store::sql::reserve_exact_flow(self, name, n, how).await
             }

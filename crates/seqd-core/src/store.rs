@@ -68,12 +68,7 @@ pub trait Segments: Send + Sync + 'static {
     /// that no number of instances reserving at once can pass it, and a
     /// request that does not fit consumes nothing (docs/design.md, "Serial
     /// numbers").
-    async fn reserve_within(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
         let _ = (name, n, cap);
         Err(StoreError::Config(
             "this store cannot reserve a bounded exact count (serial capacity, global ordering)"
@@ -92,12 +87,7 @@ pub trait Segments: Send + Sync + 'static {
     /// [`Segments::reserve`], then the top above the lease given back. A
     /// store that may hold global rows refuses them in its reserving
     /// statement instead.
-    async fn reserve_lease(
-        &self,
-        name: &SeqName,
-        n: i64,
-        cap: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_lease(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
         let r = self.reserve(name, n).await?;
         let first = r.first();
         let last = (first - 1).saturating_add(n.min(r.size)).min(cap);
@@ -128,6 +118,9 @@ pub trait Segments: Send + Sync + 'static {
         self.compare_and_set_max_id(name, top, keep).await
     }
 }
+
+/// What a reservation answers.
+pub type Reserved = Result<Reservation, StoreError>;
 
 /// A range of IDs reserved by one atomic update: `(max_id - size, max_id]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
