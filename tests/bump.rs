@@ -15,7 +15,6 @@ use common::{clear_of_midnight, Backend, TestDb};
 use reqwest::Method;
 use seqd::config::Settings;
 use seqd::domain::SeqName;
-use seqd::serial::{Overflow, Reset};
 use seqd::store::memory::MemoryStore;
 use seqd::store::{BumpMode, Bumped, Store, StoreError};
 use serde_json::json;
@@ -224,14 +223,7 @@ async fn bump_of_every_row_covers_a_hundred_thousand_rows_all_or_nothing(db: Tes
 /// Creates the daily serial sequence `name_` (counters from 1, step 10)
 /// with a counter row for each of `keys`, each reserved once (`max_id` 10).
 async fn serial_with_counters(store: &Arc<dyn Store>, name_: &str, keys: &[&str]) {
-    let mut seq = common::new_seq(name_, 1, 10);
-    seq.serial = Some(common::serial_settings(
-        "S{yyyy}{MM}{dd}{seq:06}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    ));
-    store.create(&seq).await.expect("create");
+    common::create_daily_serial(store, name_, 10, "S{yyyy}{MM}{dd}{seq:06}").await;
     let parent = common::name(name_);
     for key in keys {
         assert!(store

@@ -382,14 +382,7 @@ async fn raise_with_a_serial_target_writes_nothing_and_reports_every_row(
     leaf_sequence(leaf_db, "zz-serial", 10, None, 2).await;
     let store = common::store(target).await;
     common::create_seq(&store, "behind", 1, 10).await;
-    let mut serial = common::new_seq("zz-serial", 1, 10);
-    serial.serial = Some(common::serial_settings(
-        "Z{yyyy}{MM}{dd}{seq:04}",
-        seqd::serial::Reset::Day,
-        "UTC",
-        seqd::serial::Overflow::Refuse,
-    ));
-    store.create(&serial).await.unwrap();
+    common::create_daily_serial(&store, "zz-serial", 10, "Z{yyyy}{MM}{dd}{seq:04}").await;
     let before = store.list().await.unwrap();
 
     for extra in [None, Some("--dry-run")] {

@@ -366,14 +366,7 @@ async fn init_refuses_serial_sequences_dry_run_too_and_writes_nothing() {
     ok(&seqd_with(&["migrate"], &[&pg]).await);
     ok(&seqd_with(&["migrate"], &[&my]).await);
     let store = common::connect(&pg).await;
-    let mut receipt = common::new_seq("receipt", 1, 100);
-    receipt.serial = Some(common::serial_settings(
-        "RC{yyyy}{MM}{dd}-{seq:05}",
-        seqd::serial::Reset::Day,
-        "UTC",
-        seqd::serial::Overflow::Refuse,
-    ));
-    store.create(&receipt).await.unwrap();
+    common::create_daily_serial(&store, "receipt", 100, "RC{yyyy}{MM}{dd}-{seq:05}").await;
     common::create_seq(&store, "plain", 1, 10).await;
     let other = common::connect(&my).await;
     let before = [

@@ -34,6 +34,7 @@ pub mod command;
 pub mod frame;
 pub mod multi;
 pub mod reply;
+pub mod request;
 
 pub use command::Door;
 pub use frame::FrameLimits;
@@ -209,12 +210,12 @@ async fn connection(
                     if !args.is_empty() {
                         let slice = &buf[at..at + used];
                         match command::execute(door, &mut session, slice, &args, &mut out).await {
-                            command::After::Continue => {}
-                            command::After::Close => {
+                            multi::After::Continue => {}
+                            multi::After::Close => {
                                 close = true;
                                 break;
                             }
-                            command::After::Exec(queued) => {
+                            multi::After::Exec(queued) => {
                                 let done = exec(
                                     door,
                                     &mut session,

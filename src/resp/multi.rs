@@ -1,23 +1,33 @@
 //! Transactions: `MULTI`, then commands queued, then `EXEC` runs them in
 //! order or `DISCARD` drops them, as Redis answers them (docs/design.md,
 //! "The RESP door"). Nothing is drawn before `EXEC`: a queued command is
-//! only read and checked (its arity, name and count, as [`execute`] reads
+//! only read and checked (its arity, name and count, as `execute` in `command.rs` reads
 //! it), and one refused then aborts the transaction, so that `EXEC` draws
 //! nothing for the others. The queue is bounded ([`MAX_QUEUED`],
 //! [`MAX_QUEUED_BYTES`]): a client that never sends `EXEC` holds no more.
-//!
-//! [`execute`]: super::command::execute
 
 use std::ops::Range;
 
-use super::command::{simple, After, Answer, Cmd, Fail, Outcome, Request};
 use super::reply::Out;
+use super::request::{simple, Answer, Cmd, Fail, Outcome, Request};
+
+/// What the connection does after a command.
+#[derive(Debug)]
+pub enum After {
+    /// Read the next command.
+    Continue,
+    /// Write what is buffered and close (`QUIT`).
+    Close,
+    /// Run these commands in order with `execute` (`command.rs`), their replies the
+    /// elements of the array whose header `EXEC` wrote.
+    Exec(Queued),
+}
 
 /// The most commands one transaction queues.
 pub const MAX_QUEUED: usize = 10_000;
 
 /// The most bytes of arguments one transaction queues, each argument
-/// counted with the [`ARG_COST`] of keeping it (a command of a thousand
+/// counted with the `ARG_COST` of keeping it (a command of a thousand
 /// empty arguments is not free).
 pub const MAX_QUEUED_BYTES: usize = 1024 * 1024;
 

@@ -138,7 +138,7 @@ impl Caller {
     }
 
     /// The name ranges a list under `asked` may read for this caller
-    /// ([`Scope::ranges`](crate::domain::Scope::ranges)): `None` when it
+    /// ([`Scope::ranges`](crate::domain::token::Scope::ranges)): `None` when it
     /// sees every name.
     pub fn ranges(&self, asked: Option<&NamePrefix>) -> Option<Vec<NamePrefix>> {
         match self {

@@ -550,6 +550,19 @@ pub async fn create_seq(store: &Arc<dyn Store>, name_: &str, start: i64, step: i
     store.create(&new_seq(name_, start, step)).await.unwrap();
 }
 
+/// Creates on `store` the serial sequence `name_` (counters from 1, by
+/// `step`) printing `format`, reset daily in UTC, refusing past its width.
+pub async fn create_daily_serial(store: &Arc<dyn Store>, name_: &str, step: i64, format: &str) {
+    let mut seq = new_seq(name_, 1, step);
+    seq.serial = Some(serial_settings(
+        format,
+        seqd::serial::Reset::Day,
+        "UTC",
+        seqd::serial::Overflow::Refuse,
+    ));
+    store.create(&seq).await.expect("create a serial sequence");
+}
+
 /// Serial settings of `format`, reset every `reset` in `zone`, with
 /// `overflow` (panics if they are not valid).
 #[track_caller]

@@ -90,7 +90,7 @@ pub struct InitReport {
 /// set are not the first URLs in their order, or when fewer URLs than the
 /// existing set's stripes are given (stripes cannot be removed); refused
 /// with nothing written at all, dry run or not, when any database holds a
-/// serial sequence (stripes serve none: [`refuse_serial_sequences`]).
+/// serial sequence (stripes serve none).
 pub async fn init_stripes(
     stores: &[Arc<dyn Store>],
     urls: &[String],
