@@ -4,6 +4,7 @@
 //! "Configuration"). Secrets are redacted in `Debug`.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::TypedValueParser;
@@ -42,7 +43,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit (whatever --migrate says).
     Migrate(DatabaseArgs),
     /// Print seqd's complete DDL (every migration, in order, with its
@@ -567,6 +568,23 @@ pub struct ServeArgs {
     /// keeps the 5 s promise; shorter is for tests.
     #[arg(long, env = "SEQD_SETTINGS_REFRESH", default_value = "2s", value_parser = humantime::parse_duration, hide = true)]
     pub settings_refresh: Duration,
+    /// Serve HTTP and RESP over TLS only, with this certificate (PEM; the
+    /// chain after it, in the same file). Needs --tls-key. SIGHUP reads the
+    /// files again for new handshakes.
+    #[arg(long, value_name = "PATH", env = "SEQD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PATH", env = "SEQD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Ask every client, on both listeners, for a certificate signed by a CA
+    /// of this PEM file (mutual TLS); a client without one is refused.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "SEQD_TLS_CLIENT_CA",
+        requires = "tls_cert"
+    )]
+    pub tls_client_ca: Option<PathBuf>,
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

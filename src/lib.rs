@@ -11,6 +11,7 @@
 //!   RESP codes in one table), [`cli`], [`stripes_cli`], [`leaf`] and [`tinyid_import`] (the operators'
 //!   commands), wired by [`startup`] and [`config`]. A door translates its
 //!   protocol into calls of the service and its errors back; nothing else.
+//!   [`tls`]: the certificate store both listeners share.
 //! - [`service`]: issuing and administering any sequence, its kind decided
 //!   once, every validation and the one-database rules;
 //!   [`service::ServiceError`], the one list of failures.
@@ -40,6 +41,7 @@ pub mod service;
 pub mod startup;
 pub mod stripes_cli;
 pub mod tinyid_import;
+pub mod tls;
 pub mod tokens_cli;
 
 pub mod domain;

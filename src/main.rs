@@ -23,16 +23,17 @@ async fn main() -> std::process::ExitCode {
 }
 
 /// Exit status 2 for a configuration error of the schema (a migration
-/// problem, docs/design.md "Tables and migrations"), 1 for anything else.
+/// problem, docs/design.md "Tables and migrations") or of the TLS files, 1
+/// for anything else.
 fn exit_code(e: &anyhow::Error) -> std::process::ExitCode {
     use seqd::store::StoreError;
-    let migration = e.chain().any(|c| {
+    let configuration = e.chain().any(|c| {
         matches!(
             c.downcast_ref::<StoreError>(),
             Some(StoreError::Migration(_))
-        )
+        ) || c.is::<seqd::tls::TlsError>()
     });
-    if migration {
+    if configuration {
         std::process::ExitCode::from(2)
     } else {
         std::process::ExitCode::FAILURE

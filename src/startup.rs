@@ -12,6 +12,7 @@ use crate::config::{ServeArgs, Settings};
 use crate::http::{router_with, AdminAuth, AppState};
 use crate::service::{Access, ClientAuth, Service};
 use crate::store::{self, Store, WorkerLeases};
+use crate::tls::{TlsFiles, TlsStore};
 
 /// Serves the API on `listener` from `store` (and snowflake IDs with
 /// worker IDs leased in `leases`, which [`Database::leases`](store::Database::leases) gives over the
@@ -52,6 +53,7 @@ pub async fn run_with_resp(
     // Validates the snowflake layout first: an unusable one is a start-up error.
     let snowflake = crate::snowflake::start(&settings.snowflake, leases)?;
     let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
+    let tls = settings.tls.as_ref().map(TlsStore::load).transpose()?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         backend = store.backend(),
@@ -65,6 +67,7 @@ pub async fn run_with_resp(
         resp_listen = resp_addr.map(|a| a.to_string()),
         admin_auth = admin.describe(),
         client_auth = ?settings.client_auth,
+        tls = describe_tls(settings.tls.as_ref()),
         "seqd started"
     );
     if matches!(admin, AdminAuth::OpenOnLoopback) {
@@ -78,6 +81,24 @@ pub async fn run_with_resp(
             "--client-auth off: anyone who reaches this port may draw IDs from and list every sequence"
         );
     }
+    if settings.client_auth == ClientAuth::On && tls.is_none() {
+        let doors = [("http", Some(addr)), ("resp", resp_addr)];
+        for (door, address) in doors.into_iter().filter_map(|(d, a)| Some((d, a?))) {
+            if !address.ip().is_loopback() {
+                tracing::warn!(
+                    door,
+                    %address,
+                    "--client-auth on without TLS on a non-loopback address: client tokens cross the network in clear (set --tls-cert and --tls-key)"
+                );
+            }
+        }
+    }
+    // SIGHUP reads the TLS files again; the task ends with the server.
+    let _reload = tls.as_ref().map(|t| {
+        AbortOnDrop(tokio::spawn(crate::tls::reload_on_hangup(Arc::downgrade(
+            t,
+        ))))
+    });
     // The metrics recorder first: the token set's counters are taken when
     // it is read, before the router (which would install it) is built.
     crate::http::metrics::handle();
@@ -104,18 +125,20 @@ pub async fn run_with_resp(
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let resp_server = {
         let (service, limits, stop) = (resp_service, settings.resp, stop_rx.clone());
+        let tls = tls.clone();
         async move {
             match resp {
-                Some(l) => crate::resp::serve(l, service, limits, stop).await,
+                Some(l) => crate::resp::serve(l, service, limits, tls, stop).await,
                 None => Ok(()),
             }
         }
     };
-    let http_server = crate::http::serve::serve(listener, app, settings.connections, async move {
-        shutdown.await;
-        tracing::info!("shutting down: finishing in-flight requests");
-        let _ = stop_tx.send(true);
-    });
+    let http_server =
+        crate::http::serve::serve_with_tls(listener, app, settings.connections, tls, async move {
+            shutdown.await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            let _ = stop_tx.send(true);
+        });
     let servers = async {
         let (h, r) = tokio::join!(http_server, resp_server);
         h.context("serving HTTP")?;
@@ -157,6 +180,26 @@ pub async fn run_with_resp(
     Ok(())
 }
 
+/// How the start-up line describes TLS on the listeners.
+fn describe_tls(files: Option<&TlsFiles>) -> &'static str {
+    match files {
+        None => "off",
+        Some(TlsFiles {
+            client_ca: None, ..
+        }) => "on",
+        Some(_) => "on, client certificates required",
+    }
+}
+
+/// Aborts a background task when the server that started it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Give-backs in flight at once at shutdown.
 const GIVE_BACK_CONCURRENCY: usize = 16;
 /// Longest the give-back at shutdown may take.
@@ -185,6 +228,10 @@ pub async fn shutdown_signal() {
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
+    // TLS files that do not load stop the start before any database work.
+    if let Some(files) = &settings.tls {
+        TlsStore::load(files)?;
+    }
     let (store, leases) = crate::open::open_stripes(
         &settings.database_urls,
         &settings.store_options(),

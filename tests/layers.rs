@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("service", 4),
     ("http", 5),
     ("resp", 5),
+    ("tls", 5),
     ("config", 6),
     ("open", 6),
     ("cli", 7),

@@ -20,7 +20,6 @@
 mod common;
 mod server;
 
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use common::{Backend, TestDb};
@@ -29,9 +28,8 @@ use seqd::config::Settings;
 use seqd::service::ClientAuth;
 use serde_json::{json, Value};
 use server::{Process, TestServer};
-use tokio::io::AsyncWriteExt;
 
-/// Longest a client process or call may take: a hang fails the test.
+/// Longest a client call may take: a hang fails the test.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many commands each pipeline sends.
@@ -97,70 +95,12 @@ fn assert_run(what: &str, ids: &[i64], first: i64) {
 
 // ---------------------------------------------------------------- redis-cli
 
-/// What a client process printed.
-struct Printed {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Printed {
-    /// Stdout then stderr, trimmed: `redis-cli` without a TTY prints a
-    /// reply's error text to stdout, its own failures (`AUTH failed`) to
-    /// stderr.
-    fn text(&self) -> String {
-        format!("{}\n{}", self.stdout.trim(), self.stderr.trim())
-            .trim()
-            .to_owned()
-    }
-}
-
-impl std::fmt::Debug for Printed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\nstdout: {}\nstderr: {}",
-            self.status.code(),
-            self.stdout,
-            self.stderr
-        )
-    }
-}
-
-/// Runs `program args` with `stdin` as its input, within [`CLIENT_TIMEOUT`]
-/// (killed and failed past it).
-async fn run(program: &str, args: &[&str], stdin: &[u8]) -> Printed {
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = tokio::spawn(async move {
-        let _ = input.write_all(&data).await;
-    });
-    let out = tokio::time::timeout(CLIENT_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{program} {args:?} did not finish within {CLIENT_TIMEOUT:?}"))
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    let _ = writer.await;
-    Printed {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// `redis-cli -h HOST -p PORT args` with `stdin`.
-async fn cli_with(addr: &str, args: &[&str], stdin: &[u8]) -> Printed {
+async fn cli_with(addr: &str, args: &[&str], stdin: &[u8]) -> common::Printed {
     let (host, port) = host_port(addr);
     let mut all = vec!["-h", host, "-p", port];
     all.extend_from_slice(args);
-    run("redis-cli", &all, stdin).await
+    common::run("redis-cli", &all, stdin).await
 }
 
 /// `redis-cli -h HOST -p PORT args`: what it printed, trimmed.
@@ -418,26 +358,6 @@ async fn redis_cli_authenticates_with_a_client_token() {
 
 // ---------------------------------------------------------------- Python
 
-/// Whether `python3` can `import redis`; when not, the test is skipped
-/// with a line saying so, or fails under `SEQD_TEST_REQUIRE_ALL=1`.
-fn python_redis_available() -> bool {
-    let found = std::process::Command::new("python3")
-        .args(["-c", "import redis"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            !common::require_all(),
-            "python3 with the redis package is required (SEQD_TEST_REQUIRE_ALL=1; \
-             python3 -m pip install redis)"
-        );
-        eprintln!("skipped: python3 -c 'import redis' failed");
-    }
-    found
-}
-
 /// The Python side: `python3 - HOST PORT MODE [TOKEN]` prints one JSON
 /// object of what redis-py answered, per protocol; the test asserts it.
 /// A failed command is `{"error": class, "message": text}`, bytes are
@@ -537,7 +457,7 @@ async fn python(addr: &str, mode: &str, token: Option<&str>) -> Value {
     let (host, port) = host_port(addr);
     let mut args = vec!["-", host, port, mode];
     args.extend(token);
-    let out = run("python3", &args, PYTHON.as_bytes()).await;
+    let out = common::run("python3", &args, PYTHON.as_bytes()).await;
     assert!(out.status.success(), "python {mode}: {out:?}");
     serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("python {mode}: {e}: {out:?}"))
@@ -575,7 +495,7 @@ fn ints(v: &Value) -> Vec<i64> {
 /// `NOSEQ`, `INCRBY 0`), none of them taking an ID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn python_redis_draws_over_resp2_and_resp3() {
-    if !python_redis_available() {
+    if !common::python_redis_available() {
         return;
     }
     let db = sqlite().await;
@@ -659,7 +579,7 @@ async fn python_redis_draws_over_resp2_and_resp3() {
 /// 101 consecutive IDs and the next `INCR` follows them; one with a command
 /// seqd refuses (`GET`) raises that error and draws nothing.
 async fn python_redis_transactions_answer_every_id(db: TestDb) {
-    if !python_redis_available() {
+    if !common::python_redis_available() {
         return;
     }
     let (s, addr) = resp_server(&db, ClientAuth::Off).await;
@@ -694,7 +614,7 @@ per_backend!(python_redis_transactions_answer_every_id);
 /// outside the prefix `NoPermissionError` (`NOPERM`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn python_redis_authenticates_with_a_client_token() {
-    if !python_redis_available() {
+    if !common::python_redis_available() {
         return;
     }
     let db = sqlite().await;
@@ -1153,7 +1073,7 @@ async fn serial_sequences_answer_bulk_strings_and_refuse_incr() {
         );
     }
 
-    if python_redis_available() {
+    if common::python_redis_available() {
         let all = python(&addr, "serial", None).await;
         for proto in ["2", "3"] {
             let out = &all[proto];

@@ -11,6 +11,7 @@ use crate::resp::RespLimits;
 use crate::service::ClientAuth;
 use crate::store::migrator::SchemaSetup;
 use crate::store::{self, StoreOptions};
+use crate::tls::TlsFiles;
 
 /// What `serve` needs besides the listener. `Debug` shows the database URL
 /// with its password redacted.
@@ -51,6 +52,9 @@ pub struct Settings {
     pub resp_listen: Option<String>,
     /// The RESP door's caps and deadlines.
     pub resp: RespLimits,
+    /// TLS on both listeners (`--tls-cert`, `--tls-key`, `--tls-client-ca`);
+    /// plain TCP when `None`.
+    pub tls: Option<TlsFiles>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -64,6 +68,7 @@ impl std::fmt::Debug for Settings {
             tinyid_prefix,
             resp_listen,
             resp,
+            tls,
             allocator,
             shutdown_timeout,
             snowflake,
@@ -88,6 +93,7 @@ impl std::fmt::Debug for Settings {
             .field("tinyid_prefix", tinyid_prefix)
             .field("resp_listen", resp_listen)
             .field("resp", resp)
+            .field("tls", tls)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
             .field("snowflake", snowflake)
@@ -112,6 +118,7 @@ impl Settings {
             tinyid_prefix: crate::http::tinyid::DEFAULT_PREFIX.to_owned(),
             resp_listen: None,
             resp: RespLimits::default(),
+            tls: None,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -139,6 +146,14 @@ impl Settings {
                 idle_timeout: args.resp_idle_timeout,
                 max_connections: args.resp_max_connections.max(1),
             },
+            tls: args.tls_cert.clone().map(|cert| TlsFiles {
+                cert,
+                key: args
+                    .tls_key
+                    .clone()
+                    .expect("clap requires --tls-key with --tls-cert"),
+                client_ca: args.tls_client_ca.clone(),
+            }),
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,

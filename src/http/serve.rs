@@ -13,6 +13,10 @@
 //!   timeout instead.
 //! - **A request head is at most [`MAX_HEAD_BYTES`]**, so a connection that
 //!   never finishes its head holds no more than that.
+//! - **Under TLS, the handshake runs on the connection's task**, never in the
+//!   accept loop, and is a request head for the deadlines: it must be done
+//!   within `header_read_timeout` of the accept, and it holds its place under
+//!   the cap meanwhile.
 //!
 //! Time on the hot path is one atomic load: a sweeper task advances a coarse
 //! clock every [`TICK`] and checks every connection against its deadlines,
@@ -35,10 +39,12 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
+use tokio_rustls::server::TlsStream;
 use tower::util::Oneshot;
 use tower::ServiceExt;
 
 use super::App;
+use crate::tls::{TlsDoor, TlsStore};
 
 /// Most bytes buffered per connection while reading a request head: what a
 /// client that never finishes its head can hold (a larger head answers 431).
@@ -144,6 +150,17 @@ pub async fn serve(
     limits: ConnLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_with_tls(listener, app, limits, None, shutdown).await
+}
+
+/// [`serve`], speaking TLS only, with the certificates of `tls`, when given.
+pub async fn serve_with_tls(
+    listener: TcpListener,
+    app: App,
+    limits: ConnLimits,
+    tls: Option<Arc<TlsStore>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let registry = Arc::new(Registry::default());
     tokio::spawn(sweeper(
         Arc::downgrade(&registry),
@@ -171,7 +188,7 @@ pub async fn serve(
                 }
             },
         };
-        spawn_connection(stream, permit, &app, &registry, &stop_rx);
+        spawn_connection(stream, permit, &app, &registry, &stop_rx, &tls);
     }
     // From here on answers close their connection; connections the kernel
     // already accepted are taken and answered too, rather than reset when
@@ -181,7 +198,7 @@ pub async fn serve(
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             break;
         };
-        spawn_connection(stream, permit, &app, &registry, &stop_rx);
+        spawn_connection(stream, permit, &app, &registry, &stop_rx, &tls);
     }
     let _ = stop_tx.send(true);
     // Every connection holds a permit until it is closed.
@@ -220,13 +237,27 @@ fn spawn_connection(
     app: &App,
     registry: &Arc<Registry>,
     stop: &watch::Receiver<bool>,
+    tls: &Option<Arc<TlsStore>>,
 ) {
     let (id, state) = registry.add();
     let registry = registry.clone();
     let app = app.clone();
     let stop = stop.clone();
+    let tls = tls.clone();
     tokio::spawn(async move {
-        connection(stream, app, state, &registry, stop).await;
+        let io = Tracked {
+            inner: stream,
+            state: state.clone(),
+            registry: registry.clone(),
+        };
+        match tls {
+            None => connection(io, app, state, &registry, stop).await,
+            Some(tls) => {
+                if let Some(io) = handshake(io, &tls, &state, &registry).await {
+                    connection(io, app, state, &registry, stop).await;
+                }
+            }
+        }
         registry.remove(id);
         drop(permit);
     });
@@ -245,20 +276,51 @@ async fn sweeper(registry: Weak<Registry>, head_ticks: u64, idle_ticks: u64) {
     }
 }
 
-/// Serves one connection until the client closes it, a deadline passes, or
-/// shutdown (then the request in flight is finished first).
-async fn connection(
-    stream: TcpStream,
+/// The TLS handshake of a connection, under the header-read deadline
+/// counted from now (the sweeper ends a handshake that stalls, as it ends a
+/// head sent by halves); `None` when it failed or was cut.
+async fn handshake(
+    io: Tracked,
+    tls: &TlsStore,
+    state: &ConnState,
+    registry: &Registry,
+) -> Option<TlsStream<Tracked>> {
+    state
+        .head_since
+        .store(registry.now() + 1, Ordering::Relaxed);
+    let accepted = tokio::select! {
+        accepted = tls.acceptor(TlsDoor::Http).accept(io) => accepted,
+        _ = state.kill.notified() => {
+            tracing::debug!("closing a connection whose TLS handshake passed the header-read deadline");
+            return None;
+        }
+    };
+    match accepted {
+        Ok(stream) => {
+            // The deadline of the first request head starts at its first byte.
+            state.head_since.store(0, Ordering::Relaxed);
+            Some(stream)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            None
+        }
+    }
+}
+
+/// Serves one connection (`io`: the socket, or TLS over it) until the client
+/// closes it, a deadline passes, or shutdown (then the request in flight is
+/// finished first).
+async fn connection<I>(
+    io: I,
     app: App,
     state: Arc<ConnState>,
     registry: &Arc<Registry>,
     mut stop: watch::Receiver<bool>,
-) {
-    let io = TokioIo::new(Tracked {
-        inner: stream,
-        state: state.clone(),
-        registry: registry.clone(),
-    });
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
     let service = Tracking {
         app,
         state: state.clone(),

@@ -17,18 +17,25 @@
 //! connection is closed after `idle_timeout`, and a frame that breaks the
 //! protocol or a cap is answered with an error and the connection closed.
 //! A command's own error leaves the connection serving.
+//!
+//! Under TLS the handshake runs on the connection's task, holding its place
+//! under the cap, and must be done within `frame_timeout` of the accept; one
+//! connection past the cap is closed without a word (no handshake is spent
+//! on it).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
+use tokio_rustls::server::TlsStream;
 
 use crate::service::Service;
+use crate::tls::{TlsDoor, TlsStore};
 
 pub mod command;
 pub mod frame;
@@ -63,13 +70,15 @@ impl Default for RespLimits {
     }
 }
 
-/// Serves RESP on `listener` until `stop` turns true, then lets each
-/// connection finish the commands it has read and closes it; returns when
-/// every connection is closed.
+/// Serves RESP on `listener` (TLS only, with the certificates of `tls`,
+/// when given) until `stop` turns true, then lets each connection finish
+/// the commands it has read and closes it; returns when every connection
+/// is closed.
 pub async fn serve(
     listener: TcpListener,
     service: Service,
     limits: RespLimits,
+    tls: Option<Arc<TlsStore>>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     describe_metrics();
@@ -91,14 +100,23 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             closed("max_connections");
-            tokio::spawn(refuse(stream));
+            if tls.is_none() {
+                tokio::spawn(refuse(stream));
+            }
             continue;
         };
-        let (door, stop) = (door.clone(), stop.clone());
+        let (door, tls, mut stop) = (door.clone(), tls.clone(), stop.clone());
         tokio::spawn(async move {
             door.connections.fetch_add(1, Ordering::Relaxed);
             metrics::gauge!(command::CONNECTIONS_METRIC).increment(1.0);
-            connection(stream, &door, &limits, stop).await;
+            match tls {
+                None => connection(stream, &door, &limits, stop).await,
+                Some(tls) => {
+                    if let Some(stream) = handshake(stream, &tls, &limits, &mut stop).await {
+                        connection(stream, &door, &limits, stop).await;
+                    }
+                }
+            }
             door.connections.fetch_sub(1, Ordering::Relaxed);
             metrics::gauge!(command::CONNECTIONS_METRIC).decrement(1.0);
             drop(permit);
@@ -124,6 +142,35 @@ async fn refuse(mut stream: TcpStream) {
     .await;
 }
 
+/// The TLS handshake of a connection, within `frame_timeout` of now;
+/// `None` when it failed, took too long or shutdown began.
+async fn handshake(
+    stream: TcpStream,
+    tls: &TlsStore,
+    limits: &RespLimits,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<TlsStream<TcpStream>> {
+    let accept = tls.acceptor(TlsDoor::Resp).accept(stream);
+    tokio::select! {
+        accepted = tokio::time::timeout(limits.frame_timeout, accept) => match accepted {
+            Ok(Ok(stream)) => Some(stream),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "RESP TLS handshake failed");
+                closed("tls");
+                None
+            }
+            Err(_) => {
+                closed("slow_frame");
+                None
+            }
+        },
+        () = stopped(stop) => {
+            closed("shutdown");
+            None
+        }
+    }
+}
+
 fn closed(reason: &'static str) {
     metrics::counter!(command::CLOSED_METRIC, "reason" => reason).increment(1);
 }
@@ -136,7 +183,7 @@ fn describe_metrics() {
     metrics::describe_gauge!(command::CONNECTIONS_METRIC, "Open RESP connections.");
     metrics::describe_counter!(
         command::CLOSED_METRIC,
-        "RESP connections seqd closed, by reason (idle, slow_frame, slow_reader, protocol, max_connections, shutdown)."
+        "RESP connections seqd closed, by reason (idle, slow_frame, slow_reader, protocol, tls, max_connections, shutdown)."
     );
 }
 
@@ -149,7 +196,11 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Writes the buffered replies; `false` when the connection is done for:
 /// the write failed, or the client read none of it for `idle_timeout` (a
 /// client that pipelines and never reads holds no connection forever).
-async fn flush(stream: &mut TcpStream, out: &mut reply::Out, limits: &RespLimits) -> bool {
+async fn flush<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    out: &mut reply::Out,
+    limits: &RespLimits,
+) -> bool {
     match tokio::time::timeout(limits.idle_timeout, stream.write_all(&out.buf)).await {
         Ok(Ok(())) => {
             out.buf.clear();
@@ -166,11 +217,11 @@ async fn flush(stream: &mut TcpStream, out: &mut reply::Out, limits: &RespLimits
 /// Runs a transaction's commands in order (`EXEC`, its array's header
 /// written), their replies written as they pass [`FLUSH_AT`] as a
 /// pipeline's are; `false` when the connection is done for.
-async fn exec(
+async fn exec<S: AsyncWrite + Unpin>(
     door: &Door,
     session: &mut command::Session,
     queued: &multi::Queued,
-    stream: &mut TcpStream,
+    stream: &mut S,
     out: &mut reply::Out,
     limits: &RespLimits,
 ) -> bool {
@@ -184,8 +235,9 @@ async fn exec(
     true
 }
 
-async fn connection(
-    mut stream: TcpStream,
+/// Serves one connection (`stream`: the socket, or TLS over it).
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     door: &Door,
     limits: &RespLimits,
     mut stop: watch::Receiver<bool>,

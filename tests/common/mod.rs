@@ -388,6 +388,92 @@ pub fn tool_available(program: &str) -> bool {
     found
 }
 
+/// What a program run by a test printed.
+pub struct Printed {
+    /// Its exit status.
+    pub status: std::process::ExitStatus,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl Printed {
+    /// Stdout then stderr, trimmed: `redis-cli` without a TTY prints a
+    /// reply's error text to stdout, its own failures (`AUTH failed`) to
+    /// stderr.
+    pub fn text(&self) -> String {
+        format!("{}\n{}", self.stdout.trim(), self.stderr.trim())
+            .trim()
+            .to_owned()
+    }
+}
+
+impl std::fmt::Debug for Printed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\nstdout: {}\nstderr: {}",
+            self.status.code(),
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+/// Longest a program run by [`run`] may take: a hang fails the test.
+pub const PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `program args` with `stdin` as its input, within
+/// [`PROGRAM_TIMEOUT`] (killed and failed past it).
+pub async fn run(program: &str, args: &[&str], stdin: &[u8]) -> Printed {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = tokio::spawn(async move {
+        let _ = input.write_all(&data).await;
+    });
+    let out = tokio::time::timeout(PROGRAM_TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{program} {args:?} did not finish within {PROGRAM_TIMEOUT:?}"))
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let _ = writer.await;
+    Printed {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Whether `python3` can `import redis`; when not, the test is skipped
+/// with a line saying so, or fails under `SEQD_TEST_REQUIRE_ALL=1`.
+pub fn python_redis_available() -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import redis"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            !require_all(),
+            "python3 with the redis package is required (SEQD_TEST_REQUIRE_ALL=1; \
+             python3 -m pip install redis)"
+        );
+        eprintln!("skipped: python3 -c 'import redis' failed");
+    }
+    found
+}
+
 /// Runs the `seqd` binary with `args` and a clean environment for its
 /// settings (none of seqd's variables inherited from the test's).
 pub async fn seqd_binary(args: &[&str]) -> std::process::Output {

@@ -369,8 +369,9 @@ pub async fn fetch_text(req: reqwest::RequestBuilder) -> String {
     req.send().await.unwrap().text().await.unwrap()
 }
 
-/// A `seqd serve` child process listening on 127.0.0.1:0 (the port is read
-/// from its JSON start-up log line); killed when dropped.
+/// A `seqd serve` child process listening on 127.0.0.1:0, or on the
+/// `--listen` among its flags (the port is read from its JSON start-up log
+/// line); killed when dropped.
 pub struct Process {
     child: tokio::process::Child,
     /// `http://127.0.0.1:PORT`.
@@ -420,8 +421,13 @@ impl Process {
             }
             None => tokio::process::Command::new(binary),
         };
+        command.arg("serve");
+        // 127.0.0.1:0 unless the test names its own address.
+        if !extra.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
         let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(["--log-format", "json"])
             .args(extra)
             .env("SEQD_DATABASE_URL", database_url)
             .env("RUST_LOG", "info")
