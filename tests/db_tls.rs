@@ -8,6 +8,7 @@
 //! the imports' `--from`.
 
 mod common;
+mod proxy;
 mod server;
 mod tls_peers;
 
@@ -512,6 +513,38 @@ async fn a_stripe_over_tls_serves_and_a_refused_stripe_certificate_stops_the_sta
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("unknown issuer"), "{stderr}");
     assert!(!stderr.contains(PASSWORD), "{stderr}");
+}
+
+/// A stripe that did not answer at start, then answers with a certificate
+/// the checks refuse, stays out of use, and the log names the problem at
+/// each try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_stripe_whose_certificate_is_refused_stays_out_and_is_logged() {
+    let Some(local) = common::test_db(Backend::Postgres).await else {
+        return;
+    };
+    let Some(pg) = postgres(ServerCert::Good) else {
+        return;
+    };
+    pg.create_database("late_stripe");
+    let proxy = proxy::Proxy::start(([127, 0, 0, 1], pg.port).into()).await;
+    let through = |ca: &std::path::Path| {
+        let params = format!("sslmode=verify-full&sslrootcert={}", ca.display());
+        let url = pg.url("postgres", "127.0.0.1", "late_stripe", &params);
+        format!("{} {}", local.url, proxy.url_for(&url))
+    };
+    Process::spawn(&through(&pki().ca), &[]).await.kill().await;
+
+    proxy.cut();
+    let seqd = Process::spawn(&through(&pki().other_ca), &[]).await;
+    proxy.heal();
+    let message = "the stripe answers but cannot be opened; it stays out of use, trying again";
+    let line = seqd.log_line(message).await.expect("the refusal is logged");
+    let error = line["error"].as_str().unwrap_or_default();
+    assert!(error.contains("unknown issuer"), "{line}");
+    let ready = server::fetch_json(http().get(format!("{}/readyz", seqd.base))).await;
+    assert_eq!(ready["checks"]["stripes"][1]["up"], false, "{ready}");
+    seqd.kill().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
