@@ -351,9 +351,10 @@ async fn mariadb_verify_ca_and_verify_identity_check_the_ca_and_the_host() {
         let m = config_error(mysql_cipher(&url("127.0.0.1", mode, &pki.other_ca)).await);
         assert!(m.contains("unknown issuer"), "{mode}: {m}");
     }
-    // REQUIRED checks nothing.
-    let m = mysql_cipher(&my.url("root", "localhost", "mysql", "ssl-mode=REQUIRED")).await;
-    assert!(!m.unwrap().is_empty());
+    // REQUIRED checks nothing, even with a CA named (as the mysql client).
+    let params = format!("ssl-mode=REQUIRED&ssl-ca={}", pki.other_ca.display());
+    let cipher = mysql_cipher(&my.url("root", "localhost", "mysql", &params)).await;
+    assert!(!cipher.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
