@@ -42,14 +42,16 @@
 //! report always covers every row.
 //!
 //! `sqlx::Error` stays in this module: reading Leaf's table fails with a
-//! [`LeafError`].
+//! [`LeafError`]. The connection is opened by the store's backend
+//! (`store::postgres::connection`, `store::mysql::connection`), so that the
+//! URL's TLS parameters mean what they mean for seqd's own database.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use sqlx::{Connection, MySqlConnection, PgConnection};
+use sqlx::Connection;
 
 use crate::config::ImportLeafArgs;
 use crate::domain::{NewSequence, SeqName};
@@ -160,7 +162,7 @@ where
     };
     match dialect {
         (Dialect::Postgres, url) => {
-            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(&url))
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, store::postgres::connection(&url))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| connect_err(e.to_string()))?;
@@ -172,7 +174,7 @@ where
             Ok(rows)
         }
         (Dialect::Mysql, url) => {
-            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect(&url))
+            let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, store::mysql::connection(&url))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| connect_err(e.to_string()))?;

@@ -165,8 +165,10 @@ const CONNECT_EVERY_MAX: std::time::Duration = std::time::Duration::from_secs(10
 /// Connects stripe `late.index` of `striped` (which did not answer at
 /// start), prepares its schema, checks that it is that stripe of this set,
 /// and puts it in use; tries again, backing off to [`CONNECT_EVERY_MAX`],
-/// until it answers and checks out. A database that answers but is not
-/// that stripe is logged and stays out of use until a restart.
+/// until it answers and checks out. One that answers but cannot be opened
+/// as configured (its TLS certificate refused, say) is logged at each try
+/// and stays out of use until it can be; one that answers but is not that
+/// stripe is logged and stays out of use until a restart.
 async fn connect_later(
     striped: StripedStore,
     late: store::stripes::record::LateStripe,
@@ -182,8 +184,16 @@ async fn connect_later(
         wait = (wait * 2).min(CONNECT_EVERY_MAX);
         let db = match open_database(url, &options, mode).await {
             Ok(db) => db,
-            Err(e) => {
+            Err(e) if is_outage(&e) => {
                 tracing::debug!(stripe = i, error = %e, "the stripe still does not answer");
+                continue;
+            }
+            Err(e) => {
+                // It answers, but cannot be opened as configured (a refused
+                // TLS certificate, a schema it lacks): said at each try, as
+                // the fix (a renewed certificate) needs no restart.
+                tracing::error!(stripe = i, error = %format!("{e:#}"),
+                    "the stripe answers but cannot be opened; it stays out of use, trying again");
                 continue;
             }
         };

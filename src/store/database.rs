@@ -8,8 +8,9 @@ use std::sync::Arc;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
+use super::tls::connect_failed;
 use super::workers::WorkerLeases;
-use super::{mysql, postgres, sqlite, unavailable, Store, StoreError, StoreOptions};
+use super::{mysql, postgres, sqlite, Store, StoreError, StoreOptions};
 
 /// What each backend's sequence store tells [`connect`] (as bb8's
 /// `ManageConnection` does for its backend crates): how its pool connects,
@@ -38,7 +39,8 @@ pub(crate) trait Backend: Store + Sized {
 }
 
 /// Connects a pool of backend `B` to `url` with `options`. Fails if the
-/// database cannot be reached.
+/// database cannot be reached, or its TLS handshake fails (a configuration
+/// error, `tls.rs`).
 pub(crate) async fn open_pool<B: Backend>(
     url: &str,
     options: &StoreOptions,
@@ -47,7 +49,7 @@ pub(crate) async fn open_pool<B: Backend>(
     B::pool_options(url, options)
         .connect_with(connect)
         .await
-        .map_err(unavailable)
+        .map_err(connect_failed)
 }
 
 /// One pool of backend `B` on `url`, with both storages over it.

@@ -50,6 +50,7 @@ pub(crate) mod sequences;
 pub(crate) mod sql;
 pub mod sqlite;
 pub mod stripes;
+pub(crate) mod tls;
 pub(crate) mod tokens;
 mod traits;
 mod url;

@@ -475,16 +475,23 @@ pub fn python_redis_available() -> bool {
 }
 
 /// Runs the `seqd` binary with `args` and a clean environment for its
-/// settings (none of seqd's variables inherited from the test's).
+/// settings (none of seqd's variables inherited from the test's). Killed if
+/// the future is dropped before it ends (a test that bounds it in time).
 pub async fn seqd_binary(args: &[&str]) -> std::process::Output {
+    seqd_binary_with_env(args, &[]).await
+}
+
+/// [`seqd_binary`] with the environment variables `env` set.
+pub async fn seqd_binary_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"));
-    cmd.args(args).env("RUST_LOG", "warn");
+    cmd.args(args).env("RUST_LOG", "warn").kill_on_drop(true);
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy().into_owned();
         if key.starts_with("SEQD_") || key == "DATABASE_URL" {
             cmd.env_remove(key);
         }
     }
+    cmd.envs(env.iter().copied());
     cmd.output().await.expect("run seqd")
 }
 

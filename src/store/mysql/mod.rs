@@ -11,14 +11,31 @@ pub use workers::MySqlWorkerLeases;
 use std::str::FromStr;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
-use sqlx::Executor;
+use sqlx::{ConnectOptions, Executor};
 
+use crate::store::tls::{check_files, connect_failed};
 use crate::store::{unavailable, StoreError, StoreOptions};
 
+/// The names of the parameters that name a certificate or key file.
+const TLS_FILES: [&str; 6] = [
+    "ssl-ca", "sslca", "ssl-cert", "sslcert", "ssl-key", "sslkey",
+];
+
 /// The connect options of `url` (the bounds are set by [`set_bounds`] as
-/// each session opens).
+/// each session opens), as the driver reads them; files the URL names must
+/// be readable ([`check_files`]).
 fn connect_options(url: &str) -> Result<MySqlConnectOptions, StoreError> {
+    check_files(url, &TLS_FILES)?;
     MySqlConnectOptions::from_str(url).map_err(unavailable)
+}
+
+/// One connection to `url` with its own settings, for reading another
+/// system's tables (the imports).
+pub(crate) async fn connection(url: &str) -> Result<MySqlConnection, StoreError> {
+    connect_options(url)?
+        .connect()
+        .await
+        .map_err(connect_failed)
 }
 
 /// Pool settings of `options`, with [`set_bounds`] run on every new connection.
