@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::buffer::{Buffer, Shared};
 use crate::error::{check_name, Error};
 use crate::names::Names;
-use crate::transport::Transport;
+use crate::transport::{Tls, Transport};
 
 /// The default of [`ClientBuilder::timeout`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,6 +28,7 @@ pub struct ClientBuilder {
     timeout: Duration,
     max_batch: usize,
     retry_after: Duration,
+    tls: Tls,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -40,6 +41,11 @@ impl fmt::Debug for ClientBuilder {
             .field("timeout", &self.timeout)
             .field("max_batch", &self.max_batch)
             .field("retry_after", &self.retry_after)
+            .field("ca_certificates", &self.tls.cas.len())
+            .field(
+                "identity",
+                &self.tls.identity.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -54,6 +60,7 @@ impl Default for ClientBuilder {
             timeout: DEFAULT_TIMEOUT,
             max_batch: DEFAULT_MAX_BATCH,
             retry_after: DEFAULT_RETRY_AFTER,
+            tls: Tls::default(),
         }
     }
 }
@@ -123,10 +130,28 @@ impl ClientBuilder {
         self
     }
 
+    /// Trusts the CA certificates in `pem` (one or more, PEM) for
+    /// `https://` servers, beside the system's CA store: a server whose
+    /// certificate a private CA signed (`seqd serve --tls-cert`).
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.cas.push(pem.into());
+        self
+    }
+
+    /// Presents a client certificate to servers that require one
+    /// (`seqd serve --tls-client-ca`): `pem` holds the certificate, its
+    /// chain and its private key, PEM. Never shown by `Debug` or in an
+    /// error.
+    pub fn identity_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.identity = Some(pem.into());
+        self
+    }
+
     /// The client. [`Error::Config`] when no server is given, a URL is not
-    /// `http://` (this build has no TLS), the lease size is 0, the prefetch
-    /// fraction is outside 0.0..=1.0, the timeout is zero, or the token
-    /// cannot be sent in a header.
+    /// `http://` or `https://`, a CA certificate or the identity is not
+    /// PEM this client can use, the lease size is 0, the prefetch fraction
+    /// is outside 0.0..=1.0, the timeout is zero, or the token cannot be
+    /// sent in a header.
     pub fn build(self) -> Result<Client, Error> {
         if self.servers.is_empty() {
             return Err(Error::Config("no server URL given".into()));
@@ -152,6 +177,7 @@ impl ClientBuilder {
             self.token.as_deref(),
             self.lease_size,
             self.timeout,
+            &self.tls,
         )?;
         let shared = Arc::new(Shared {
             transport,
@@ -180,16 +206,10 @@ fn base_url(raw: &str) -> Result<String, Error> {
     let url =
         reqwest::Url::parse(raw).map_err(|e| Error::Config(format!("server URL {raw:?}: {e}")))?;
     match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(Error::Config(format!(
-                "server URL {raw:?}: https is not supported by this build (no TLS); reach seqd \
-                 over plain http"
-            )))
-        }
+        "http" | "https" => {}
         other => {
             return Err(Error::Config(format!(
-                "server URL {raw:?}: scheme {other:?}, expected http"
+                "server URL {raw:?}: scheme {other:?}, expected http or https"
             )))
         }
     }

@@ -157,6 +157,7 @@ mod tests {
             None,
             None,
             Duration::from_secs(1),
+            &Default::default(),
         )
         .unwrap();
         let shared = Arc::new(Shared {

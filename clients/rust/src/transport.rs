@@ -12,6 +12,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Attempt, Error};
 
+/// What HTTPS trusts and presents beyond the system's CA store: CA
+/// certificates (PEM) and a client identity (certificate chain and key,
+/// PEM).
+#[derive(Clone, Default)]
+pub(crate) struct Tls {
+    /// CA certificates trusted besides the system's, one PEM bundle each.
+    pub cas: Vec<Vec<u8>>,
+    /// The client certificate and key presented to servers that ask.
+    pub identity: Option<Vec<u8>>,
+}
+
 /// A range `[start, end)` leased from one server, with what its give-back
 /// needs.
 #[derive(Clone)]
@@ -112,6 +123,7 @@ impl Transport {
         token: Option<&str>,
         lease_size: Option<u64>,
         timeout: Duration,
+        tls: &Tls,
     ) -> Result<Transport, Error> {
         let auth = match token {
             None => None,
@@ -123,9 +135,32 @@ impl Transport {
                 Some(v)
             }
         };
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
+            .use_rustls_tls()
             .timeout(timeout)
-            .connect_timeout(timeout)
+            .connect_timeout(timeout);
+        for pem in &tls.cas {
+            let cas = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| Error::Config(format!("CA certificate: {}", describe(&e))))?;
+            if cas.is_empty() {
+                return Err(Error::Config(
+                    "CA certificate: no PEM certificate in what was given".into(),
+                ));
+            }
+            for ca in cas {
+                http = http.add_root_certificate(ca);
+            }
+        }
+        if let Some(pem) = &tls.identity {
+            // The error names no part of the key.
+            let identity = reqwest::Identity::from_pem(pem).map_err(|_| {
+                Error::Config(
+                    "client identity: not a PEM certificate chain with its private key".into(),
+                )
+            })?;
+            http = http.identity(identity);
+        }
+        let http = http
             .build()
             .map_err(|e| Error::Config(format!("HTTP client: {}", describe(&e))))?;
         Ok(Transport {

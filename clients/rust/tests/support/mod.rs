@@ -191,3 +191,19 @@ pub async fn dead_url() -> String {
     drop(listener);
     format!("http://{addr}")
 }
+
+impl Server {
+    /// A server speaking TLS only with `tls`, on a fresh database; `base`
+    /// is `https://localhost:PORT` (the name its certificate is for).
+    pub async fn with_tls(tls: seqd::tls::TlsFiles) -> Server {
+        let (dir, url) = sqlite();
+        let settings = Settings {
+            tls: Some(tls),
+            ..Settings::for_database(url)
+        };
+        let mut s = Self::on(settings).await;
+        s._dir = Some(dir);
+        s.base = format!("https://localhost:{}", s.addr.port());
+        s
+    }
+}
