@@ -81,10 +81,9 @@ pub struct TlsStore {
 }
 
 impl std::fmt::Debug for TlsStore {
+    /// The files only: the configurations hold the key.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsStore")
-            .field("files", &self.files)
-            .finish_non_exhaustive()
+        f.debug_tuple("TlsStore").field(&self.files).finish()
     }
 }
 

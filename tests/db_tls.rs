@@ -14,13 +14,13 @@ mod tls_peers;
 
 use std::time::Duration;
 
-use common::Backend;
+use common::{Backend, TestDb};
 use seqd::store::mysql::MySqlStore;
 use seqd::store::postgres::PostgresStore;
 use seqd::store::StoreError;
 use serde_json::json;
 use server::Process;
-use tls_peers::{mariadb, pki, postgres, ServerCert};
+use tls_peers::{mariadb, pki, postgres, PgCluster, ServerCert};
 
 /// A password put in URLs whose connection fails: it must never be printed.
 const PASSWORD: &str = "Pw-Secret-42";
@@ -91,6 +91,13 @@ fn refused<T: std::fmt::Debug>(result: Result<T, StoreError>) -> String {
 /// `sslmode=verify-full&sslrootcert=<the tests' CA>`.
 fn verify_full() -> String {
     format!("sslmode=verify-full&sslrootcert={}", pki().ca.display())
+}
+
+/// The tests' cluster presenting `kind` and a fresh test database of
+/// `backend`, when both can be had.
+async fn postgres_and(kind: ServerCert, backend: Backend) -> Option<(&'static PgCluster, TestDb)> {
+    let pg = postgres(kind)?;
+    Some((pg, common::test_db(backend).await?))
 }
 
 /// The query parameters of a client certificate.
@@ -396,6 +403,19 @@ async fn seqd_fails_with_env(args: &[&str], env: &[(&str, &str)]) -> (Option<i32
     )
 }
 
+/// Runs `seqd serve` with `args` after `serve`, and asserts that the start
+/// stops with status 1, saying `says`, never showing the password.
+async fn start_stops(args: &[&str], says: &str) {
+    let all: Vec<&str> = ["serve", "--listen", "127.0.0.1:0"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let (code, stderr) = seqd_fails(&all).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(says), "{stderr}");
+    assert!(!stderr.contains(PASSWORD), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_draws_ids_over_a_verified_tls_connection() {
     let Some(pg) = postgres(ServerCert::Good) else {
@@ -429,10 +449,7 @@ async fn serve_draws_ids_over_a_verified_tls_connection() {
 /// into /etc/ssl/certs, no longer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_sslrootcert_the_system_store_is_used_and_ssl_cert_file_and_dir_make_it() {
-    let Some(pg) = postgres(ServerCert::Good) else {
-        return;
-    };
-    let Some(machine) = common::test_db(Backend::Postgres).await else {
+    let Some((pg, machine)) = postgres_and(ServerCert::Good, Backend::Postgres).await else {
         return;
     };
     let ca = pki().ca.display().to_string();
@@ -468,19 +485,12 @@ async fn serve_stops_at_a_refused_certificate_naming_it_and_not_the_password() {
         "postgres",
         &verify_full(),
     );
-    let (code, stderr) =
-        seqd_fails(&["serve", "--listen", "127.0.0.1:0", "--database-url", &url]).await;
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("name mismatch"), "{stderr}");
-    assert!(!stderr.contains(PASSWORD), "{stderr}");
+    start_stops(&["--database-url", &url], "name mismatch").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stripe_over_tls_serves_and_a_refused_stripe_certificate_stops_the_start() {
-    let Some(local) = common::test_db(Backend::Postgres).await else {
-        return;
-    };
-    let Some(pg) = postgres(ServerCert::Good) else {
+    let Some((pg, local)) = postgres_and(ServerCert::Good, Backend::Postgres).await else {
         return;
     };
     pg.create_database("stripes");
@@ -501,19 +511,8 @@ async fn a_stripe_over_tls_serves_and_a_refused_stripe_certificate_stops_the_sta
         pki().other_ca.display()
     );
     let wrong = pg.url(&userinfo, "127.0.0.1", "stripes", &params);
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database-url",
-        &local.url,
-        "--database-url",
-        &wrong,
-    ];
-    let (code, stderr) = seqd_fails(&args).await;
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("unknown issuer"), "{stderr}");
-    assert!(!stderr.contains(PASSWORD), "{stderr}");
+    let args = ["--database-url", &local.url, "--database-url", &wrong];
+    start_stops(&args, "unknown issuer").await;
 }
 
 /// A stripe that did not answer at start, then answers with a certificate
@@ -521,10 +520,7 @@ async fn a_stripe_over_tls_serves_and_a_refused_stripe_certificate_stops_the_sta
 /// each try.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_stripe_whose_certificate_is_refused_stays_out_and_is_logged() {
-    let Some(local) = common::test_db(Backend::Postgres).await else {
-        return;
-    };
-    let Some(pg) = postgres(ServerCert::Good) else {
+    let Some((pg, local)) = postgres_and(ServerCert::Good, Backend::Postgres).await else {
         return;
     };
     pg.create_database("late_stripe");
@@ -550,10 +546,7 @@ async fn a_late_stripe_whose_certificate_is_refused_stays_out_and_is_logged() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn import_leaf_reads_leaf_alloc_over_a_verified_tls_connection() {
-    let Some(pg) = postgres(ServerCert::Good) else {
-        return;
-    };
-    let Some(target) = common::test_db(Backend::Sqlite).await else {
+    let Some((pg, target)) = postgres_and(ServerCert::Good, Backend::Sqlite).await else {
         return;
     };
     pg.create_database("leaf");

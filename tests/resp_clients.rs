@@ -110,11 +110,9 @@ async fn cli(addr: &str, args: &[&str]) -> String {
 
 /// `redis-cli ... args` answered an integer: it.
 async fn cli_int(addr: &str, args: &[&str]) -> i64 {
-    let out = cli_with(addr, args, b"").await;
-    out.stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("redis-cli {args:?}: {e}: {out:?}"))
+    cli_with(addr, args, b"")
+        .await
+        .int(&format!("redis-cli {args:?}"))
 }
 
 /// Asserts `text` (what a client printed) starts with `prefix`.

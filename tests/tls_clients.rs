@@ -37,6 +37,12 @@ fn tools(programs: &[&str]) -> bool {
     programs.iter().all(|p| common::tool_available(p))
 }
 
+/// When `programs` are all here: a fresh SQLite database and a test CA.
+async fn ready(programs: &[&str]) -> Option<(TestDb, Pki)> {
+    tools(programs).then_some(())?;
+    Some((sqlite().await, Pki::new("seqd test CA")))
+}
+
 /// A fresh SQLite database.
 async fn sqlite() -> TestDb {
     common::test_db(common::Backend::Sqlite)
@@ -109,10 +115,7 @@ fn identity_flags(identity: Option<&Pair>) -> Vec<&str> {
 async fn curl_next(base: &str, ca: &std::path::Path, identity: Option<&Pair>) -> i64 {
     let url = format!("{base}/v1/sequences/order/next");
     let out = curl(ca, identity, &["-H", "accept: text/plain", &url]).await;
-    out.stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("curl {url}: {e}: {out:?}"))
+    out.int(&format!("curl {url}"))
 }
 
 /// Asserts `out` is a failed client run whose output says `says`.
@@ -221,11 +224,12 @@ fn printed(pair: &Pair, serial: &str) -> String {
 /// clients get nothing from the TLS doors, and the server keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_openssl_redis_cli_and_redis_py_speak_tls_to_both_doors() {
-    if !tools(&["curl", "openssl", "redis-cli"]) || !common::python_redis_available() {
+    let Some((db, pki)) = ready(&["curl", "openssl", "redis-cli"]).await else {
+        return;
+    };
+    if !common::python_redis_available() {
         return;
     }
-    let db = sqlite().await;
-    let pki = Pki::new("seqd test CA");
     let pair = pki.server("server", 0x5eed);
     let (p, base, resp) = tls_process(&db, &pki, &pair, None, &[]).await;
     let http: &str = base.strip_prefix("https://").unwrap();
@@ -279,11 +283,9 @@ async fn curl_openssl_redis_cli_and_redis_py_speak_tls_to_both_doors() {
 /// and the doors keep serving plain clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_clients_fail_against_plain_doors() {
-    if !tools(&["curl", "redis-cli"]) {
+    let Some((db, pki)) = ready(&["curl", "redis-cli"]).await else {
         return;
-    }
-    let db = sqlite().await;
-    let pki = Pki::new("seqd test CA");
+    };
     let p = Process::spawn(&db.url, &["--resp-listen", "127.0.0.1:0"]).await;
     let resp = p.resp.clone().unwrap();
     let https = p.base.replace("http://", "https://");
@@ -368,30 +370,33 @@ async fn clients_refuse_expired_wrong_host_and_self_signed_server_certificates()
 /// expired one, a self-signed one and one from another CA.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificates_are_required_on_both_doors_under_tls_client_ca() {
-    if !tools(&["curl", "redis-cli"]) || !common::python_redis_available() {
+    let Some((db, pki)) = ready(&["curl", "redis-cli"]).await else {
+        return;
+    };
+    if !common::python_redis_available() {
         return;
     }
-    let db = sqlite().await;
-    let pki = Pki::new("seqd test CA");
     let pair = pki.server("server", 1);
     let ca = pki.ca.to_str().unwrap().to_owned();
     let good = pki.client("client");
     let (p, base, resp) =
         tls_process(&db, &pki, &pair, Some(&good), &["--tls-client-ca", &ca]).await;
+    let client = Leaf {
+        client: true,
+        ..Leaf::default()
+    };
     let expired = pki.leaf(
         "expired",
         Leaf {
-            client: true,
             expired: true,
-            ..Leaf::default()
+            ..client
         },
     );
     let own = pki.leaf(
         "own",
         Leaf {
-            client: true,
             self_signed: true,
-            ..Leaf::default()
+            ..client
         },
     );
     let another = Pki::new("another CA");
@@ -563,11 +568,9 @@ const KEPT: &str = "TLS files not reloaded: the certificate in force is kept";
 /// the file and the problem, and the certificate in force stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_one() {
-    if !tools(&["curl", "openssl"]) {
+    let Some((db, pki)) = ready(&["curl", "openssl"]).await else {
         return;
-    }
-    let db = sqlite().await;
-    let pki = Pki::new("seqd test CA");
+    };
     let first = pki.server("first", 0xa1);
     // The files seqd reads: the first pair, later replaced.
     let files = Pair {

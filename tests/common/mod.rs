@@ -399,6 +399,16 @@ pub struct Printed {
 }
 
 impl Printed {
+    /// Stdout, trimmed, as an integer; panics naming `what` and all it
+    /// printed when it is not one.
+    #[track_caller]
+    pub fn int(&self, what: &str) -> i64 {
+        self.stdout
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{what}: {e}: {self:?}"))
+    }
+
     /// Stdout then stderr, trimmed: `redis-cli` without a TTY prints a
     /// reply's error text to stdout, its own failures (`AUTH failed`) to
     /// stderr.
