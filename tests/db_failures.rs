@@ -186,7 +186,17 @@ async fn a_held_row_lock_starves_no_other_sequence(db: TestDb) {
 /// so after more freezes than the pool has connections, both sequences serve.
 async fn a_silent_connection_is_closed_not_returned_to_the_pool(db: TestDb) {
     let proxy = Proxy::start(upstream_of(&db.url)).await;
-    let store = store_with(&proxy.url_for(&db.url), &small_pool(), &["a", "b"]).await;
+    // Without TLS on PostgreSQL: this test freezes statements. A freeze that
+    // lands in a connection's TLS handshake (the default `sslmode=prefer`)
+    // is a connect's, and its socket is not closed when the connect is
+    // given up (the pool still serves): a known limit, docs/design.md, "TLS
+    // to the database".
+    let mut url = proxy.url_for(&db.url);
+    if db.backend == Backend::Postgres {
+        url.push(if url.contains('?') { '&' } else { '?' });
+        url.push_str("sslmode=disable");
+    }
+    let store = store_with(&url, &small_pool(), &["a", "b"]).await;
     let alloc = Allocator::new(store, small_segments());
     next_eventually(&alloc, "a", 1).await;
     next_eventually(&alloc, "b", 1).await;
