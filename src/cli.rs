@@ -45,7 +45,7 @@ pub(crate) async fn open_stores(
 ) -> anyhow::Result<Vec<Arc<dyn store::Store>>> {
     let setup = db.schema_setup();
     let options = StoreOptions::default()
-        .with_schema(setup.schema)
+        .with_setup(&setup)
         .with_migrate(mode);
     let mut stores = Vec::new();
     for url in db.urls() {

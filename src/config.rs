@@ -18,7 +18,7 @@ pub use settings::Settings;
 
 use crate::service::ClientAuth;
 use crate::store::migrator::SchemaSetup;
-use crate::store::{Dialect, MigrateMode};
+use crate::store::{Dialect, FenceOptions, MigrateMode};
 
 /// The default database: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://seqd.db?mode=rwc";
@@ -348,11 +348,11 @@ const BUMP_ABOUT: &str =
     "Raise max_id by N on the named sequences, or on all, in one transaction: \
 all or nothing.
 
-Run it after an unplanned failover to an asynchronous replica, before any instance reaches the \
-promoted database (stop the instances or keep them cut from it until then; restart one that \
-reached it first): the replica may have lost the last reservations, and every instance that \
-reserves from it before the bump, a running one included, can hand those IDs out again. seqd \
-does not fence by itself. N must exceed the most IDs that could have been reserved \
+Run it after a restore from an old backup, or a failover with --failover-fence off (seqd \
+fences a promoted replica by itself otherwise), before any instance reaches the database (stop \
+the instances or keep them cut from it until then; restart one that reached it first): every \
+instance that reserves from it before the bump, a running one included, can hand lost IDs out \
+again. N must exceed the most IDs that could have been reserved \
 in the lost window (docs/operations.md). A serial sequence is fenced by its period counter \
 rows (NAME@KEY): a bump of NAME raises them too, in the same transaction, and lists each one. \
 A missing name, or a row (a counter too) that would pass 9223372036854775807, refuses the whole \
@@ -418,6 +418,29 @@ pub struct DatabaseArgs {
     /// search_path on every connection; created by `--migrate auto` if missing).
     #[arg(long, value_name = "NAME", env = "SEQD_SCHEMA", value_parser = parse_schema)]
     pub schema: Option<String>,
+    /// `on`: the identity of the database server is recorded and checked on
+    /// every new connection; a different one (a promoted replica) is fenced
+    /// before anything is reserved from it: every sequence raised past what
+    /// the failover may have lost (docs/high-availability.md). `off` only
+    /// where replication is synchronous. No effect on SQLite.
+    #[arg(long, value_name = "ON|OFF", env = "SEQD_FAILOVER_FENCE", value_enum,
+        default_value_t = FenceSwitch::On)]
+    pub failover_fence: FenceSwitch,
+    /// The least a fence raises every sequence by; seqd raises by 1,000
+    /// times the largest reservation in force when that is more.
+    #[arg(long, value_name = "IDS", env = "SEQD_FAILOVER_MARGIN",
+        default_value_t = crate::store::fence::DEFAULT_MARGIN,
+        value_parser = clap::value_parser!(i64).range(1..))]
+    pub failover_margin: i64,
+}
+
+/// `--failover-fence`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FenceSwitch {
+    /// Server identities checked, a change fenced (the default).
+    On,
+    /// Nothing checked: for synchronous replication only.
+    Off,
 }
 
 /// `--schema`: a name [`crate::store::migrator::check_schema_name`]
@@ -445,6 +468,8 @@ impl fmt::Debug for DatabaseArgs {
             .field("max_step", &self.max_step)
             .field("migrate", &self.migrate)
             .field("schema", &self.schema)
+            .field("failover_fence", &self.failover_fence)
+            .field("failover_margin", &self.failover_margin)
             .finish()
     }
 }
@@ -475,12 +500,19 @@ impl DatabaseArgs {
         self.urls().swap_remove(0)
     }
 
-    /// The `--migrate` mode and `--schema`.
+    /// The `--migrate` mode, `--schema` and the failover fence (its margin
+    /// for the largest reservation `--max-step` allows; `seqd serve` adds
+    /// its leases with [`SchemaSetup::with_reservation`]).
     pub fn schema_setup(&self) -> SchemaSetup {
         SchemaSetup {
             mode: self.migrate,
             schema: self.schema.clone(),
+            fence: FenceOptions {
+                enabled: self.failover_fence == FenceSwitch::On,
+                margin: self.failover_margin,
+            },
         }
+        .with_reservation(self.max_step)
     }
 }
 

@@ -625,7 +625,7 @@ pub(crate) async fn import_and_report(
     );
 
     let target: Option<Arc<dyn Store>> = if opts.dry_run {
-        let options = store::StoreOptions::default().with_schema(db.schema_setup().schema);
+        let options = store::StoreOptions::default().with_setup(&db.schema_setup());
         let s = store::connect(&target_url, &options)
             .await
             .with_context(|| format!("connecting to {shown}"))?

@@ -16,9 +16,7 @@ use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLease
 /// `--migrate` says; the sequence store.
 pub async fn open_store(db: &DatabaseArgs) -> anyhow::Result<Arc<dyn Store>> {
     let setup = db.schema_setup();
-    let options = StoreOptions::default()
-        .with_schema(setup.schema)
-        .with_migrate(setup.mode);
+    let options = StoreOptions::default().with_setup(&setup);
     let (store, _) = open_stripes(
         &db.urls(),
         &options,

@@ -310,7 +310,7 @@ pub async fn run(args: &ImportTinyidArgs) -> anyhow::Result<()> {
     let (report, mut problems) =
         leaf::import_and_report(&rows, &args.db, opts, args.skip_invalid, &TINYID, &from).await?;
 
-    let options = store::StoreOptions::default().with_schema(args.db.schema_setup().schema);
+    let options = store::StoreOptions::default().with_setup(&args.db.schema_setup());
     let target = store::connect(&args.db.url(), &options)
         .await
         .with_context(|| format!("connecting to {}", store::redact_url(&args.db.url())))?

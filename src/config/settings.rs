@@ -172,7 +172,7 @@ impl Settings {
                 max_connections: args.max_connections.max(1),
             },
             snowflake: args.snowflake.settings(),
-            schema: args.db.schema_setup(),
+            schema: args.db.schema_setup().with_reservation(args.max_lease),
             metrics_top: args.metrics_top,
             failover_after: args.failover_after,
             settings_refresh: args.settings_refresh,
@@ -185,9 +185,7 @@ impl Settings {
     /// timeout, so the database ends a statement before a fetch gives up;
     /// `--schema`, and `--migrate` for the worker leases.
     pub fn store_options(&self) -> StoreOptions {
-        StoreOptions::for_fetch_timeout(self.allocator.fetch_timeout)
-            .with_schema(self.schema.schema.clone())
-            .with_migrate(self.schema.mode)
+        StoreOptions::for_fetch_timeout(self.allocator.fetch_timeout).with_setup(&self.schema)
     }
 }
 

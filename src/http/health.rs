@@ -41,14 +41,36 @@ pub async fn healthz() -> impl IntoResponse {
     )
 )]
 pub async fn readyz(State(st): State<AppState>) -> Response {
+    let fence = st.service.fence_status();
+    if let Some(f) = fence.as_ref().filter(|f| f.blocking()) {
+        let message = if f.state == "fencing" {
+            "the database server changed (a failover): fencing it before any reservation"
+        } else {
+            "the database server changed (a failover) and cannot be fenced: see the logs"
+        };
+        return not_ready_with(
+            "fencing",
+            ErrorCode::StorageUnavailable,
+            message,
+            Some(json!(f)),
+        );
+    }
     match st.reads.run(st.service.ping()).await {
         Ok(Ok(())) => {
             let stripes = st.service.stripe_status();
             if stripes.is_empty() {
-                Json(json!({ "status": "ready", "checks": { "database": "ok" } })).into_response()
+                let mut checks = json!({ "database": "ok" });
+                if let Some(f) = fence {
+                    checks["fence"] = json!(f);
+                }
+                Json(json!({ "status": "ready", "checks": checks })).into_response()
             } else {
                 // Ready while any stripe answers; the others are reported.
-                let degraded = stripes.iter().any(|s| !s.up || !s.missing_rows.is_empty());
+                let degraded = stripes.iter().any(|s| {
+                    !s.up
+                        || !s.missing_rows.is_empty()
+                        || s.fence.as_ref().is_some_and(|f| f.blocking())
+                });
                 Json(json!({
                     "status": if degraded { "degraded" } else { "ready" },
                     "checks": { "database": "ok", "stripes": stripes }
@@ -83,13 +105,27 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
 
 /// A 503 answer of `/readyz`: the database check's result and the error.
 fn not_ready(check: &str, code: ErrorCode, message: &str) -> Response {
+    not_ready_with(check, code, message, None)
+}
+
+/// [`not_ready`] with the failover fence's state in `checks.fence`.
+fn not_ready_with(
+    check: &str,
+    code: ErrorCode,
+    message: &str,
+    fence: Option<serde_json::Value>,
+) -> Response {
     let error = ErrorDetail {
         code,
         message: message.into(),
     };
+    let mut checks = json!({ "database": check });
+    if let Some(f) = fence {
+        checks["fence"] = f;
+    }
     let body = json!({
         "status": "unavailable",
-        "checks": { "database": check },
+        "checks": checks,
         "error": error
     });
     let mut resp = (code.status(), Json(body)).into_response();
@@ -131,9 +167,15 @@ pub struct ReadyDoc {
 pub struct ReadyChecksDoc {
     /// `ok`; `failed`: the database does not answer (or has no schema);
     /// `schema_behind`: a migration this seqd needs is not applied; `busy`:
-    /// not checked, too many database reads in flight.
+    /// not checked, too many database reads in flight; `fencing`: the
+    /// database server changed (a failover) and is being fenced, or cannot
+    /// be (`fence.state` `refused` or `failed`): nothing is reserved.
     #[schema(example = "ok")]
     pub database: String,
+    /// The failover fence of the database (absent when off, on SQLite, and
+    /// with stripes, where each stripe has its own).
+    #[schema(nullable = false)]
+    pub fence: Option<FenceDoc>,
     /// With several databases (stripes): the state of each, in order.
     #[schema(nullable = false)]
     pub stripes: Option<Vec<StripeDoc>>,
@@ -159,4 +201,30 @@ pub struct StripeDoc {
     /// Sequences that have no row on this stripe while others have one
     /// (added by SQL to some stripes only).
     pub missing_rows: Vec<String>,
+    /// Its failover fence (absent when off).
+    #[schema(nullable = false)]
+    pub fence: Option<FenceDoc>,
+}
+
+/// The failover fence of a database in `/readyz`
+/// (docs/high-availability.md, "Failover of the database").
+#[derive(ToSchema)]
+#[schema(as = Fence)]
+pub struct FenceDoc {
+    /// `unchecked` (not verified yet), `ok`, `fencing` (the server changed:
+    /// every sequence is being raised; nothing is reserved meanwhile),
+    /// `refused` (the new server cannot be fenced, e.g. seqd's tables are
+    /// absent on it) or `failed` (the last attempt failed; retried).
+    #[schema(example = "ok")]
+    pub state: String,
+    /// The identity of the server verified (PostgreSQL: system identifier
+    /// and timeline; MySQL/MariaDB: server id, uuid, GTID domain).
+    #[schema(example = "postgres system_identifier=7312345678901234567 timeline=2")]
+    pub server: Option<String>,
+    /// The record's epoch: fences of this database since it was recorded.
+    pub epoch: i64,
+    /// Fences this instance ran.
+    pub fences: u64,
+    /// Why the last attempt failed or was refused.
+    pub last_error: Option<String>,
 }

@@ -123,6 +123,9 @@ pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
 pub const STRIPE_FAILURES: &str = "seqd_stripe_failures_total";
 /// Counter: stripe operations raced to the next stripe.
 pub const STRIPE_HEDGES: &str = crate::store::stripes::striped::STRIPE_HEDGES;
+/// Counter: failover fences this instance ran (`crate::store::fence`), read
+/// from the fences of its databases.
+pub const FAILOVER_FENCES: &str = "seqd_failover_fences_total";
 /// Gauge: when the process started, in seconds since the Unix epoch.
 pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
 /// Gauge: always 1, labelled with the `version`.
@@ -250,7 +253,20 @@ pub fn render(service: &Service, top: usize) -> String {
         metrics::gauge!(NAMES_IN_MEMORY, "state" => state).set(n as f64);
     }
     let mut out = render_from(top, |f| allocator.for_each_stats(f));
-    write_stripes(&mut out, &service.stripe_status());
+    let stripes = service.stripe_status();
+    write_stripes(&mut out, &stripes);
+    let fences: u64 = service
+        .fence_status()
+        .into_iter()
+        .chain(stripes.iter().filter_map(|s| s.fence.clone()))
+        .map(|f| f.fences)
+        .sum();
+    let _ = std::fmt::Write::write_fmt(
+        &mut out,
+        format_args!(
+            "# HELP {FAILOVER_FENCES} Failover fences this instance ran: the database server changed and every sequence was raised by the margin.\n# TYPE {FAILOVER_FENCES} counter\n{FAILOVER_FENCES} {fences}\n"
+        ),
+    );
     write_serials(&mut out, serials, top);
     let _ = std::fmt::Write::write_fmt(
         &mut out,

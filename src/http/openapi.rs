@@ -104,6 +104,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         health::ReadyDoc,
         health::ReadyChecksDoc,
         health::StripeDoc,
+        health::FenceDoc,
         monitor::InfoDoc,
         snowflake::SnowflakeIdDoc,
         snowflake::SnowflakeBatchDoc,

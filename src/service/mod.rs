@@ -122,6 +122,12 @@ impl Service {
         self.store.stripe_status()
     }
 
+    /// The failover fence of the database (`None`: off, SQLite, or several
+    /// stripes, whose [`StripeStatus`] each carries its own).
+    pub fn fence_status(&self) -> Option<crate::store::FenceStatus> {
+        self.store.fence_status()
+    }
+
     /// The backend's name (`postgres`, `mysql`, `sqlite`, ...).
     pub fn backend(&self) -> &'static str {
         self.store.backend()

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
+use super::fence::Fence;
 use super::tls::connect_failed;
-use super::workers::WorkerLeases;
+use super::workers::{LeaseDb, WorkerLeases};
 use super::{mysql, postgres, sqlite, Store, StoreError, StoreOptions};
 
 /// What each backend's sequence store tells [`connect`] (as bb8's
@@ -17,7 +18,7 @@ use super::{mysql, postgres, sqlite, Store, StoreError, StoreOptions};
 /// and the store and the worker leases over that pool.
 pub(crate) trait Backend: Store + Sized {
     /// The sqlx database.
-    type Db: sqlx::Database;
+    type Db: sqlx::Database + LeaseDb;
     /// The worker leases.
     type Leases: WorkerLeases;
 
@@ -28,35 +29,47 @@ pub(crate) trait Backend: Store + Sized {
     ) -> Result<<<Self::Db as sqlx::Database>::Connection as Connection>::Options, StoreError>;
 
     /// The pool settings for `url` with `options` ([`StoreOptions::pool`]
-    /// and what the backend adds).
-    fn pool_options(url: &str, options: &StoreOptions) -> PoolOptions<Self::Db>;
+    /// and what the backend adds): each new connection is checked by
+    /// `fence` ([`check_connection`](crate::store::fence::check_connection), which fences over `connect`).
+    fn pool_options(
+        url: &str,
+        options: &StoreOptions,
+        fence: Arc<Fence>,
+        connect: <<Self::Db as sqlx::Database>::Connection as Connection>::Options,
+    ) -> PoolOptions<Self::Db>;
 
-    /// The sequence store over `pool`.
-    fn over_pool(pool: Pool<Self::Db>, options: &StoreOptions) -> Self;
+    /// The sequence store over `pool`, whose connections `fence` checks.
+    fn over_pool(pool: Pool<Self::Db>, options: &StoreOptions, fence: Arc<Fence>) -> Self;
 
     /// The worker leases over `pool`.
     fn leases(pool: Pool<Self::Db>, options: &StoreOptions) -> Self::Leases;
 }
 
-/// Connects a pool of backend `B` to `url` with `options`. Fails if the
-/// database cannot be reached, or its TLS handshake fails (a configuration
-/// error, `tls.rs`).
+/// Connects a pool of backend `B` to `url` with `options`, and the failover
+/// fence its connections are checked by (`options.fence`; off on SQLite).
+/// Fails if the database cannot be reached, or its TLS handshake fails (a
+/// configuration error, `tls.rs`).
 pub(crate) async fn open_pool<B: Backend>(
     url: &str,
     options: &StoreOptions,
-) -> Result<Pool<B::Db>, StoreError> {
+) -> Result<(Pool<B::Db>, Arc<Fence>), StoreError> {
     let connect = B::connect_options(url, options)?;
-    B::pool_options(url, options)
+    let fence = match <B::Db as LeaseDb>::DIALECT {
+        Dialect::Sqlite => Fence::off(),
+        Dialect::Postgres | Dialect::Mysql => Fence::new(options.fence),
+    };
+    let pool = B::pool_options(url, options, fence.clone(), connect.clone())
         .connect_with(connect)
         .await
-        .map_err(connect_failed)
+        .map_err(connect_failed)?;
+    Ok((pool, fence))
 }
 
 /// One pool of backend `B` on `url`, with both storages over it.
 async fn open<B: Backend>(url: &str, options: &StoreOptions) -> Result<Database, StoreError> {
-    let pool = open_pool::<B>(url, options).await?;
+    let (pool, fence) = open_pool::<B>(url, options).await?;
     Ok(Database::new(
-        B::over_pool(pool.clone(), options),
+        B::over_pool(pool.clone(), options, fence),
         B::leases(pool, options),
     ))
 }

@@ -10,8 +10,9 @@ use async_trait::async_trait;
 
 use super::stripes::{StripeRecord, StripeStatus};
 use super::{
-    BumpMode, Bumped, Catalog, PeriodRow, Reservation, Reserved, Schema, Segments, SequencePage,
-    SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow, Tokens,
+    BumpMode, Bumped, Catalog, FenceStatus, MigrateMode, PeriodRow, Reservation, Reserved, Schema,
+    Segments, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow,
+    Tokens,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 
@@ -213,6 +214,15 @@ impl<H: Hook> Schema for Forwarding<H> {
     async fn check_schema(&self) -> Result<(), StoreError> {
         self.hook.before(Call::Schema)?;
         self.inner.check_schema().await
+    }
+
+    async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
+        self.hook.before(Call::Schema)?;
+        self.inner.prepare_schema(mode).await
+    }
+
+    fn fence_status(&self) -> Option<FenceStatus> {
+        self.inner.fence_status()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migration;
 
+use super::fence::FenceOptions;
 use super::StoreError;
+use crate::domain::MAX_BATCH;
 
 /// seqd's history table.
 pub const HISTORY_TABLE: &str = "seqd_migrations";
@@ -89,6 +91,19 @@ pub struct SchemaSetup {
     pub mode: MigrateMode,
     /// PostgreSQL `--schema` (see [`super::StoreOptions::schema`]).
     pub schema: Option<String>,
+    /// `--failover-fence` and its margin.
+    pub fence: FenceOptions,
+}
+
+impl SchemaSetup {
+    /// The same setup with a fence margin that covers reservations of
+    /// `largest` IDs as well ([`FenceOptions::margin_for`]; a batch of
+    /// [`MAX_BATCH`] always counts).
+    pub fn with_reservation(mut self, largest: i64) -> Self {
+        let largest = largest.max(i64::from(MAX_BATCH));
+        self.fence.margin = FenceOptions::margin_for(self.fence.margin, largest);
+        self
+    }
 }
 
 /// An SQL dialect seqd has migrations for.

@@ -17,6 +17,7 @@
 //! hook in front of any store (tests, examples).
 
 pub use database::{connect, Database};
+pub use fence::{FenceOptions, FenceStatus};
 pub use migrator::{Dialect, MigrateMode};
 pub use pool::{StoreOptions, LEASE_CONNECTIONS};
 pub use stripes::record::StripeRecord;
@@ -38,6 +39,7 @@ pub mod prelude {
 
 pub(crate) mod bump;
 pub(crate) mod database;
+pub mod fence;
 pub mod forwarding;
 pub mod memory;
 pub mod migrator;

@@ -24,7 +24,8 @@ use std::time::Duration;
 use sqlx::pool::{PoolConnection, PoolOptions};
 use sqlx::{Database, Pool};
 
-use super::migrator::MigrateMode;
+use super::fence::FenceOptions;
+use super::migrator::{MigrateMode, SchemaSetup};
 use super::{unavailable, StoreError};
 
 /// Connections a pool holds besides [`StoreOptions::max_connections`], for
@@ -62,6 +63,8 @@ pub struct StoreOptions {
     /// does (the sequence store is prepared by
     /// [`super::Schema::prepare_schema`], which takes the mode).
     pub migrate: MigrateMode,
+    /// `--failover-fence` and its margin (docs/high-availability.md).
+    pub fence: FenceOptions,
 }
 
 /// The allocator's default fetch timeout, which the default bounds sit under.
@@ -89,6 +92,7 @@ impl StoreOptions {
             max_lifetime: Duration::from_secs(30 * 60),
             schema: None,
             migrate: MigrateMode::Auto,
+            fence: FenceOptions::default(),
         }
     }
 
@@ -102,6 +106,20 @@ impl StoreOptions {
     pub fn with_migrate(mut self, mode: MigrateMode) -> Self {
         self.migrate = mode;
         self
+    }
+
+    /// The same options with the failover fence `fence`.
+    pub fn with_fence(mut self, fence: FenceOptions) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// The same options with `setup`'s `--schema`, `--migrate` and failover
+    /// fence.
+    pub fn with_setup(self, setup: &SchemaSetup) -> Self {
+        self.with_schema(setup.schema.clone())
+            .with_migrate(setup.mode)
+            .with_fence(setup.fence)
     }
 
     /// The same options with `n` connections at most.

@@ -222,7 +222,7 @@ pub(crate) const fn begin_bump(dialect: Dialect) -> &'static str {
 }
 
 /// A row of the table as `DB` reads it.
-type Row<DB> = Columns<<DB as SequenceDb>::Name, <DB as SequenceDb>::Time>;
+pub(crate) type Row<DB> = Columns<<DB as SequenceDb>::Name, <DB as SequenceDb>::Time>;
 
 /// What a reserving statement reads back: `max_id`, the size added, `step`
 /// and `ordering`.
@@ -904,6 +904,26 @@ macro_rules! sql_sequences {
                     None,
                 )
                 .await
+            }
+
+            async fn prepare_schema(
+                &self,
+                mode: $crate::store::MigrateMode,
+            ) -> Result<(), $crate::store::StoreError> {
+                match mode {
+                    $crate::store::MigrateMode::Auto => {
+                        $crate::store::fence::refuse_tables_on_promoted::<$db>(&self.fence, &self.pool)
+                            .await?;
+                        self.migrate().await?
+                    }
+                    $crate::store::MigrateMode::Check => self.check_schema().await?,
+                    $crate::store::MigrateMode::Off => {}
+                }
+                $crate::store::fence::verify::<$db>(&self.fence, &self.pool).await
+            }
+
+            fn fence_status(&self) -> Option<$crate::store::FenceStatus> {
+                self.fence.enabled().then(|| self.fence.status())
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {

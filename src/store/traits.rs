@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::stripes::{self, StripeRecord};
 use super::{
-    BumpMode, Bumped, MigrateMode, PeriodRow, SequencePage, SequencePatch, SequenceRow, StoreError,
-    TokenRow,
+    BumpMode, Bumped, FenceStatus, MigrateMode, PeriodRow, SequencePage, SequencePatch,
+    SequenceRow, StoreError, TokenRow,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 pub use seqd_core::store::Segments;
@@ -142,13 +142,22 @@ pub trait Schema: Send + Sync + 'static {
     }
 
     /// Prepares the schema as `mode` says: [`Schema::migrate`],
-    /// [`Schema::check_schema`], or nothing.
+    /// [`Schema::check_schema`], or nothing; then, on a database with the
+    /// failover fence, checks the server against its record and fences it
+    /// when it changed (docs/high-availability.md), before anything is
+    /// reserved.
     async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
         match mode {
             MigrateMode::Auto => self.migrate().await,
             MigrateMode::Check => self.check_schema().await,
             MigrateMode::Off => Ok(()),
         }
+    }
+
+    /// The failover fence of this database (`None`: off, or a store that
+    /// has none).
+    fn fence_status(&self) -> Option<FenceStatus> {
+        None
     }
 
     /// Checks that the database answers and the schema is in place.

@@ -33,6 +33,8 @@ struct State {
     frozen_closed: AtomicU64,
     /// Longest time from a freeze to the client closing that connection, in ms.
     frozen_longest_ms: AtomicU64,
+    /// Where new connections go ([`Proxy::repoint`] changes it).
+    upstream: std::sync::Mutex<SocketAddr>,
 }
 
 /// A running proxy; stops accepting when dropped.
@@ -58,6 +60,7 @@ impl Proxy {
             frozen: AtomicU64::new(0),
             frozen_closed: AtomicU64::new(0),
             frozen_longest_ms: AtomicU64::new(0),
+            upstream: std::sync::Mutex::new(upstream),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -70,6 +73,7 @@ impl Proxy {
                     drop(client); // refused: closed at once
                     continue;
                 }
+                let upstream = *st.upstream.lock().unwrap();
                 tokio::spawn(serve(client, upstream, st.clone()));
             }
         });
@@ -80,6 +84,13 @@ impl Proxy {
     pub fn cut(&self) {
         self.state.down.store(true, Ordering::SeqCst);
         self.state.cuts.fetch_add(1, Ordering::Relaxed);
+        self.state.epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Sends new connections to `upstream` from now on, and ends the open
+    /// ones (as a failover's address switch does: the old server is gone).
+    pub fn repoint(&self, upstream: SocketAddr) {
+        *self.state.upstream.lock().unwrap() = upstream;
         self.state.epoch.send_modify(|e| *e += 1);
     }
 

@@ -9,10 +9,12 @@ pub use sequences::MySqlStore;
 pub use workers::MySqlWorkerLeases;
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Executor};
 
+use crate::store::fence::{check_connection, Fence};
 use crate::store::tls::{check_files, connect_failed};
 use crate::store::{unavailable, StoreError, StoreOptions};
 
@@ -38,12 +40,22 @@ pub(crate) async fn connection(url: &str) -> Result<MySqlConnection, StoreError>
         .map_err(connect_failed)
 }
 
-/// Pool settings of `options`, with [`set_bounds`] run on every new connection.
-fn bounded_pool(options: &StoreOptions) -> MySqlPoolOptions {
+/// Pool settings of `options`, with [`set_bounds`] run on every new
+/// connection, then `fence`'s check of its server (which fences over
+/// `connect`).
+fn bounded_pool(
+    options: &StoreOptions,
+    fence: Arc<Fence>,
+    connect: MySqlConnectOptions,
+) -> MySqlPoolOptions {
     let (mariadb, mysql) = bounds_sql(options);
     options.pool().after_connect(move |conn, _| {
         let (mariadb, mysql) = (mariadb.clone(), mysql.clone());
-        Box::pin(async move { set_bounds(conn, &mariadb, &mysql).await })
+        let (fence, connect) = (fence.clone(), connect.clone());
+        Box::pin(async move {
+            set_bounds(conn, &mariadb, &mysql).await?;
+            check_connection::<sqlx::MySql>(&fence, conn, || connect).await
+        })
     })
 }
 

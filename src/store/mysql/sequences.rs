@@ -14,8 +14,11 @@
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
+use std::sync::Arc;
+
 use super::MySqlWorkerLeases;
 use crate::store::database::{open_pool, Backend};
+use crate::store::fence::Fence;
 use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
 use crate::store::{StoreError, StoreOptions};
 
@@ -69,6 +72,8 @@ impl SequenceDb for sqlx::MySql {
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
+    /// Checks the server of each new connection ([`crate::store::fence`]).
+    fence: Arc<Fence>,
 }
 
 impl MySqlStore {
@@ -81,12 +86,16 @@ impl MySqlStore {
     /// Connects to `url` with `options`: every session gets the lock-wait and
     /// statement bounds from them (see [`crate::store::pool`] and `super::MySql`).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        Ok(Self::from_pool(open_pool::<Self>(url, options).await?))
+        let (pool, fence) = open_pool::<Self>(url, options).await?;
+        Ok(MySqlStore { pool, fence })
     }
 
-    /// Wraps an existing pool.
+    /// Wraps an existing pool (no failover fence).
     pub fn from_pool(pool: MySqlPool) -> Self {
-        MySqlStore { pool }
+        MySqlStore {
+            pool,
+            fence: Fence::off(),
+        }
     }
 
     /// The underlying pool.
@@ -105,12 +114,17 @@ impl Backend for MySqlStore {
         super::connect_options(url)
     }
 
-    fn pool_options(_url: &str, options: &StoreOptions) -> MySqlPoolOptions {
-        super::bounded_pool(options)
+    fn pool_options(
+        _url: &str,
+        options: &StoreOptions,
+        fence: Arc<Fence>,
+        connect: MySqlConnectOptions,
+    ) -> MySqlPoolOptions {
+        super::bounded_pool(options, fence, connect)
     }
 
-    fn over_pool(pool: MySqlPool, _: &StoreOptions) -> Self {
-        Self::from_pool(pool)
+    fn over_pool(pool: MySqlPool, _: &StoreOptions, fence: Arc<Fence>) -> Self {
+        MySqlStore { pool, fence }
     }
 
     fn leases(pool: MySqlPool, options: &StoreOptions) -> MySqlWorkerLeases {

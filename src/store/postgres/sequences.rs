@@ -16,8 +16,11 @@
 use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
+use std::sync::Arc;
+
 use super::PgWorkerLeases;
 use crate::store::database::{open_pool, Backend};
+use crate::store::fence::{check_connection, Fence};
 use crate::store::migrator::Dialect;
 use crate::store::page_sql_in;
 use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
@@ -74,6 +77,8 @@ impl SequenceDb for sqlx::Postgres {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// Checks the server of each new connection ([`crate::store::fence`]).
+    fence: Arc<Fence>,
     /// `--schema`, created by [`Schema::migrate`](crate::store::Schema::migrate) if missing.
     schema: Option<String>,
 }
@@ -89,21 +94,28 @@ impl PostgresStore {
     /// Connects to `url` with `options`: every session gets `lock_timeout`
     /// and `statement_timeout` from them (see [`crate::store::pool`]).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        Ok(Self::over(open_pool::<Self>(url, options).await?, options))
+        let (pool, fence) = open_pool::<Self>(url, options).await?;
+        Ok(Self::over(pool, options, fence))
     }
 
     /// The store over `pool`, opened with `options` (whose `--schema`
     /// [`Schema::migrate`](crate::store::Schema::migrate) creates if missing).
-    pub(crate) fn over(pool: PgPool, options: &StoreOptions) -> Self {
+    pub(crate) fn over(pool: PgPool, options: &StoreOptions, fence: Arc<Fence>) -> Self {
         PostgresStore {
             pool,
+            fence,
             schema: options.schema.clone(),
         }
     }
 
-    /// Wraps an existing pool (its `search_path` as it is).
+    /// Wraps an existing pool (its `search_path` as it is; no failover
+    /// fence).
     pub fn from_pool(pool: PgPool) -> Self {
-        PostgresStore { pool, schema: None }
+        PostgresStore {
+            pool,
+            fence: Fence::off(),
+            schema: None,
+        }
     }
 
     /// The underlying pool.
@@ -122,12 +134,22 @@ impl Backend for PostgresStore {
         super::connect_options(url, options)
     }
 
-    fn pool_options(_url: &str, options: &StoreOptions) -> PoolOptions<sqlx::Postgres> {
-        options.pool()
+    fn pool_options(
+        _url: &str,
+        options: &StoreOptions,
+        fence: Arc<Fence>,
+        connect: PgConnectOptions,
+    ) -> PoolOptions<sqlx::Postgres> {
+        options.pool().after_connect(move |conn, _| {
+            let (fence, connect) = (fence.clone(), connect.clone());
+            Box::pin(
+                async move { check_connection::<sqlx::Postgres>(&fence, conn, || connect).await },
+            )
+        })
     }
 
-    fn over_pool(pool: PgPool, options: &StoreOptions) -> Self {
-        Self::over(pool, options)
+    fn over_pool(pool: PgPool, options: &StoreOptions, fence: Arc<Fence>) -> Self {
+        Self::over(pool, options, fence)
     }
 
     fn leases(pool: PgPool, options: &StoreOptions) -> PgWorkerLeases {

@@ -11,8 +11,11 @@
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
+use std::sync::Arc;
+
 use super::SqliteWorkerLeases;
 use crate::store::database::{open_pool, Backend};
+use crate::store::fence::Fence;
 use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
 use crate::store::{StoreError, StoreOptions};
 
@@ -61,6 +64,8 @@ impl SequenceDb for sqlx::Sqlite {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Always off: a file has no replica to be promoted.
+    fence: Arc<Fence>,
 }
 
 impl SqliteStore {
@@ -76,12 +81,15 @@ impl SqliteStore {
     /// the lock bound, WAL journaling and `synchronous = FULL` (every commit
     /// is on disk before it returns).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        Ok(Self::from_pool(open_pool::<Self>(url, options).await?))
+        Ok(Self::from_pool(open_pool::<Self>(url, options).await?.0))
     }
 
     /// Wraps an existing pool.
     pub fn from_pool(pool: SqlitePool) -> Self {
-        SqliteStore { pool }
+        SqliteStore {
+            pool,
+            fence: Fence::off(),
+        }
     }
 
     /// The underlying pool.
@@ -103,11 +111,16 @@ impl Backend for SqliteStore {
         super::connect_options(url, options)
     }
 
-    fn pool_options(url: &str, options: &StoreOptions) -> SqlitePoolOptions {
+    fn pool_options(
+        url: &str,
+        options: &StoreOptions,
+        _: Arc<Fence>,
+        _: SqliteConnectOptions,
+    ) -> SqlitePoolOptions {
         super::pool_options(url, options)
     }
 
-    fn over_pool(pool: SqlitePool, _: &StoreOptions) -> Self {
+    fn over_pool(pool: SqlitePool, _: &StoreOptions, _: Arc<Fence>) -> Self {
         Self::from_pool(pool)
     }
 

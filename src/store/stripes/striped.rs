@@ -31,8 +31,8 @@ use super::record::StripeRecord;
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 use crate::store::migrator::MigrateMode;
 use crate::store::{
-    reservation, BumpMode, Bumped, PeriodRow, Reservation, SequencePage, SequencePatch,
-    SequenceRow, Store, StoreError,
+    reservation, BumpMode, Bumped, FenceStatus, PeriodRow, Reservation, SequencePage,
+    SequencePatch, SequenceRow, Store, StoreError,
 };
 use crate::store::{Catalog, Schema, Segments, StripeRecords};
 use crate::store::{TokenRow, Tokens};
@@ -113,6 +113,9 @@ pub struct StripeStatus {
     pub index: u32,
     /// The backend ("postgres", "mysql", "sqlite").
     pub backend: &'static str,
+    /// Its failover fence (each stripe is fenced on its own); `None` when
+    /// off.
+    pub fence: Option<FenceStatus>,
     /// False while marked down (failed or slow, until a probe answers).
     pub up: bool,
     /// Ranges reserved from it by this instance.
@@ -253,6 +256,7 @@ impl StripedStore {
             .map(|s| StripeStatus {
                 index: s.layout.index(),
                 backend: s.store().backend(),
+                fence: s.store().fence_status(),
                 up: s.is_up(),
                 reservations: s.reservations.load(Ordering::Relaxed),
                 failures: s.failures.load(Ordering::Relaxed),

@@ -176,6 +176,7 @@ impl<DB: sqlx::Database> SqlWorkerLeases<DB> {
             setup: SchemaSetup {
                 mode: options.migrate,
                 schema: options.schema.clone(),
+                fence: options.fence,
             },
         }
     }

@@ -1,0 +1,750 @@
+//! The failover fence (docs/high-availability.md, "Failover of the
+//! database"; docs/design.md, "The failover fence").
+//!
+//! An asynchronous replica promoted after its primary died has lost the
+//! reservations it had not received; every instance that reserves from it
+//! would hand those IDs out again. So every database records, in
+//! `seqd_fence`, the identity of the server seqd reserves from
+//! ([`identity_sql`]: PostgreSQL's system identifier and timeline, MySQL's
+//! and MariaDB's `server_id`, `server_uuid` and `gtid_domain_id`), and each
+//! store checks the identity of every new connection of its pool before the
+//! pool hands it out ([`Fence::admit`], run by sqlx's `after_connect`):
+//!
+//! - the identity this instance verified: the connection is used;
+//! - another one: the connection is refused (reservations wait, then answer
+//!   503) and the fence task runs [`fence_once`] on a connection of its own:
+//!   in one transaction holding the record's row lock it raises every
+//!   sequence row and every serial period row by the margin (and creates the
+//!   current period rows, raised, where the lost window may have made them),
+//!   then records the new identity with `epoch + 1`. An instance that finds
+//!   the record already naming the server (another instance fenced while it
+//!   waited for the lock) takes it and goes on. Only then are connections to
+//!   the new server admitted.
+//!
+//! At start ([`verify`], from the stores' `prepare_schema`) the same
+//! routine runs before anything is reserved: a server whose record names
+//! another is fenced, an empty record (a new database, or the first start
+//! of a seqd with the fence) is filled in without a raise.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use serde::Serialize;
+use sqlx::{Connection, Pool};
+
+use super::migrator::Dialect;
+use super::sequences::{Row, SequenceDb};
+use super::sql::{columns_row, in_dialect, COLUMNS};
+use super::{unavailable, StoreError};
+use crate::domain::period_rows_range;
+
+/// The default floor of the margin (`--failover-margin`): one billion IDs.
+pub const DEFAULT_MARGIN: i64 = 1_000_000_000;
+
+/// How many reservations of the largest size the margin covers at least
+/// (docs/high-availability.md, "The margin").
+pub const MARGIN_RESERVATIONS: i64 = 1_000;
+
+/// How far around the fence's time a serial sequence's period rows are
+/// created raised when missing: a period whose row the lost window created
+/// (instances whose clocks are this much apart included).
+const PERIOD_SKEW: Duration = Duration::from_secs(10 * 60);
+
+/// Bounds of the fence's own transaction: its statements may run long (every
+/// row of the table), and it waits for another instance's fence.
+const FENCE_STATEMENT_BOUND: Duration = Duration::from_secs(600);
+const FENCE_LOCK_BOUND: Duration = Duration::from_secs(60);
+
+/// `--failover-fence` and its margin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FenceOptions {
+    /// Whether server identities are checked and changes fenced.
+    pub enabled: bool,
+    /// How much every row is raised by a fence.
+    pub margin: i64,
+}
+
+impl Default for FenceOptions {
+    fn default() -> Self {
+        FenceOptions {
+            enabled: true,
+            margin: DEFAULT_MARGIN,
+        }
+    }
+}
+
+impl FenceOptions {
+    /// The margin for a floor and the largest reservation one request can
+    /// make from one row (the dynamic step's bound, a lease, a batch): the
+    /// floor, or [`MARGIN_RESERVATIONS`] such reservations, whichever is
+    /// larger.
+    pub fn margin_for(floor: i64, largest_reservation: i64) -> i64 {
+        floor.max(largest_reservation.saturating_mul(MARGIN_RESERVATIONS))
+    }
+}
+
+/// What `/readyz` and the logs say of a database's fence.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FenceStatus {
+    /// `off`, `unchecked` (not verified yet), `ok`, `fencing` (a server
+    /// change is being fenced: nothing is reserved on it meanwhile),
+    /// `refused` (the new server cannot be fenced: why is in
+    /// `last_error`) or `failed` (the last attempt failed, retried).
+    pub state: &'static str,
+    /// The identity of the server verified.
+    pub server: Option<String>,
+    /// The record's epoch: fences since the record was created.
+    pub epoch: i64,
+    /// Fences this instance ran.
+    pub fences: u64,
+    /// Why the last attempt failed or was refused.
+    pub last_error: Option<String>,
+}
+
+impl FenceStatus {
+    /// Whether a server change is being fenced, refused or failing: nothing
+    /// is reserved from the database meanwhile.
+    pub fn blocking(&self) -> bool {
+        matches!(self.state, "fencing" | "refused" | "failed")
+    }
+}
+
+/// The record as this instance verified it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Verified {
+    server: String,
+    epoch: i64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The server this instance checked against the record; `None` before.
+    verified: Option<Verified>,
+    /// Before [`verify`]: the identity of the connections admitted so far.
+    seen: Option<String>,
+    /// A fence is wanted or running.
+    pending: bool,
+    /// The last attempt's failure (`refused`: it cannot succeed by retrying).
+    failure: Option<(bool, String)>,
+}
+
+/// One database's fence: what its pool's connections are checked against.
+#[derive(Debug)]
+pub struct Fence {
+    options: FenceOptions,
+    state: Mutex<State>,
+    wake: tokio::sync::Notify,
+    task: AtomicBool,
+    fences: AtomicU64,
+}
+
+impl Fence {
+    /// A fence with `options` (one per pool).
+    pub fn new(options: FenceOptions) -> Arc<Fence> {
+        Arc::new(Fence {
+            options,
+            state: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            task: AtomicBool::new(false),
+            fences: AtomicU64::new(0),
+        })
+    }
+
+    /// A fence that checks nothing (SQLite, `--failover-fence off`, pools a
+    /// test wraps).
+    pub fn off() -> Arc<Fence> {
+        Fence::new(FenceOptions {
+            enabled: false,
+            margin: 0,
+        })
+    }
+
+    /// Whether identities are checked.
+    pub fn enabled(&self) -> bool {
+        self.options.enabled
+    }
+
+    /// The state for `/readyz`.
+    pub fn status(&self) -> FenceStatus {
+        let state = self.state.lock().unwrap();
+        let label = if !self.options.enabled {
+            "off"
+        } else if state.pending {
+            match &state.failure {
+                Some((true, _)) => "refused",
+                Some((false, _)) => "failed",
+                None => "fencing",
+            }
+        } else if state.verified.is_some() {
+            "ok"
+        } else {
+            "unchecked"
+        };
+        FenceStatus {
+            state: label,
+            server: state.verified.as_ref().map(|v| v.server.clone()),
+            epoch: state.verified.as_ref().map_or(0, |v| v.epoch),
+            fences: self.fences.load(Ordering::Relaxed),
+            last_error: state.failure.as_ref().map(|(_, why)| why.clone()),
+        }
+    }
+
+    /// Whether a connection to the server `server` may be used: it is the
+    /// verified one, or nothing is verified yet and it is the server every
+    /// connection admitted so far reached. Otherwise the fence is wanted
+    /// (the task started by `start` runs it) and the connection is refused.
+    fn admit(&self, server: &str) -> Result<(), String> {
+        let mut state = self.state.lock().unwrap();
+        match &state.verified {
+            Some(v) if v.server == server && !state.pending => Ok(()),
+            Some(v) => {
+                if !state.pending {
+                    tracing::error!(recorded = %v.server, now = %server,
+                        "the database server changed (a failover?): fencing before any reservation");
+                    state.pending = true;
+                }
+                drop(state);
+                self.wake.notify_one();
+                Err(format!(
+                    "the database server changed (now {server}): not used until it is fenced"
+                ))
+            }
+            None => match &state.seen {
+                Some(seen) if seen != server => Err(format!(
+                    "the database server changed during start-up ({seen}, then {server})"
+                )),
+                Some(_) => Ok(()),
+                None => {
+                    state.seen = Some(server.to_owned());
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+/// The statement that reads the server's identity, as `(key, value)` rows:
+/// PostgreSQL's system identifier (the same on every replica of a cluster)
+/// and the timeline of the WAL it writes (one higher at each promotion;
+/// `pg_current_wal_lsn()` also fails on a server in recovery, which takes no
+/// writes); MySQL's and MariaDB's `server_id` (distinct on every server of
+/// a replication topology), `server_uuid` (MySQL) and `gtid_domain_id`
+/// (MariaDB). Every one is readable by any role.
+pub(crate) fn identity_sql(dialect: Dialect) -> Option<&'static str> {
+    match dialect {
+        Dialect::Postgres => Some(
+            "SELECT 'system_identifier', system_identifier::text FROM pg_control_system() \
+             UNION ALL SELECT 'timeline', \
+             (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint)::text",
+        ),
+        Dialect::Mysql => Some(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+             ('server_id', 'server_uuid', 'gtid_domain_id')",
+        ),
+        Dialect::Sqlite => None,
+    }
+}
+
+/// The identity as one line, `key=value` in key order.
+fn identity_line(dialect: Dialect, mut pairs: Vec<(String, String)>) -> String {
+    pairs.sort();
+    let pairs: Vec<String> = pairs.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{} {}", dialect.name(), pairs.join(" "))
+}
+
+/// The statements that lift the pool's statement bounds for the fence's
+/// transaction (its first statements, after `BEGIN`).
+fn bounds_sql(dialect: Dialect) -> Vec<String> {
+    let (statement, lock) = (FENCE_STATEMENT_BOUND.as_secs(), FENCE_LOCK_BOUND.as_secs());
+    match dialect {
+        Dialect::Postgres => vec![
+            format!("SET LOCAL statement_timeout = '{statement}s'"),
+            format!("SET LOCAL lock_timeout = '{lock}s'"),
+        ],
+        // `max_statement_time` is MariaDB's; MySQL bounds only SELECTs.
+        Dialect::Mysql => vec![format!("SET SESSION innodb_lock_wait_timeout = {lock}")],
+        Dialect::Sqlite => Vec::new(),
+    }
+}
+
+/// What a backend needs for the fence (its [`SequenceDb`] and the types
+/// the record is read as).
+pub(crate) trait FenceDb: SequenceDb {}
+
+impl<DB: SequenceDb> FenceDb for DB {}
+
+/// Whether a server `server` whose record reads `record` must be fenced by
+/// an instance that verified `known` before.
+fn must_fence(record: &Verified, server: &str, known: Option<&Verified>) -> bool {
+    if record.server.is_empty() {
+        // Never recorded: a new database, or the first start of a seqd
+        // with the fence; fenced only when this instance verified another
+        // server (its record was lost with the window).
+        return known.is_some();
+    }
+    if record.server != server {
+        return true;
+    }
+    // The record names this server: fenced already, unless it is older
+    // than what this instance saw (a server rolled back to before a fence).
+    known.is_some_and(|k| record.epoch < k.epoch || (record.epoch == k.epoch && k.server != server))
+}
+
+/// Writes the generic functions given to it with the bounds on `DB` that
+/// every one of them needs (the fence's statements and the rows it reads),
+/// written once.
+macro_rules! with_db_bounds {
+    ($($(#[$meta:meta])* $vis:vis async fn $name:ident<DB: FenceDb>($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block)*) => {$(
+        $(#[$meta])*
+        $vis async fn $name<DB: FenceDb>($($arg: $ty),*) -> $ret
+        where
+            for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+            for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+            for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+            for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+            (String, String): for<'r> sqlx::FromRow<'r, DB::Row>,
+            (String, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+            (String,): for<'r> sqlx::FromRow<'r, DB::Row>,
+            (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+            Row<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
+        $body
+    )*};
+}
+
+with_db_bounds! {
+/// Reads the identity of the server `conn` is connected to.
+async fn server_identity<DB: FenceDb>(conn: &mut DB::Connection) -> Result<String, sqlx::Error> {
+    let sql = identity_sql(DB::DIALECT).expect("a dialect with a fence");
+    let pairs: Vec<(String, String)> = sqlx::query_as(sql).fetch_all(conn).await?;
+    Ok(identity_line(DB::DIALECT, pairs))
+}
+
+/// The after-connect check of `fence` on a new connection of a pool of
+/// `DB`: the connection's server identity must be the verified one
+/// ([`Fence::admit`]); a change starts the fence task over the pool's
+/// `connect` options. Nothing when the fence is off.
+pub(crate) async fn check_connection<DB: FenceDb>(
+    fence: &Arc<Fence>,
+    conn: &mut DB::Connection,
+    connect: impl FnOnce() -> <DB::Connection as Connection>::Options,
+) -> Result<(), sqlx::Error> {
+    if !fence.enabled() {
+        return Ok(());
+    }
+    let server = server_identity::<DB>(conn).await?;
+    match fence.admit(&server) {
+        Ok(()) => Ok(()),
+        Err(why) => {
+            if !fence.task.swap(true, Ordering::AcqRel) {
+                tokio::spawn(fence_task::<DB>(fence.clone(), connect()));
+            }
+            Err(sqlx::Error::Protocol(why))
+        }
+    }
+}
+
+/// Runs the fence whenever a connection found the server changed, on a
+/// connection of its own, retrying (1 s, doubling to 30 s) until it
+/// succeeds.
+async fn fence_task<DB: FenceDb>(
+    fence: Arc<Fence>,
+    connect: <DB::Connection as Connection>::Options,
+) -> () {
+    loop {
+        let wanted = fence.wake.notified();
+        if !fence.state.lock().unwrap().pending {
+            wanted.await;
+        }
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            match run_on::<DB>(&fence, &connect).await {
+                Ok(()) => break,
+                Err(e) => {
+                    let refused = matches!(e, StoreError::Migration(_) | StoreError::Config(_));
+                    tracing::error!(error = %e, refused, "the failover fence did not complete; retrying");
+                    fence.state.lock().unwrap().failure = Some((refused, e.to_string()));
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+/// Connects with `connect` and runs [`fence_once`].
+async fn run_on<DB: FenceDb>(
+    fence: &Fence,
+    connect: &<DB::Connection as Connection>::Options,
+) -> Result<(), StoreError> {
+    let mut conn = DB::Connection::connect_with(connect)
+        .await
+        .map_err(unavailable)?;
+    let outcome = fence_once::<DB>(fence, &mut conn).await;
+    let _ = conn.close().await;
+    outcome
+}
+
+/// At start, before anything is reserved: checks the server of `pool`
+/// against its record and fences it if it changed (see the module docs).
+/// Fails when the identity cannot be read (privileges: docs/operations.md),
+/// seqd's tables are absent, or the server changed during start-up.
+pub(crate) async fn verify<DB: FenceDb>(fence: &Fence, pool: &Pool<DB>) -> Result<(), StoreError> {
+    if !fence.enabled() {
+        return Ok(());
+    }
+    match run_on::<DB>(fence, &pool.connect_options()).await {
+        // No table of seqd's at all (`--migrate off` on an empty database,
+        // a dry run): nothing can be reserved from it, so nothing to fence;
+        // its first reservation fails on the missing table.
+        Err(StoreError::Migration(_)) if !has_sequences::<DB>(pool).await => Ok(()),
+        outcome => outcome,
+    }
+}
+
+/// Whether the `sequences` table answers on `pool`.
+async fn has_sequences<DB: FenceDb>(pool: &Pool<DB>) -> bool {
+    let read: Result<Option<(i64,)>, _> = sqlx::query_as("SELECT 1 FROM sequences LIMIT 1")
+        .fetch_optional(pool)
+        .await;
+    read.is_ok()
+}
+
+/// The fence's transaction on `conn`: locks the record, reads the server's
+/// identity, and raises the rows and records the server when it must
+/// ([`must_fence`]); then `fence` admits connections to that server.
+async fn fence_once<DB: FenceDb>(fence: &Fence, conn: &mut DB::Connection) -> Result<(), StoreError> {
+    let dialect = DB::DIALECT;
+    let server = server_identity::<DB>(conn).await.map_err(|e| {
+        StoreError::Config(format!(
+            "the failover fence cannot read the database server's identity ({e}); grant what \
+             docs/operations.md lists, or start with --failover-fence off where replication is \
+             synchronous"
+        ))
+    })?;
+    let mut tx = conn.begin().await.map_err(unavailable)?;
+    for sql in bounds_sql(dialect) {
+        sqlx::query(&sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+    }
+    let lock = match dialect {
+        Dialect::Sqlite => "",
+        _ => " FOR UPDATE",
+    };
+    let record: Option<(String, i64)> = sqlx::query_as(&format!(
+        "SELECT server, epoch FROM seqd_fence WHERE id = 1{lock}"
+    ))
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(|e| match e {
+        sqlx::Error::Database(_) => StoreError::Migration(format!(
+            "seqd's tables are absent or behind on this server ({e}): a promoted server \
+                     without them is never set up again by seqd; restore them (with \
+                     `seqd sequences bump --all` past every ID handed out), or run `seqd migrate` \
+                     if this is a new database"
+        )),
+        other => unavailable(other),
+    })?;
+    let record = record.map_or_else(
+        || Verified {
+            server: String::new(),
+            epoch: 0,
+        },
+        |(server, epoch)| Verified { server, epoch },
+    );
+    let (known, seen) = {
+        let state = fence.state.lock().unwrap();
+        (state.verified.clone(), state.seen.clone())
+    };
+    if known.is_none() && seen.as_deref().is_some_and(|s| s != server) {
+        return Err(StoreError::Unavailable(format!(
+            "the database server changed during start-up ({}, then {server}); start again",
+            seen.unwrap_or_default()
+        )));
+    }
+    let verified = if must_fence(&record, &server, known.as_ref()) {
+        let margin = fence.options.margin;
+        tracing::warn!(recorded = %record.server, server = %server, margin,
+            "fencing the database: every sequence raised past what a failover may have lost");
+        let raised = raise_rows::<DB>(&mut tx, margin)
+            .await
+            .map_err(unavailable)?;
+        let epoch = record.epoch.max(known.as_ref().map_or(0, |k| k.epoch)) + 1;
+        sqlx::query(&in_dialect(
+            dialect,
+            "UPDATE seqd_fence SET server = ?, epoch = ?, margin = ?, \
+             fenced_at = CURRENT_TIMESTAMP WHERE id = 1",
+        ))
+        .bind(server.as_str())
+        .bind(epoch)
+        .bind(margin)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        fence.fences.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(server = %server, epoch, rows = raised, margin,
+            "the database is fenced: every sequence raised; reserving from it again");
+        Verified { server, epoch }
+    } else if record.server.is_empty() {
+        let epoch = 1;
+        sqlx::query(&in_dialect(
+            dialect,
+            "UPDATE seqd_fence SET server = ?, epoch = ? WHERE id = 1",
+        ))
+        .bind(server.as_str())
+        .bind(epoch)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        tracing::info!(server = %server, "recorded the database server for the failover fence");
+        Verified { server, epoch }
+    } else {
+        tx.commit().await.map_err(unavailable)?;
+        if known.as_ref().is_some_and(|k| k.server != server) {
+            tracing::warn!(server = %server, epoch = record.epoch,
+                "another instance fenced the new database server; reserving from it");
+        }
+        record
+    };
+    let mut state = fence.state.lock().unwrap();
+    state.verified = Some(verified);
+    state.seen = None;
+    state.pending = false;
+    state.failure = None;
+    Ok(())
+}
+
+/// Raises every counting row by `margin` (a row that cannot take it is set
+/// to `i64::MAX`: exhausted), the period rows of a serial sequence that
+/// refuses past `{seq:0N}` at most to its capacity (the period is then
+/// full), and creates the period rows of now (and [`PERIOD_SKEW`] around)
+/// that are missing, raised: the lost window may have made them. The rows
+/// changed or made.
+async fn raise_rows<DB: FenceDb>(conn: &mut DB::Connection, margin: i64) -> Result<u64, sqlx::Error> {
+    let dialect = DB::DIALECT;
+    let margin = stripe_margin::<DB>(conn, margin).await?;
+    let raised = sqlx::query(&in_dialect(
+        dialect,
+        "UPDATE sequences SET max_id = CASE WHEN max_id > 9223372036854775807 - ? \
+         THEN 9223372036854775807 ELSE max_id + ? END, updated_at = CURRENT_TIMESTAMP \
+         WHERE format IS NULL",
+    ))
+    .bind(margin)
+    .bind(margin)
+    .execute(&mut *conn)
+    .await?;
+    let mut changed = DB::rows_affected(&raised);
+    let serials: Vec<Row<DB>> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM sequences WHERE format IS NOT NULL"
+    ))
+    .fetch_all(&mut *conn)
+    .await?;
+    let now = Utc::now();
+    for row in serials.into_iter().filter_map(columns_row) {
+        let Some(settings) = row.serial.as_ref() else {
+            continue;
+        };
+        let cap = match (settings.overflow, settings.format.capacity()) {
+            (crate::domain::serial::Overflow::Refuse, Some(capacity)) => {
+                Some(i64::try_from(capacity).unwrap_or(i64::MAX))
+            }
+            _ => None,
+        };
+        if let Some(cap) = cap {
+            let (low, high) = period_rows_range(&row.name);
+            sqlx::query(&in_dialect(
+                dialect,
+                &format!(
+                    "UPDATE sequences SET max_id = CASE WHEN max_id > ? THEN ? ELSE max_id END \
+                     WHERE {name} >= ? AND {name} < ?",
+                    name = super::sql::name_bytes(dialect)
+                ),
+            ))
+            .bind(cap)
+            .bind(cap)
+            .bind(low.as_str())
+            .bind(high.as_str())
+            .execute(&mut *conn)
+            .await?;
+        }
+        let raised_start = (row.counter_start - 1).saturating_add(margin);
+        let start = cap.map_or(raised_start, |cap| raised_start.min(cap));
+        let mut keys: Vec<String> = Vec::new();
+        for at in [now - skew(), now, now + skew()] {
+            let at = jiff::Timestamp::from_millisecond(at.timestamp_millis())
+                .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+            if let Ok(period) =
+                crate::domain::serial::Period::of(at, &settings.zone(), settings.reset)
+            {
+                if !keys.contains(&period.key) {
+                    keys.push(period.key);
+                }
+            }
+        }
+        for key in keys {
+            let made = sqlx::query(&in_dialect(dialect, create_raised_period_sql(dialect)))
+                .bind(row.name.period_counter(&key).as_str())
+                .bind(start)
+                .bind(row.name.as_str())
+                .execute(&mut *conn)
+                .await?;
+            changed += DB::rows_affected(&made);
+        }
+    }
+    Ok(changed)
+}
+
+/// The margin on a stripe of a set of `n` (its record in `seqd_stripe`):
+/// a reservation on a stripe may skip the other stripes' blocks, so the
+/// lost window advanced the row by at most `n × (margin + block)`.
+async fn stripe_margin<DB: FenceDb>(
+    conn: &mut DB::Connection,
+    margin: i64,
+) -> Result<i64, sqlx::Error> {
+    let text = match DB::DIALECT {
+        Dialect::Mysql => "CHAR",
+        Dialect::Postgres | Dialect::Sqlite => "TEXT",
+    };
+    let record: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SELECT CAST(stripe_count AS {text}), CAST(block AS {text}) FROM seqd_stripe WHERE id = 1"
+    ))
+    .fetch_all(&mut *conn)
+    .await?;
+    let parsed = record
+        .first()
+        .and_then(|(count, block)| Some((count.parse::<i64>().ok()?, block.parse::<i64>().ok()?)));
+    Ok(match parsed {
+        Some((count, block)) if count > 1 => count.saturating_mul(margin.saturating_add(block)),
+        _ => margin,
+    })
+}
+
+/// Before `--migrate auto` creates seqd's tables: refuses when they are
+/// absent on a server that was promoted from a replica (PostgreSQL: a
+/// timeline above 1; MariaDB: a replication position in `gtid_slave_pos`),
+/// where they were most likely lost with a failover: setting them up again
+/// would hand out every ID again. `seqd migrate` creates them anyway.
+pub(crate) async fn refuse_tables_on_promoted<DB: FenceDb>(
+    fence: &Fence,
+    pool: &Pool<DB>,
+) -> Result<(), StoreError> {
+    if !fence.enabled() {
+        return Ok(());
+    }
+    if has_sequences::<DB>(pool).await {
+        return Ok(());
+    }
+    let mut conn = pool.acquire().await.map_err(unavailable)?;
+    let promoted = match DB::DIALECT {
+        Dialect::Postgres => server_identity::<DB>(&mut conn)
+            .await
+            .map_err(unavailable)?
+            .split(' ')
+            .find_map(|pair| pair.strip_prefix("timeline="))
+            .and_then(|t| t.parse::<i64>().ok())
+            .is_some_and(|timeline| timeline > 1)
+            .then(|| "its timeline is above 1".to_owned()),
+        Dialect::Mysql => {
+            let position: Result<(String,), _> =
+                sqlx::query_as("SELECT CAST(@@global.gtid_slave_pos AS CHAR)")
+                    .fetch_one(&mut *conn)
+                    .await;
+            position
+                .ok()
+                .filter(|(p,)| !p.trim().is_empty())
+                .map(|(p,)| format!("it replicated up to {p}"))
+        }
+        Dialect::Sqlite => None,
+    };
+    match promoted {
+        Some(why) => Err(StoreError::Migration(format!(
+            "seqd's tables are absent on a server that was promoted from a replica ({why}): \
+             they were most likely lost with a failover, and setting them up again would hand \
+             out every ID again; restore them and `seqd sequences bump --all` past every ID \
+             handed out, or run `seqd migrate` if this really is a new database"
+        ))),
+        None => Ok(()),
+    }
+}
+}
+
+fn skew() -> chrono::Duration {
+    chrono::Duration::from_std(PERIOD_SKEW).expect("a small duration")
+}
+
+/// Creates a period row (first bind) with `max_id` the second bind, from
+/// its sequence's row (third bind), unless it exists.
+fn create_raised_period_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Mysql => {
+            "INSERT IGNORE INTO sequences (name, max_id, step, description, ordering, counter_start) \
+             SELECT ?, ?, step, '', ordering, counter_start FROM sequences WHERE name = ?"
+        }
+        Dialect::Postgres | Dialect::Sqlite => {
+            "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start) \
+             SELECT ?, ?, step, '', ordering, counter_start FROM sequences WHERE name = ? \
+             ON CONFLICT (name) DO NOTHING"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(server: &str, epoch: i64) -> Verified {
+        Verified {
+            server: server.into(),
+            epoch,
+        }
+    }
+
+    #[test]
+    fn a_new_record_is_filled_in_without_a_fence() {
+        assert!(!must_fence(&v("", 0), "a", None));
+        // ... unless this instance verified a server before: that record was lost.
+        assert!(must_fence(&v("", 0), "b", Some(&v("a", 1))));
+    }
+
+    #[test]
+    fn another_server_is_fenced_and_a_fenced_one_is_taken() {
+        assert!(must_fence(&v("a", 1), "b", None));
+        assert!(must_fence(&v("a", 1), "b", Some(&v("a", 1))));
+        assert!(!must_fence(&v("b", 2), "b", Some(&v("a", 1))));
+        assert!(!must_fence(&v("a", 1), "a", Some(&v("a", 1))));
+    }
+
+    #[test]
+    fn a_server_older_than_what_was_seen_is_fenced() {
+        // The old primary back with its old record, after this instance
+        // verified the promoted server's fence.
+        assert!(must_fence(&v("a", 1), "a", Some(&v("b", 2))));
+    }
+
+    #[test]
+    fn the_margin_covers_a_thousand_of_the_largest_reservations() {
+        assert_eq!(FenceOptions::margin_for(5, 1_000_000), 1_000_000_000);
+        assert_eq!(
+            FenceOptions::margin_for(2_000_000_000, 1_000_000),
+            2_000_000_000
+        );
+        assert_eq!(FenceOptions::margin_for(1, i64::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn identities_are_one_line_in_key_order() {
+        let line = identity_line(
+            Dialect::Mysql,
+            vec![
+                ("server_id".into(), "2".into()),
+                ("gtid_domain_id".into(), "0".into()),
+            ],
+        );
+        assert_eq!(line, "mysql gtid_domain_id=0 server_id=2");
+    }
+}
