@@ -5,14 +5,14 @@
 //! reservations it had not received; every instance that reserves from it
 //! would hand those IDs out again. So every database records, in
 //! `seqd_fence`, the identity of the server seqd reserves from
-//! ([`identity_sql`]: PostgreSQL's system identifier and timeline, MySQL's
+//! (`identity_sql`: PostgreSQL's system identifier and timeline, MySQL's
 //! and MariaDB's `server_id`, `server_uuid` and `gtid_domain_id`), and each
 //! store checks the identity of every new connection of its pool before the
-//! pool hands it out ([`Fence::admit`], run by sqlx's `after_connect`):
+//! pool hands it out (`Fence::admit`, run by sqlx's `after_connect`):
 //!
 //! - the identity this instance verified: the connection is used;
 //! - another one: the connection is refused (reservations wait, then answer
-//!   503) and the fence task runs [`fence_once`] on a connection of its own:
+//!   503) and the fence task runs `fence_once` on a connection of its own:
 //!   in one transaction holding the record's row lock it raises every
 //!   sequence row and every serial period row by the margin (and creates the
 //!   current period rows, raised, where the lost window may have made them),
@@ -21,7 +21,7 @@
 //!   waited for the lock) takes it and goes on. Only then are connections to
 //!   the new server admitted.
 //!
-//! At start ([`verify`], from the stores' `prepare_schema`) the same
+//! At start (`verify`, from the stores' `prepare_schema`) the same
 //! routine runs before anything is reserved: a server whose record names
 //! another is fenced, an empty record (a new database, or the first start
 //! of a seqd with the fence) is filled in without a raise.
