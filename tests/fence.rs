@@ -6,6 +6,7 @@
 //! tests/failover.rs.
 
 mod common;
+mod roles;
 mod server;
 
 use common::{Backend, TestDb};
@@ -188,4 +189,93 @@ async fn a_bad_fence_flag_is_refused_with_its_words() {
     assert!(stderr.contains("--failover-fence"), "{stderr}");
     let out = common::seqd_binary(&["serve", "--failover-margin", "0"]).await;
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `max_id` of `name` on `db`.
+async fn max_id(db: &TestDb, name: &str) -> i64 {
+    use sqlx::Connection;
+    let sql = format!("SELECT max_id FROM sequences WHERE name = '{name}'");
+    let (v,): (i64,) = match db.backend {
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::query_as(&sql).fetch_one(&mut c).await.unwrap()
+        }
+        _ => {
+            let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+            sqlx::query_as(&sql).fetch_one(&mut c).await.unwrap()
+        }
+    };
+    v
+}
+
+/// Each stripe is fenced on its own: a record naming another server on the
+/// MariaDB stripe raises that stripe's rows by `stripes × (margin + block)`
+/// (a reservation there may skip the other stripe's blocks), and leaves the
+/// PostgreSQL stripe alone; `/readyz` shows each stripe's fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_stripe_is_fenced_on_its_own() {
+    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
+        return;
+    };
+    let urls = format!("{} {}", pg.url, my.url);
+    let a = Process::spawn(&urls, &[]).await;
+    let http = server::client(std::time::Duration::from_secs(30));
+    server::create_at(&http, &a.base, "order", 1, 100).await;
+    assert_eq!(get(&a, "/v1/sequences/order/next").await.0, 200);
+    a.kill().await;
+    let (pg_before, my_before) = (max_id(&pg, "order").await, max_id(&my, "order").await);
+    common::execute(
+        &my,
+        "UPDATE seqd_fence SET server = 'mysql gtid_domain_id=0 server_id=99999' WHERE id = 1",
+    )
+    .await;
+
+    let b = Process::spawn(&urls, &[]).await;
+    let ready = readyz(&b).await;
+    let stripes = ready["checks"]["stripes"].as_array().unwrap();
+    assert_eq!(stripes[0]["fence"]["epoch"], 1, "{ready}");
+    assert_eq!(stripes[1]["fence"]["epoch"], 2, "{ready}");
+    assert_eq!(stripes[1]["fence"]["state"], "ok", "{ready}");
+    assert_eq!(fences_counted(&b).await, 1);
+    assert_eq!(max_id(&pg, "order").await, pg_before);
+    let block = 1_000_000_000i64;
+    assert_eq!(
+        max_id(&my, "order").await,
+        my_before + 2 * (1_000_000_000 + block),
+        "the MariaDB stripe raised by 2 × (margin + block)"
+    );
+}
+
+/// A role without its grant on `seqd_fence` (PostgreSQL names tables one by
+/// one; MariaDB's documented grant is the whole database): the start is
+/// refused with words that say what to grant, never skipped.
+#[tokio::test]
+async fn a_role_without_the_fence_grant_is_refused_at_start_in_words() {
+    let Some(db) = common::test_db(Backend::Postgres).await else {
+        return;
+    };
+    common::ok(&common::seqd_on(&db, &["migrate"]).await);
+    let role = roles::RuntimeRole::grant(&db).await;
+    let fence = role
+        .tables
+        .iter()
+        .find(|t| t.ends_with("seqd_fence"))
+        .expect("seqd_fence among the granted tables");
+    let user = url::Url::parse(&role.url).unwrap().username().to_owned();
+    common::execute(&db, &format!("REVOKE ALL ON {fence} FROM {user}")).await;
+    let out = common::seqd_binary_with_env(
+        &["serve", "--listen", "127.0.0.1:0", "--migrate", "check"],
+        &[("SEQD_DATABASE_URL", role.url.as_str())],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("seqd_fence") && stderr.contains("docs/operations.md"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(role.url.as_str()),
+        "no password printed: {stderr}"
+    );
 }

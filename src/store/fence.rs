@@ -440,6 +440,11 @@ async fn fence_once<DB: FenceDb>(fence: &Fence, conn: &mut DB::Connection) -> Re
     .fetch_optional(&mut *tx)
     .await
     .map_err(|e| match e {
+        sqlx::Error::Database(ref d) if denied(d.as_ref()) => StoreError::Config(format!(
+            "the failover fence may not read or lock seqd_fence ({e}): grant SELECT and UPDATE \
+             on it as docs/operations.md lists, or start with --failover-fence off where \
+             replication is synchronous"
+        )),
         sqlx::Error::Database(_) => StoreError::Migration(format!(
             "seqd's tables are absent or behind on this server ({e}): a promoted server \
                      without them is never set up again by seqd; restore them (with \
@@ -671,6 +676,16 @@ pub(crate) async fn refuse_tables_on_promoted<DB: FenceDb>(
         None => Ok(()),
     }
 }
+}
+
+/// Whether the database refused a statement for lack of a privilege
+/// (PostgreSQL 42501; MySQL's and MariaDB's 1142 and 1143, SQLSTATE 42000).
+fn denied(e: &dyn sqlx::error::DatabaseError) -> bool {
+    match e.code().as_deref() {
+        Some("42501") => true,
+        Some("42000") => e.message().contains("denied"),
+        _ => false,
+    }
 }
 
 fn skew() -> chrono::Duration {
