@@ -8,6 +8,7 @@
 //! the imports' `--from`.
 
 mod common;
+mod db_servers;
 mod proxy;
 mod server;
 mod tls_peers;

@@ -6,135 +6,26 @@
 //! free port in a temporary directory.
 //!
 //! Each is started once per test binary, on first use, and shared by the
-//! tests. It is stopped and its directory removed when the test process
-//! ends, however it ends: a guard process (a shell reading its standard
-//! input, a pipe only this process holds) does it once that pipe closes.
-//!
-//! PostgreSQL runs as the user `postgres`, through `runuser`, which needs
-//! the tests to run as root (as they do on the CI machines); MariaDB runs as
-//! root. A server that cannot be started skips the test that needs it
-//! (`skipped: ...`), or fails it under `SEQD_TEST_REQUIRE_ALL=1`.
+//! tests, by the helpers of tests/db_servers (include both: `mod
+//! db_servers; mod tls_peers;`). It is stopped and its directory removed
+//! when the test process ends, however it ends (by its guard). A server
+//! that cannot be started skips the test that needs it (`skipped: ...`), or
+//! fails it under `SEQD_TEST_REQUIRE_ALL=1`.
 
 #![allow(dead_code)]
 
 use std::net::IpAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
-/// How long a server may take to start.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The write ends of the guards' standard input: held until the process
-/// exits, when closing them makes each guard clean up.
-static GUARDS: Mutex<Vec<ChildStdin>> = Mutex::new(Vec::new());
-
-/// Starts the guard of `dir`: a shell that reads its standard input to the
-/// end (the test process exited), then runs `stop` (which may name the
-/// directory as `$dir`) and removes the directory.
-fn guard(dir: &Path, stop: &str) -> Result<(), String> {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(r#"dir=$1; cat >/dev/null; {stop} rm -rf "$dir""#))
-        .arg("guard")
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("sh: {e}"))?;
-    GUARDS.lock().unwrap().push(child.stdin.take().unwrap());
-    Ok(())
-}
-
-/// A fresh directory under the system's temporary directory, kept until the
-/// test process ends (when its guard runs `stop`, then removes it).
-fn scratch_dir(prefix: &str, stop: &str) -> Result<PathBuf, String> {
-    let dir = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir()
-        .map_err(|e| format!("temporary directory: {e}"))?
-        .keep();
-    guard(&dir, stop)?;
-    Ok(dir)
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-/// Writes `contents` to `path` with the permission bits `mode`.
-fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
-    std::fs::write(path, contents).map_err(fail)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(fail)
-}
-
-/// Runs `command` to its end; its failure with what it printed.
-fn run(command: &mut Command) -> Result<(), String> {
-    let out = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{:?}: {e}", command.get_program()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{command:?}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
-}
-
-/// A port free on 127.0.0.1 right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
-}
-
-/// Waits until `server` accepts TCP connections on 127.0.0.1:`port`; if it
-/// exits or takes too long, why, with its `log`.
-fn wait_for_port(server: &mut Child, port: u16, log: &Path) -> Result<(), String> {
-    let start = Instant::now();
-    let failure = loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(());
-        }
-        if let Ok(Some(status)) = server.try_wait() {
-            break format!("it exited ({status})");
-        }
-        if start.elapsed() > START_TIMEOUT {
-            break format!("nothing listens on port {port} after {START_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let log = std::fs::read_to_string(log).unwrap_or_default();
-    Err(format!("{failure}:\n{log}"))
-}
-
-/// `thing`, or a skip (`None`, after saying so) or a failure under
-/// `SEQD_TEST_REQUIRE_ALL=1` when it could not be made.
-fn required<T>(what: &str, thing: &'static Result<T, String>) -> Option<&'static T> {
-    match thing {
-        Ok(t) => Some(t),
-        Err(e) if crate::common::require_all() => {
-            panic!("{what} could not be started and SEQD_TEST_REQUIRE_ALL=1: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipped: {what} could not be started: {e}");
-            None
-        }
-    }
-}
+use crate::db_servers::{
+    copy_dir, free_port, give_to_postgres, mariadb_start, mariadb_template, pg_bin, pg_start,
+    pg_stop, pg_template, psql, required, run, scratch_dir, write_file, MARIADB_STOP,
+};
 
 /// A certificate and its key, as PEM files.
 #[derive(Debug, Clone)]
@@ -311,69 +202,6 @@ impl Pki {
     }
 }
 
-/// Where PostgreSQL's programs are: the directory of `initdb` on the
-/// `PATH`, else the newest `/usr/lib/postgresql/*/bin` (Debian's place).
-fn pg_bin() -> Result<PathBuf, String> {
-    let on_path = std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).find(|dir| dir.join("initdb").is_file()));
-    if let Some(dir) = on_path {
-        return Ok(dir);
-    }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map_err(|e| format!("no initdb on the PATH nor /usr/lib/postgresql: {e}"))?
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|bin| bin.join("initdb").is_file())
-        .collect();
-    dirs.sort_by_key(|d| {
-        let version = d
-            .parent()
-            .and_then(|v| v.file_name())
-            .and_then(|v| v.to_str());
-        version.and_then(|v| v.parse::<u32>().ok()).unwrap_or(0)
-    });
-    dirs.pop()
-        .ok_or_else(|| "no PostgreSQL installation (initdb) found".to_string())
-}
-
-/// Runs `program` of PostgreSQL's with `args` as the user `postgres`, in
-/// `dir` (which that user can enter).
-fn as_postgres(bin: &Path, program: &str, dir: &Path) -> Command {
-    let mut c = Command::new("runuser");
-    c.args(["-u", "postgres", "--"])
-        .arg(bin.join(program))
-        .current_dir(dir);
-    c
-}
-
-/// Hands `path` to the user `postgres`.
-fn give_to_postgres(path: &Path) -> Result<(), String> {
-    run(Command::new("chown").args(["-R", "postgres:postgres", path_str(path)]))
-}
-
-/// A data directory made by `initdb` once, copied by every cluster.
-fn template() -> Result<&'static PathBuf, String> {
-    static TEMPLATE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    TEMPLATE
-        .get_or_init(|| {
-            let bin = pg_bin()?;
-            let dir = scratch_dir("seqd-pg-template-", "")?;
-            give_to_postgres(&dir)?;
-            run(as_postgres(&bin, "initdb", &dir).args([
-                "-D",
-                "data",
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-sync",
-                "--encoding=UTF8",
-                "--locale=C",
-            ]))?;
-            Ok(dir.join("data"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
 /// Who may connect to the tests' clusters: over TLS only (`hostssl`), the
 /// user `certuser` by its client certificate, anyone else without a
 /// password; the socket for the tests' own set-up.
@@ -400,22 +228,17 @@ pub fn postgres(kind: ServerCert) -> Option<&'static PgCluster> {
     let cluster = CLUSTERS[i].get_or_init(|| PgCluster::start(kind));
     required(
         &format!("a PostgreSQL cluster with the {kind:?} certificate"),
-        cluster,
+        cluster.as_ref().map_err(Clone::clone),
     )
 }
 
 impl PgCluster {
     fn start(kind: ServerCert) -> Result<PgCluster, String> {
-        let bin = pg_bin()?;
-        let template = template()?;
+        let template = pg_template()?;
         let pki = pki();
-        let stop = format!(
-            r#"runuser -u postgres -- "{}" -D "$dir/data" -m immediate stop;"#,
-            bin.join("pg_ctl").display()
-        );
-        let dir = scratch_dir("seqd-pg-tls-", &stop)?;
+        let dir = scratch_dir("seqd-pg-tls-", &pg_stop(&pg_bin()?))?;
         let data = dir.join("data");
-        run(Command::new("cp").args(["-a", path_str(template), path_str(&data)]))?;
+        copy_dir(template, &data)?;
         let server = pki.server(kind);
         let read =
             |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
@@ -425,20 +248,20 @@ impl PgCluster {
         write_file(&data.join("pg_hba.conf"), PG_HBA, 0o600)?;
         give_to_postgres(&dir)?;
         let port = free_port();
-        let d = path_str(&dir);
-        let settings = format!(
-            "-c port={port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={d} \
-             -c ssl=on -c ssl_cert_file={d}/server.pem -c ssl_key_file={d}/server.key \
-             -c ssl_ca_file={d}/ca.pem -c fsync=off -c shared_buffers=16MB \
-             -c max_connections=40"
-        );
-        run(as_postgres(&bin, "pg_ctl", &dir).args([
-            "-D", "data", "-l", "log", "-w", "-t", "60", "-o", &settings, "start",
-        ]))
-        .map_err(|e| {
-            let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
-            format!("{e}\n{log}")
-        })?;
+        let d = dir.display();
+        pg_start(
+            &dir,
+            port,
+            &[
+                "ssl=on",
+                &format!("ssl_cert_file={d}/server.pem"),
+                &format!("ssl_key_file={d}/server.key"),
+                &format!("ssl_ca_file={d}/ca.pem"),
+                "fsync=off",
+                "shared_buffers=16MB",
+                "max_connections=40",
+            ],
+        )?;
         let cluster = PgCluster { port, dir };
         cluster.psql("postgres", "CREATE ROLE certuser LOGIN")?;
         Ok(cluster)
@@ -446,25 +269,7 @@ impl PgCluster {
 
     /// Runs `sql` in database `db` as `postgres` over the cluster's socket.
     pub fn psql(&self, db: &str, sql: &str) -> Result<(), String> {
-        run(Command::new("psql")
-            .args([
-                "-X",
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                path_str(&self.dir),
-            ])
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                db,
-                "-c",
-                sql,
-            ]))
+        run(psql(&self.dir, self.port).args(["-d", db, "-c", sql]))
     }
 
     /// A fresh database `name` (owned by `postgres`).
@@ -494,54 +299,31 @@ pub fn mariadb() -> Option<&'static MariaDb> {
     static SERVER: OnceLock<Result<MariaDb, String>> = OnceLock::new();
     required(
         "a MariaDB server with TLS",
-        SERVER.get_or_init(MariaDb::start),
+        SERVER
+            .get_or_init(MariaDb::start)
+            .as_ref()
+            .map_err(Clone::clone),
     )
 }
 
-/// InnoDB sized for a test: small files, fast to make.
-const INNODB_SMALL: [&str; 2] = ["--innodb-log-file-size=4M", "--innodb-buffer-pool-size=16M"];
-
 impl MariaDb {
     fn start() -> Result<MariaDb, String> {
+        let template = mariadb_template()?;
         let pki = pki();
-        // The guard stops the server by the process id written below.
-        let stop =
-            r#"p=$(cat "$dir/server.pid") && kill $p && while kill -0 $p; do sleep 0.1; done;"#;
-        let dir = scratch_dir("seqd-mariadb-tls-", stop)?;
-        let d = path_str(&dir);
-        run(Command::new("mariadb-install-db")
-            .args([
-                "--no-defaults",
-                &format!("--datadir={d}/data"),
-                "--user=root",
-            ])
-            .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
-            .args(INNODB_SMALL))?;
+        let dir = scratch_dir("seqd-mariadb-tls-", MARIADB_STOP)?;
+        copy_dir(template, &dir.join("data"))?;
         let server = pki.server(ServerCert::IpOnly);
         let port = free_port();
-        let log = std::fs::File::create(dir.join("log")).map_err(|e| format!("log: {e}"))?;
-        let log_err = log.try_clone().map_err(|e| format!("log: {e}"))?;
-        let mut child = Command::new("mariadbd")
-            .args([
-                "--no-defaults",
-                &format!("--datadir={d}/data"),
-                "--user=root",
-            ])
-            .args([format!("--port={port}"), "--bind-address=127.0.0.1".into()])
-            .args([format!("--socket={d}/sock"), format!("--pid-file={d}/pid")])
-            .arg(format!("--ssl-ca={}", pki.ca.display()))
-            .arg(format!("--ssl-cert={}", server.cert.display()))
-            .arg(format!("--ssl-key={}", server.key.display()))
-            .arg("--require-secure-transport=ON")
-            .args(INNODB_SMALL)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| format!("mariadbd: {e}"))?;
-        std::fs::write(dir.join("server.pid"), child.id().to_string())
-            .map_err(|e| format!("server.pid: {e}"))?;
-        wait_for_port(&mut child, port, &dir.join("log"))?;
+        mariadb_start(
+            &dir,
+            port,
+            &[
+                format!("--ssl-ca={}", pki.ca.display()),
+                format!("--ssl-cert={}", server.cert.display()),
+                format!("--ssl-key={}", server.key.display()),
+                "--require-secure-transport=ON".into(),
+            ],
+        )?;
         let server = MariaDb { port, dir };
         server.sql(
             "CREATE USER certuser@'%' REQUIRE SUBJECT '/CN=certuser'; \
@@ -552,13 +334,7 @@ impl MariaDb {
 
     /// Runs `sql` as root over the server's socket.
     pub fn sql(&self, sql: &str) -> Result<(), String> {
-        run(Command::new("mariadb")
-            .args([
-                "--no-defaults",
-                "-uroot",
-                &format!("--socket={}/sock", path_str(&self.dir)),
-            ])
-            .args(["-e", sql]))
+        run(crate::db_servers::mariadb(&self.dir, "root").args(["-e", sql]))
     }
 
     /// `mysql://{userinfo}@{host}:{port}/{db}?{params}`.
