@@ -164,7 +164,7 @@ async fn direct_and_routed_answers_agree(db: TestDb) {
         before.push(requests(&s, route, method, status).await);
     }
 
-    let draws: [(Method, fn(&str) -> String, Option<&str>, &str); 6] = [
+    let draws: [Draw; 6] = [
         (Method::GET, next_path, None, "application/json"),
         (Method::POST, next_path, None, "application/json"),
         (Method::GET, next_path, Some("text/plain"), "text/plain"),
@@ -340,3 +340,7 @@ per_backend!(
     serial_answers_agree,
     token_refusals_agree
 );
+
+/// A draw of the direct-route test: the method, the path of a name, the
+/// `Accept` header sent and the content type expected.
+type Draw = (Method, fn(&str) -> String, Option<&'static str>, &'static str);

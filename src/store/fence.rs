@@ -405,10 +405,10 @@ pub(crate) async fn verify<DB: FenceDb>(fence: &Fence, pool: &Pool<DB>) -> Resul
 
 /// Whether the `sequences` table answers on `pool`.
 async fn has_sequences<DB: FenceDb>(pool: &Pool<DB>) -> bool {
-    let read: Result<Option<(i64,)>, _> = sqlx::query_as("SELECT 1 FROM sequences LIMIT 1")
-        .fetch_optional(pool)
-        .await;
-    read.is_ok()
+    sqlx::query("SELECT max_id FROM sequences WHERE 1 = 0")
+        .execute(pool)
+        .await
+        .is_ok()
 }
 
 /// The fence's transaction on `conn`: locks the record, reads the server's

@@ -447,8 +447,10 @@ impl Process {
         // The lines before the start-up line are kept too (start-up warnings).
         let mut before = Vec::new();
         let (addr, resp) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            let mut said = Vec::new();
             while let Some(line) = lines.next_line().await.unwrap() {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    said.push(line);
                     continue;
                 };
                 if let Some(listen) = v["listen"].as_str() {
@@ -459,7 +461,11 @@ impl Process {
                 }
                 before.push(line);
             }
-            panic!("seqd exited before listening");
+            panic!(
+                "seqd exited before listening: {}\n{}",
+                said.join("\n"),
+                before.join("\n")
+            );
         })
         .await
         .expect("seqd did not start in time");

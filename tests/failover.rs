@@ -1,0 +1,553 @@
+//! Failover of the database with real replication (docs/high-availability.md,
+//! "Failover of the database"): a primary and an asynchronous replica of the
+//! tests' own (tests/replicas), the replica made to lag, instances drawing
+//! through a proxy of the tests' own, the primary killed, the replica
+//! promoted and the proxy repointed, as an automatic failover does, with no
+//! operator. Every ID drawn (plain, global order, serial, leased, over RESP)
+//! is kept, and none may come twice.
+//!
+//! The same failover with `--failover-fence off` hands IDs out twice: the
+//! check that the scenario really loses reservations.
+
+mod common;
+mod db_servers;
+mod proxy;
+#[path = "replicas/mod.rs"]
+mod replicas;
+mod server;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+use proxy::Proxy;
+use replicas::{Engine, Node};
+use server::Process;
+
+const ENGINES: [Engine; 2] = [Engine::Postgres, Engine::MariaDb];
+
+/// Every ID handed out, by what it is (`order:17`, `ledger:3`,
+/// `receipt:RC20261206-12`), with who drew it.
+#[derive(Default)]
+struct Drawn {
+    by: HashMap<String, String>,
+    twice: Vec<String>,
+    /// The largest plain `order` ID drawn so far.
+    top: i64,
+}
+
+impl Drawn {
+    fn add(&mut self, key: String, who: &str) {
+        if let Some(before) = self.by.insert(key.clone(), who.to_owned()) {
+            self.twice.push(format!("{key} ({before}, then {who})"));
+        }
+    }
+
+    fn order(&mut self, id: i64, who: &str) {
+        self.top = self.top.max(id);
+        self.add(format!("order:{id}"), who);
+    }
+}
+
+/// The sequences every test draws from: plain with a small step, global
+/// order, a daily serial that widens (its period rows are raised like any
+/// row), and one that refuses past six digits (a fence closes its period).
+async fn create_sequences(http: &reqwest::Client, base: &str) {
+    for body in [
+        json!({"name": "order", "start": 1, "step": 100}),
+        json!({"name": "ledger", "ordering": "global", "step": 10}),
+        json!({"name": "receipt", "step": 50, "format": "RC{yyyy}{MM}{dd}-{seq}",
+               "reset": "day", "overflow": "widen"}),
+        json!({"name": "slip", "step": 50, "format": "S{yyyy}{MM}{dd}-{seq:06}", "reset": "day"}),
+    ] {
+        server::create_with(http, base, &body).await;
+    }
+}
+
+/// Sends the request `make` builds until it answers something but 503 (a
+/// fence in progress, a pool reconnecting), for up to 60 s; the status and
+/// body.
+async fn answered(make: impl Fn() -> reqwest::RequestBuilder, what: &str) -> (u16, Value) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = match make().send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+            }
+            Err(e) => (0, json!(e.to_string())),
+        };
+        if status != 503 && status != 0 {
+            return (status, body);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: still unavailable: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One round of draws from `p` (named `who`): a batch of plain IDs, a lease,
+/// global and serial batches, and `INCR`s on the RESP door.
+async fn draw_round(p: &Process, who: &str, drawn: &mut Drawn) {
+    let http = server::client(Duration::from_secs(30));
+    let base = &p.base;
+    let ok = |method: reqwest::Method, path: &'static str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            let (s, body) = answered(|| http.request(method.clone(), &url), path).await;
+            assert_eq!(s, 200, "{who}: {path}: {body}");
+            body
+        }
+    };
+    let body = ok(reqwest::Method::GET, "/v1/sequences/order/batch?count=150").await;
+    for id in common::integers(&body, "ids") {
+        drawn.order(id, who);
+    }
+    let body = ok(reqwest::Method::POST, "/v1/sequences/order/lease?size=120").await;
+    for id in body["start"].as_i64().unwrap()..body["end"].as_i64().unwrap() {
+        drawn.order(id, who);
+    }
+    let body = ok(reqwest::Method::GET, "/v1/sequences/ledger/batch?count=7").await;
+    for id in common::integers(&body, "ids") {
+        drawn.add(format!("ledger:{id}"), who);
+    }
+    let body = ok(reqwest::Method::GET, "/v1/sequences/receipt/batch?count=60").await;
+    for serial in common::strings::<Vec<String>>(&body, "serials") {
+        drawn.add(format!("receipt:{serial}"), who);
+    }
+    let resp = p.resp.as_ref().expect("a RESP listener");
+    let client = redis::Client::open(format!("redis://{resp}")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let mut got = 0;
+    while got < 30 {
+        match redis::cmd("INCR")
+            .arg("order")
+            .query_async::<i64>(&mut con)
+            .await
+        {
+            Ok(id) => {
+                drawn.order(id, who);
+                got += 1;
+            }
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("{who}: INCR: {e}; again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{who}: INCR: {e}"),
+        }
+    }
+}
+
+/// The serials of `slip` (six digits, refusing) `p` answers: its status.
+async fn slip_status(p: &Process) -> (u16, Value) {
+    let http = server::client(Duration::from_secs(30));
+    let base = &p.base;
+    answered(
+        || http.get(format!("{base}/v1/sequences/slip/next")),
+        "slip",
+    )
+    .await
+}
+
+/// `GET /readyz` of `p`.
+async fn ready(p: &Process) -> (u16, Value) {
+    let http = server::client(Duration::from_secs(30));
+    let resp = http.get(format!("{}/readyz", p.base)).send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+/// Waits until `p`'s `/readyz` satisfies `pred`, for up to 90 s; its body.
+async fn ready_until(p: &Process, what: &str, pred: impl Fn(u16, &Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (s, body) = ready(p).await;
+        if pred(s, &body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: /readyz still {s} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `seqd_failover_fences_total` on `p`'s `/metrics` (0 when absent).
+async fn fences_counted(p: &Process) -> u64 {
+    let http = server::client(Duration::from_secs(30));
+    let text = http
+        .get(format!("{}/metrics", p.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("seqd_failover_fences_total "))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+}
+
+/// A transaction on `node` that holds the fence record's row lock (another
+/// instance's fence, or an operator's session), until released.
+enum Held {
+    Pg(sqlx::PgConnection),
+    My(sqlx::MySqlConnection),
+}
+
+impl Held {
+    async fn take(node: &Node) -> Held {
+        let sql = "SELECT server FROM seqd_fence WHERE id = 1 FOR UPDATE";
+        match node.engine() {
+            Engine::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&node.url()).await.unwrap();
+                sqlx::query("BEGIN").execute(&mut c).await.unwrap();
+                sqlx::query(sql).execute(&mut c).await.unwrap();
+                Held::Pg(c)
+            }
+            Engine::MariaDb => {
+                let mut c = sqlx::MySqlConnection::connect(&node.url()).await.unwrap();
+                sqlx::query("BEGIN").execute(&mut c).await.unwrap();
+                sqlx::query(sql).execute(&mut c).await.unwrap();
+                Held::My(c)
+            }
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            Held::Pg(mut c) => {
+                sqlx::query("ROLLBACK").execute(&mut c).await.unwrap();
+                c.close().await.unwrap();
+            }
+            Held::My(mut c) => {
+                sqlx::query("ROLLBACK").execute(&mut c).await.unwrap();
+                c.close().await.unwrap();
+            }
+        }
+    }
+}
+
+/// The fence record on `node`: `(server, epoch)`.
+fn record(node: &Node) -> (String, i64) {
+    let out = node
+        .sql("SELECT server, epoch FROM seqd_fence WHERE id = 1")
+        .unwrap();
+    let line = out.trim();
+    let (server, epoch) = line
+        .rsplit_once(['|', '\t'])
+        .unwrap_or_else(|| panic!("a record: {line:?}"));
+    (server.trim().to_owned(), epoch.trim().parse().unwrap())
+}
+
+async fn spawn(url: &str, extra: &[&str]) -> Process {
+    let mut flags = vec!["--resp-listen", "127.0.0.1:0"];
+    flags.extend_from_slice(extra);
+    Process::spawn(url, &flags).await
+}
+
+/// A primary with a lagging replica, two instances drawing, the primary
+/// killed with one of them, the replica promoted and the address repointed;
+/// then a running instance, a restarted one and a new one draw. With the
+/// fence, a new instance starts while another session holds the record's
+/// lock (as a fence in progress does) and waits for it.
+async fn lossy_failover(engine: Engine, fence: &[&str]) -> Option<Drawn> {
+    common::clear_of_midnight().await;
+    let mut primary = replicas::primary(engine)?;
+    let replica = primary.replica();
+    let proxy = Proxy::start(primary.addr()).await;
+    let url = proxy.url_for(&primary.url());
+    let http = server::client(Duration::from_secs(30));
+
+    let a = spawn(&url, fence).await;
+    let b = spawn(&url, fence).await;
+    create_sequences(&http, &a.base).await;
+    let mut drawn = Drawn::default();
+    for p in [(&a, "a"), (&b, "b")] {
+        draw_round(p.0, p.1, &mut drawn).await;
+    }
+    assert_eq!(slip_status(&a).await.0, 200);
+    let fenced = !fence.contains(&"off");
+    if fenced {
+        let (_, body) = ready(&a).await;
+        assert_eq!(body["checks"]["fence"]["state"], "ok", "{body}");
+        assert_eq!(body["checks"]["fence"]["epoch"], 1, "{body}");
+    } else {
+        let (_, body) = ready(&a).await;
+        assert!(body["checks"].get("fence").is_none(), "{body}");
+    }
+
+    // The replica stops receiving; what is reserved from now on is lost.
+    primary.wait_caught_up(&replica);
+    replica.pause_replication();
+    for _ in 0..3 {
+        draw_round(&a, "a", &mut drawn).await;
+        draw_round(&b, "b", &mut drawn).await;
+    }
+    let lost_top = drawn.top;
+
+    primary.kill();
+    b.kill().await;
+    replica.promote();
+    let held = if fenced {
+        Some(Held::take(&replica).await)
+    } else {
+        None
+    };
+    proxy.repoint(replica.addr());
+
+    if let Some(held) = held {
+        // The running instance sees the new server and fences, waiting for
+        // the lock: not ready meanwhile, and says why.
+        let body = ready_until(&a, "fencing", |s, b| {
+            s == 503 && b["checks"]["database"] == "fencing"
+        })
+        .await;
+        assert_eq!(body["checks"]["fence"]["state"], "fencing", "{body}");
+        assert_eq!(body["error"]["code"], "storage_unavailable", "{body}");
+        // A new instance starting now waits for the fence too.
+        let starting = tokio::spawn({
+            let url = url.clone();
+            let fence: Vec<String> = fence.iter().map(|s| s.to_string()).collect();
+            async move {
+                let fence: Vec<&str> = fence.iter().map(String::as_str).collect();
+                spawn(&url, &fence).await
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            !starting.is_finished(),
+            "an instance started while the fence record was locked"
+        );
+        held.release().await;
+        let c = starting.await.unwrap();
+        let body = ready_until(&a, "fenced", |s, _| s == 200).await;
+        assert_eq!(body["checks"]["fence"]["state"], "ok", "{body}");
+        assert_eq!(body["checks"]["fence"]["epoch"], 2, "{body}");
+        let (server, epoch) = record(&replica);
+        assert_eq!(epoch, 2);
+        assert_eq!(body["checks"]["fence"]["server"], server.as_str(), "{body}");
+        let (_, body_c) = ready(&c).await;
+        assert_eq!(body_c["checks"]["fence"]["epoch"], 2, "{body_c}");
+        // One of the two fenced; the other took its record.
+        assert_eq!(fences_counted(&a).await + fences_counted(&c).await, 1);
+        after_failover(&a, &c, &url, fence, lost_top, &mut drawn).await;
+    } else {
+        let c = spawn(&url, fence).await;
+        after_failover(&a, &c, &url, fence, lost_top, &mut drawn).await;
+    }
+    Some(drawn)
+}
+
+/// Draws from the running `a`, the new `c` and a restarted `b`.
+async fn after_failover(
+    a: &Process,
+    c: &Process,
+    url: &str,
+    fence: &[&str],
+    lost_top: i64,
+    drawn: &mut Drawn,
+) {
+    let b = spawn(url, fence).await;
+    let before = drawn.by.len();
+    for _ in 0..2 {
+        for (p, who) in [(a, "a after"), (&b, "b restarted"), (c, "c new")] {
+            draw_round(p, who, drawn).await;
+        }
+    }
+    assert!(drawn.by.len() > before);
+    if !fence.contains(&"off") {
+        // Every plain ID reserved on the promoted server is past the margin
+        // above everything the lost window reserved.
+        let fresh = drawn
+            .by
+            .iter()
+            .filter(|(k, who)| {
+                who.as_str() != "a" && who.as_str() != "b" && k.starts_with("order:")
+            })
+            .map(|(k, _)| k[6..].parse::<i64>().unwrap())
+            .filter(|&id| id > lost_top)
+            .min()
+            .expect("IDs from the promoted server");
+        assert!(
+            fresh >= lost_top + 1_000_000_000 - 1_000_000,
+            "the first ID past the lost window is {fresh}, the window reached {lost_top}"
+        );
+        // A serial period that cannot absorb the margin is closed.
+        let (s, body) = slip_status(&b).await;
+        assert_eq!(s, 409, "{body}");
+        assert_eq!(body["error"]["code"], "serial_exhausted", "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_lossy_failover_hands_out_no_id_twice() {
+    for engine in ENGINES {
+        let Some(drawn) = lossy_failover(engine, &[]).await else {
+            continue;
+        };
+        assert!(
+            drawn.twice.is_empty(),
+            "{engine:?}: {:?}",
+            &drawn.twice[..drawn.twice.len().min(20)]
+        );
+        assert!(drawn.by.len() > 5_000, "{engine:?}: {}", drawn.by.len());
+    }
+}
+
+#[tokio::test]
+async fn without_the_fence_the_same_failover_hands_ids_out_twice() {
+    for engine in ENGINES {
+        let Some(drawn) = lossy_failover(engine, &["--failover-fence", "off"]).await else {
+            continue;
+        };
+        assert!(
+            !drawn.twice.is_empty(),
+            "{engine:?}: the scenario lost no reservation, so it proves nothing"
+        );
+    }
+}
+
+/// Two failovers in a row: back to the old primary, rebuilt as a replica of
+/// the promoted one, lossy again; then a planned switchover that loses
+/// nothing, which fences too and only leaves a gap.
+#[tokio::test]
+async fn two_failovers_back_to_the_old_primary_and_a_planned_switchover() {
+    for engine in ENGINES {
+        common::clear_of_midnight().await;
+        let Some(mut first) = replicas::primary(engine) else {
+            continue;
+        };
+        let mut second = first.replica();
+        let proxy = Proxy::start(first.addr()).await;
+        let url = proxy.url_for(&first.url());
+        let http = server::client(Duration::from_secs(30));
+        let a = spawn(&url, &[]).await;
+        create_sequences(&http, &a.base).await;
+        let mut drawn = Drawn::default();
+        draw_round(&a, "a", &mut drawn).await;
+
+        // First failover: the replica lagged, the primary dies.
+        first.wait_caught_up(&second);
+        second.pause_replication();
+        draw_round(&a, "a", &mut drawn).await;
+        first.kill();
+        second.promote();
+        proxy.repoint(second.addr());
+        draw_round(&a, "a", &mut drawn).await;
+        let new = spawn(&url, &[]).await;
+        draw_round(&new, "new 1", &mut drawn).await;
+        assert_eq!(record(&second).1, 2);
+
+        // Back to the old primary: rebuilt as a replica of the new one, it
+        // lags, the new one dies.
+        first.rebuild_as_replica_of(&second);
+        second.wait_caught_up(&first);
+        first.pause_replication();
+        draw_round(&a, "a", &mut drawn).await;
+        draw_round(&new, "new 1", &mut drawn).await;
+        second.kill();
+        first.promote();
+        proxy.repoint(first.addr());
+        draw_round(&a, "a", &mut drawn).await;
+        draw_round(&new, "new 1", &mut drawn).await;
+        let newer = spawn(&url, &[]).await;
+        draw_round(&newer, "new 2", &mut drawn).await;
+        assert_eq!(record(&first).1, 3);
+
+        // A planned switchover: the replica has everything, nothing is lost;
+        // it is fenced all the same, a gap.
+        second.rebuild_as_replica_of(&first);
+        draw_round(&a, "a", &mut drawn).await;
+        first.wait_caught_up(&second);
+        let top = drawn.top;
+        first.kill();
+        second.promote();
+        proxy.repoint(second.addr());
+        draw_round(&a, "a", &mut drawn).await;
+        draw_round(&newer, "new 2", &mut drawn).await;
+        assert_eq!(record(&second).1, 4);
+        let body = ready_until(&a, "fenced", |s, _| s == 200).await;
+        assert_eq!(body["checks"]["fence"]["epoch"], 4, "{body}");
+        assert!(
+            drawn.top > top + 900_000_000,
+            "{engine:?}: {} after {top}",
+            drawn.top
+        );
+
+        assert!(
+            drawn.twice.is_empty(),
+            "{engine:?}: {:?}",
+            &drawn.twice[..drawn.twice.len().min(20)]
+        );
+    }
+}
+
+/// A promoted server whose seqd tables are absent (they were created after
+/// the replica stopped receiving): a running instance refuses to reserve
+/// from it, and says so on `/readyz`; a new instance refuses to start
+/// rather than create the tables again.
+#[tokio::test]
+async fn a_promoted_server_without_seqd_tables_is_refused_never_set_up_again() {
+    for engine in ENGINES {
+        let Some(mut primary) = replicas::primary(engine) else {
+            continue;
+        };
+        let replica = primary.replica();
+        primary.wait_caught_up(&replica);
+        replica.pause_replication();
+        let proxy = Proxy::start(primary.addr()).await;
+        let url = proxy.url_for(&primary.url());
+        let http = server::client(Duration::from_secs(30));
+        let a = spawn(&url, &[]).await;
+        server::create_at(&http, &a.base, "order", 1, 100).await;
+        let first = server::next_at(&http, &a.base, "order").await;
+
+        primary.kill();
+        replica.promote();
+        proxy.repoint(replica.addr());
+        let body = ready_until(&a, "refused", |s, b| {
+            s == 503 && b["checks"]["fence"]["state"] == "refused"
+        })
+        .await;
+        let why = body["checks"]["fence"]["last_error"].as_str().unwrap();
+        assert!(why.contains("absent"), "{why}");
+        // Past its segment, the running instance hands out nothing.
+        let resp = http
+            .get(format!("{}/v1/sequences/order/batch?count=200", a.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 503, "{}", resp.text().await.unwrap());
+
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            common::seqd_binary_with_env(
+                &["serve", "--listen", "127.0.0.1:0"],
+                &[("SEQD_DATABASE_URL", url.as_str())],
+            ),
+        )
+        .await
+        .expect("a new instance on the promoted server refuses to start, not serves");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine:?}: {stderr}");
+        assert!(stderr.contains("promoted"), "{stderr}");
+        let tables = replica
+            .sql(match engine {
+                Engine::Postgres => "SELECT count(*) FROM pg_tables WHERE tablename = 'sequences'",
+                Engine::MariaDb => {
+                    "SELECT count(*) FROM information_schema.tables \
+                     WHERE table_schema = 'seqd' AND table_name = 'sequences'"
+                }
+            })
+            .unwrap();
+        assert_eq!(tables.trim(), "0", "{engine:?}: the tables were made again");
+        assert!(first >= 1);
+    }
+}
