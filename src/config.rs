@@ -429,7 +429,7 @@ pub struct DatabaseArgs {
     /// The least a fence raises every sequence by; seqd raises by 1,000
     /// times the largest reservation in force when that is more.
     #[arg(long, value_name = "IDS", env = "SEQD_FAILOVER_MARGIN",
-        default_value_t = crate::store::fence::DEFAULT_MARGIN,
+        default_value_t = crate::store::migrator::DEFAULT_MARGIN,
         value_parser = clap::value_parser!(i64).range(1..))]
     pub failover_margin: i64,
 }

@@ -343,4 +343,9 @@ per_backend!(
 
 /// A draw of the direct-route test: the method, the path of a name, the
 /// `Accept` header sent and the content type expected.
-type Draw = (Method, fn(&str) -> String, Option<&'static str>, &'static str);
+type Draw = (
+    Method,
+    fn(&str) -> String,
+    Option<&'static str>,
+    &'static str,
+);

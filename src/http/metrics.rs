@@ -123,7 +123,7 @@ pub const STRIPE_RESERVATIONS: &str = "seqd_stripe_reservations_total";
 pub const STRIPE_FAILURES: &str = "seqd_stripe_failures_total";
 /// Counter: stripe operations raced to the next stripe.
 pub const STRIPE_HEDGES: &str = crate::store::stripes::striped::STRIPE_HEDGES;
-/// Counter: failover fences this instance ran (`crate::store::fence`), read
+/// Counter: failover fences this instance ran (`crate::store::sequences::fence`), read
 /// from the fences of its databases.
 pub const FAILOVER_FENCES: &str = "seqd_failover_fences_total";
 /// Gauge: when the process started, in seconds since the Unix epoch.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
-use super::fence::Fence;
+use super::sequences::fence::Fence;
 use super::tls::connect_failed;
 use super::workers::{LeaseDb, WorkerLeases};
 use super::{mysql, postgres, sqlite, Store, StoreError, StoreOptions};
@@ -30,7 +30,7 @@ pub(crate) trait Backend: Store + Sized {
 
     /// The pool settings for `url` with `options` ([`StoreOptions::pool`]
     /// and what the backend adds): each new connection is checked by
-    /// `fence` ([`check_connection`](crate::store::fence::check_connection), which fences over `connect`).
+    /// `fence` ([`check_connection`](crate::store::sequences::fence::check_connection), which fences over `connect`).
     fn pool_options(
         url: &str,
         options: &StoreOptions,

@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migration;
 
-use super::fence::FenceOptions;
 use super::StoreError;
 use crate::domain::MAX_BATCH;
 
@@ -81,6 +80,41 @@ impl std::str::FromStr for MigrateMode {
                 "invalid migrate mode {s:?}: expected auto, check or off"
             )),
         }
+    }
+}
+
+/// `--failover-fence` and its margin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FenceOptions {
+    /// Whether server identities are checked and changes fenced.
+    pub enabled: bool,
+    /// How much every row is raised by a fence.
+    pub margin: i64,
+}
+
+/// The default floor of the margin (`--failover-margin`): one billion IDs.
+pub const DEFAULT_MARGIN: i64 = 1_000_000_000;
+
+/// How many reservations of the largest size the margin covers at least
+/// (docs/high-availability.md, "The margin").
+pub const MARGIN_RESERVATIONS: i64 = 1_000;
+
+impl Default for FenceOptions {
+    fn default() -> Self {
+        FenceOptions {
+            enabled: true,
+            margin: DEFAULT_MARGIN,
+        }
+    }
+}
+
+impl FenceOptions {
+    /// The margin for a floor and the largest reservation one request can
+    /// make from one row (the dynamic step's bound, a lease, a batch): the
+    /// floor, or [`MARGIN_RESERVATIONS`] such reservations, whichever is
+    /// larger.
+    pub fn margin_for(floor: i64, largest_reservation: i64) -> i64 {
+        floor.max(largest_reservation.saturating_mul(MARGIN_RESERVATIONS))
     }
 }
 

@@ -17,9 +17,10 @@
 //! hook in front of any store (tests, examples).
 
 pub use database::{connect, Database};
-pub use fence::{FenceOptions, FenceStatus};
+pub use migrator::FenceOptions;
 pub use migrator::{Dialect, MigrateMode};
 pub use pool::{StoreOptions, LEASE_CONNECTIONS};
+pub use sequences::fence::FenceStatus;
 pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;
 
@@ -39,7 +40,6 @@ pub mod prelude {
 
 pub(crate) mod bump;
 pub(crate) mod database;
-pub mod fence;
 pub mod forwarding;
 pub mod memory;
 pub mod migrator;

@@ -24,8 +24,7 @@ use std::time::Duration;
 use sqlx::pool::{PoolConnection, PoolOptions};
 use sqlx::{Database, Pool};
 
-use super::fence::FenceOptions;
-use super::migrator::{MigrateMode, SchemaSetup};
+use super::migrator::{FenceOptions, MigrateMode, SchemaSetup};
 use super::{unavailable, StoreError};
 
 /// Connections a pool holds besides [`StoreOptions::max_connections`], for

@@ -623,7 +623,7 @@ pub(crate) fn reservation(
     }
 }
 
-/// Which reserving statement of `Reserving` (`store/sequences.rs`) a reservation runs.
+/// Which reserving statement of `Reserving` (`store/sequences/mod.rs`) a reservation runs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reserve {
     /// At `max(step, size)`.

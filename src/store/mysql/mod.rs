@@ -14,7 +14,7 @@ use std::sync::Arc;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Executor};
 
-use crate::store::fence::{check_connection, Fence};
+use crate::store::sequences::fence::{check_connection, Fence};
 use crate::store::tls::{check_files, connect_failed};
 use crate::store::{unavailable, StoreError, StoreOptions};
 

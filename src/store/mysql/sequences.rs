@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::MySqlWorkerLeases;
 use crate::store::database::{open_pool, Backend};
-use crate::store::fence::Fence;
+use crate::store::sequences::fence::Fence;
 use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
 use crate::store::{StoreError, StoreOptions};
 
@@ -72,7 +72,7 @@ impl SequenceDb for sqlx::MySql {
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
-    /// Checks the server of each new connection ([`crate::store::fence`]).
+    /// Checks the server of each new connection ([`crate::store::sequences::fence`]).
     fence: Arc<Fence>,
 }
 

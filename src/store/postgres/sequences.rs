@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use super::PgWorkerLeases;
 use crate::store::database::{open_pool, Backend};
-use crate::store::fence::{check_connection, Fence};
 use crate::store::migrator::Dialect;
 use crate::store::page_sql_in;
+use crate::store::sequences::fence::{check_connection, Fence};
 use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
 use crate::store::{StoreError, StoreOptions};
 
@@ -77,7 +77,7 @@ impl SequenceDb for sqlx::Postgres {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
-    /// Checks the server of each new connection ([`crate::store::fence`]).
+    /// Checks the server of each new connection ([`crate::store::sequences::fence`]).
     fence: Arc<Fence>,
     /// `--schema`, created by [`Schema::migrate`](crate::store::Schema::migrate) if missing.
     schema: Option<String>,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::SqliteWorkerLeases;
 use crate::store::database::{open_pool, Backend};
-use crate::store::fence::Fence;
+use crate::store::sequences::fence::Fence;
 use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
 use crate::store::{StoreError, StoreOptions};
 
@@ -60,7 +60,7 @@ impl SequenceDb for sqlx::Sqlite {
 /// A [`Store`](crate::store::Store) on a SQLite database file.
 ///
 /// Statements with `RETURNING` are read with `fetch_all`, stepped to the end
-/// (see `store/sequences.rs`).
+/// (see `store/sequences/mod.rs`).
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,

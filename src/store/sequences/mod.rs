@@ -14,6 +14,8 @@
 //! unnoticed (and the same range be handed out twice). Stepping to the end
 //! reports it.
 
+pub(crate) mod fence;
+
 use sqlx::{Connection, Pool};
 
 use super::migrator::Dialect;
@@ -912,14 +914,14 @@ macro_rules! sql_sequences {
             ) -> Result<(), $crate::store::StoreError> {
                 match mode {
                     $crate::store::MigrateMode::Auto => {
-                        $crate::store::fence::refuse_tables_on_promoted::<$db>(&self.fence, &self.pool)
+                        $crate::store::sequences::fence::refuse_tables_on_promoted::<$db>(&self.fence, &self.pool)
                             .await?;
                         self.migrate().await?
                     }
                     $crate::store::MigrateMode::Check => self.check_schema().await?,
                     $crate::store::MigrateMode::Off => {}
                 }
-                $crate::store::fence::verify::<$db>(&self.fence, &self.pool).await
+                $crate::store::sequences::fence::verify::<$db>(&self.fence, &self.pool).await
             }
 
             fn fence_status(&self) -> Option<$crate::store::FenceStatus> {

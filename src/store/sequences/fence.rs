@@ -34,18 +34,11 @@ use chrono::Utc;
 use serde::Serialize;
 use sqlx::{Connection, Pool};
 
-use super::migrator::Dialect;
-use super::sequences::{Row, SequenceDb};
-use super::sql::{columns_row, in_dialect, COLUMNS};
-use super::{unavailable, StoreError};
+use super::{Row, SequenceDb};
 use crate::domain::period_rows_range;
-
-/// The default floor of the margin (`--failover-margin`): one billion IDs.
-pub const DEFAULT_MARGIN: i64 = 1_000_000_000;
-
-/// How many reservations of the largest size the margin covers at least
-/// (docs/high-availability.md, "The margin").
-pub const MARGIN_RESERVATIONS: i64 = 1_000;
+use crate::store::migrator::{Dialect, FenceOptions};
+use crate::store::sql::{columns_row, in_dialect, COLUMNS};
+use crate::store::{unavailable, StoreError};
 
 /// How far around the fence's time a serial sequence's period rows are
 /// created raised when missing: a period whose row the lost window created
@@ -56,34 +49,6 @@ const PERIOD_SKEW: Duration = Duration::from_secs(10 * 60);
 /// row of the table), and it waits for another instance's fence.
 const FENCE_STATEMENT_BOUND: Duration = Duration::from_secs(600);
 const FENCE_LOCK_BOUND: Duration = Duration::from_secs(60);
-
-/// `--failover-fence` and its margin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FenceOptions {
-    /// Whether server identities are checked and changes fenced.
-    pub enabled: bool,
-    /// How much every row is raised by a fence.
-    pub margin: i64,
-}
-
-impl Default for FenceOptions {
-    fn default() -> Self {
-        FenceOptions {
-            enabled: true,
-            margin: DEFAULT_MARGIN,
-        }
-    }
-}
-
-impl FenceOptions {
-    /// The margin for a floor and the largest reservation one request can
-    /// make from one row (the dynamic step's bound, a lease, a batch): the
-    /// floor, or [`MARGIN_RESERVATIONS`] such reservations, whichever is
-    /// larger.
-    pub fn margin_for(floor: i64, largest_reservation: i64) -> i64 {
-        floor.max(largest_reservation.saturating_mul(MARGIN_RESERVATIONS))
-    }
-}
 
 /// What `/readyz` and the logs say of a database's fence.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -567,7 +532,7 @@ async fn raise_rows<DB: FenceDb>(conn: &mut DB::Connection, margin: i64) -> Resu
                 &format!(
                     "UPDATE sequences SET max_id = CASE WHEN max_id > ? THEN ? ELSE max_id END \
                      WHERE {name} >= ? AND {name} < ?",
-                    name = super::sql::name_bytes(dialect)
+                    name = crate::store::sql::name_bytes(dialect)
                 ),
             ))
             .bind(cap)
