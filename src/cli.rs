@@ -46,7 +46,8 @@ pub(crate) async fn open_stores(
     let setup = db.schema_setup();
     let options = StoreOptions::default()
         .with_setup(&setup)
-        .with_migrate(mode);
+        .with_migrate(mode)
+        .with_max_connections(db.db_max_connections);
     let mut stores = Vec::new();
     for url in db.urls() {
         stores.push(open_database(&url, &options, mode).await?.sequences());

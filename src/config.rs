@@ -432,6 +432,12 @@ pub struct DatabaseArgs {
         default_value_t = crate::store::migrator::DEFAULT_MARGIN,
         value_parser = clap::value_parser!(i64).range(1..))]
     pub failover_margin: i64,
+    /// Connections of the pool to each database (each stripe has its own),
+    /// plus one for the worker leases; two in ten serve the unauthenticated
+    /// reads (`/readyz`, `GET /v1/sequences`), the rest the segment fetches.
+    #[arg(long, value_name = "N", env = "SEQD_DB_MAX_CONNECTIONS", default_value_t = 10,
+        value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub db_max_connections: u32,
 }
 
 /// `--failover-fence`.
@@ -470,6 +476,7 @@ impl fmt::Debug for DatabaseArgs {
             .field("schema", &self.schema)
             .field("failover_fence", &self.failover_fence)
             .field("failover_margin", &self.failover_margin)
+            .field("db_max_connections", &self.db_max_connections)
             .finish()
     }
 }

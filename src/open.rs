@@ -16,7 +16,9 @@ use crate::store::{self, Database, MigrateMode, Store, StoreOptions, WorkerLease
 /// `--migrate` says; the sequence store.
 pub async fn open_store(db: &DatabaseArgs) -> anyhow::Result<Arc<dyn Store>> {
     let setup = db.schema_setup();
-    let options = StoreOptions::default().with_setup(&setup);
+    let options = StoreOptions::default()
+        .with_setup(&setup)
+        .with_max_connections(db.db_max_connections);
     let (store, _) = open_stripes(
         &db.urls(),
         &options,

@@ -118,6 +118,7 @@ pub async fn run_with_resp(
         snowflake: snowflake.clone(),
         metrics_top: settings.metrics_top,
         resp_listen: resp_addr.map(|a| a.to_string()),
+        reads: crate::http::reads::ReadGate::for_pool(settings.db_max_connections),
         ..AppState::serving(service)
     };
     let app = router_with(state, &settings.limits, &settings.tinyid_prefix);
@@ -158,7 +159,7 @@ pub async fn run_with_resp(
     let started = std::time::Instant::now();
     let given = allocator
         .give_back(
-            GIVE_BACK_CONCURRENCY,
+            GIVE_BACK_CONCURRENCY.min(settings.db_max_connections as usize),
             GIVE_BACK_BOUND.min(settings.shutdown_timeout),
         )
         .await;

@@ -40,6 +40,8 @@ pub struct Settings {
     /// With several stripes, how long a stripe may take before the next
     /// one is raced (`--failover-after`).
     pub failover_after: Duration,
+    /// Connections of each database's pool (`--db-max-connections`).
+    pub db_max_connections: u32,
     /// How often the settings of live sequences are read again
     /// (`--settings-refresh`, docs/design.md, "Settings changes reach every
     /// instance").
@@ -77,6 +79,7 @@ impl std::fmt::Debug for Settings {
             schema,
             metrics_top,
             failover_after,
+            db_max_connections,
             settings_refresh,
         } = self;
         f.debug_struct("Settings")
@@ -102,6 +105,7 @@ impl std::fmt::Debug for Settings {
             .field("schema", schema)
             .field("metrics_top", metrics_top)
             .field("failover_after", failover_after)
+            .field("db_max_connections", db_max_connections)
             .field("settings_refresh", settings_refresh)
             .finish()
     }
@@ -127,6 +131,7 @@ impl Settings {
             schema: SchemaSetup::default(),
             metrics_top: crate::http::metrics::DEFAULT_TOP,
             failover_after: store::stripes::DEFAULT_FAILOVER_AFTER,
+            db_max_connections: store::DEFAULT_MAX_CONNECTIONS,
             settings_refresh: crate::serial::refresh::DEFAULT_EVERY,
         }
     }
@@ -175,6 +180,7 @@ impl Settings {
             schema: args.db.schema_setup().with_reservation(args.max_lease),
             metrics_top: args.metrics_top,
             failover_after: args.failover_after,
+            db_max_connections: args.db.db_max_connections,
             settings_refresh: args.settings_refresh,
         }
     }
@@ -185,7 +191,9 @@ impl Settings {
     /// timeout, so the database ends a statement before a fetch gives up;
     /// `--schema`, and `--migrate` for the worker leases.
     pub fn store_options(&self) -> StoreOptions {
-        StoreOptions::for_fetch_timeout(self.allocator.fetch_timeout).with_setup(&self.schema)
+        StoreOptions::for_fetch_timeout(self.allocator.fetch_timeout)
+            .with_setup(&self.schema)
+            .with_max_connections(self.db_max_connections)
     }
 }
 

@@ -42,6 +42,13 @@ impl Default for ReadGate {
 }
 
 impl ReadGate {
+    /// The gate for a pool of `connections` per database
+    /// (`--db-max-connections`): one permit in five connections, at least
+    /// one, so that fetches keep four in five whatever the size.
+    pub fn for_pool(connections: u32) -> Self {
+        ReadGate::new((connections as usize / 5).max(1), READ_WAIT)
+    }
+
     /// A gate of `permits` (at least one) that waits at most `wait` for one.
     pub fn new(permits: usize, wait: Duration) -> Self {
         ReadGate {

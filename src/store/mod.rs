@@ -19,7 +19,7 @@
 pub use database::{connect, Database};
 pub use migrator::FenceOptions;
 pub use migrator::{Dialect, MigrateMode};
-pub use pool::{StoreOptions, LEASE_CONNECTIONS};
+pub use pool::{StoreOptions, DEFAULT_MAX_CONNECTIONS, LEASE_CONNECTIONS};
 pub use sequences::fence::FenceStatus;
 pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;

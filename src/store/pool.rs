@@ -34,6 +34,9 @@ use super::{unavailable, StoreError};
 /// segment fetches keep `max_connections`.
 pub const LEASE_CONNECTIONS: u32 = 1;
 
+/// `--db-max-connections` by default.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+
 /// Pool size and the bounds of every statement a store sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
@@ -83,7 +86,7 @@ impl StoreOptions {
     /// the allocator abandons it.
     pub fn for_fetch_timeout(fetch_timeout: Duration) -> Self {
         StoreOptions {
-            max_connections: 10,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             statement_timeout: fetch_timeout * 3 / 5,
             lock_timeout: fetch_timeout * 2 / 5,
             acquire_timeout: Duration::from_secs(3).min(fetch_timeout),

@@ -1,0 +1,95 @@
+//! `--db-max-connections`: the pool to each database holds at most that
+//! many connections (and one for the worker leases), whatever the load.
+
+mod common;
+mod server;
+
+use common::{Backend, TestDb};
+use server::Process;
+
+/// Connections open to `db`'s database from other sessions than the one
+/// asking, the most seen while `work` runs.
+async fn most_connections_during(db: &TestDb, work: impl std::future::Future<Output = ()>) -> i64 {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let sql = "SELECT count(*) FROM pg_stat_activity \
+               WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    let mut most = 0i64;
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            () = &mut work => break,
+            () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {
+                let (n,): (i64,) = sqlx::query_as(sql).fetch_one(&mut c).await.unwrap();
+                most = most.max(n);
+            }
+        }
+    }
+    most
+}
+
+/// Many first uses at once, each a reservation that needs a connection.
+async fn cold_burst(p: &Process, names: usize) {
+    let http = server::client(std::time::Duration::from_secs(60));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..names {
+        let (http, base) = (http.clone(), p.base.clone());
+        tasks.spawn(async move {
+            let resp = http
+                .get(format!("{base}/v1/sequences/t{i}/next"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_pool_holds_at_most_db_max_connections() {
+    let Some(db) = common::test_db(Backend::Postgres).await else {
+        return;
+    };
+    common::ok(&common::seqd_on(&db, &["migrate"]).await);
+    let names = 200;
+    let rows: Vec<String> = (0..names).map(|i| format!("('t{i}', 0, 10)")).collect();
+    common::execute(
+        &db,
+        &format!(
+            "INSERT INTO sequences (name, max_id, step) VALUES {}",
+            rows.join(", ")
+        ),
+    )
+    .await;
+    for (flag, most_allowed) in [("2", 3), ("30", 31)] {
+        let p = Process::spawn(&db.url, &["--db-max-connections", flag]).await;
+        let most = most_connections_during(&db, cold_burst(&p, names)).await;
+        assert!(
+            most <= most_allowed,
+            "--db-max-connections {flag}: {most} connections seen"
+        );
+        if flag == "30" {
+            // The larger pool is used: more than the default's ten at once.
+            assert!(
+                most > 3,
+                "--db-max-connections {flag}: only {most} connections"
+            );
+        }
+        p.kill().await;
+        common::execute(&db, "UPDATE sequences SET max_id = max_id").await;
+    }
+}
+
+#[tokio::test]
+async fn a_pool_size_out_of_range_is_refused() {
+    for bad in ["0", "-1", "many"] {
+        let flag = format!("--db-max-connections={bad}");
+        let out = common::seqd_binary(&["serve", &flag]).await;
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--db-max-connections"), "{stderr}");
+    }
+}
