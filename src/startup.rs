@@ -204,7 +204,7 @@ impl Drop for AbortOnDrop {
 /// Give-backs in flight at once at shutdown.
 const GIVE_BACK_CONCURRENCY: usize = 16;
 /// Longest the give-back at shutdown may take.
-const GIVE_BACK_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+pub const GIVE_BACK_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {

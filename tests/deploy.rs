@@ -8,8 +8,8 @@
 //!   container's subcommand reads (`seqd serve --help`, `seqd migrate
 //!   --help`); the Job's `seqd migrate` then the Deployment's environment
 //!   (TLS included) give a running instance whose probe paths answer 200;
-//! - against each other: the grace period outlasts the preStop pause plus
-//!   the shutdown timeout, the Job and the Deployment share the Secret, the
+//! - against each other: the grace period outlasts the preStop pause, the
+//!   shutdown timeout and the give-back's bound, the Job and the Deployment share the Secret, the
 //!   image and the security context, the Services, the PodDisruptionBudget
 //!   and the NetworkPolicy select the instances (and the Services not the
 //!   Job's pod), the kustomization lists every manifest.
@@ -274,7 +274,7 @@ fn every_variable_set_is_one_the_subcommand_reads() {
 }
 
 #[test]
-fn the_grace_period_outlasts_the_prestop_pause_and_the_shutdown_timeout() {
+fn the_grace_period_outlasts_the_prestop_pause_the_shutdown_timeout_and_the_give_back() {
     let d = deployment();
     let pod = &d["spec"]["template"]["spec"];
     let c = container(&d);
@@ -286,10 +286,12 @@ fn the_grace_period_outlasts_the_prestop_pause_and_the_shutdown_timeout() {
             .expect("a preStop sleep"),
     );
     let shutdown = duration(env_value(c, "SEQD_SHUTDOWN_TIMEOUT"));
+    // After the in-flight requests, the give-back of unused IDs.
+    let give_back = seqd::startup::GIVE_BACK_BOUND;
     assert!(pause >= Duration::from_secs(1), "{pause:?}");
     assert!(
-        grace > pause + shutdown,
-        "grace {grace:?} <= preStop {pause:?} + shutdown timeout {shutdown:?}"
+        grace > pause + shutdown + give_back,
+        "grace {grace:?} <= preStop {pause:?} + shutdown timeout {shutdown:?} + give-back {give_back:?}"
     );
 }
 
