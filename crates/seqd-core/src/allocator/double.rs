@@ -171,6 +171,14 @@ impl DoubleBuffer {
     /// often as needed, and appends the runs obtained (in increasing order) to
     /// `out`. Stops when done or when both segments are used up.
     pub fn take(&self, n: u64, out: &mut Vec<IdRange>) -> Progress {
+        if n == 0 {
+            // Nothing asked (a fetch whose every ID comes from the store):
+            // `take_fast(0)` would answer an empty run, `last < first`.
+            return Progress {
+                missing: 0,
+                past_prefetch_mark: false,
+            };
+        }
         let mut missing = n;
         loop {
             let taken = self.take_fast(missing);
@@ -404,6 +412,16 @@ mod tests {
         assert_eq!(b.take_fast(5).range, run(14, 15));
         assert_eq!(b.take_fast(1).range, None);
         assert_eq!(b.counts(), (5, 0));
+    }
+
+    #[test]
+    fn taking_nothing_claims_nothing_and_gives_no_run() {
+        let b = DoubleBuffer::new(Segment::new(1, 10, 0.1));
+        let mut out = Vec::new();
+        let progress = b.take(0, &mut out);
+        assert_eq!(progress.missing, 0);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(b.take_fast(1).range, run(1, 1));
     }
 
     #[test]
