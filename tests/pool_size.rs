@@ -7,25 +7,42 @@ mod server;
 use common::{Backend, TestDb};
 use server::Process;
 
+/// Sessions connected to the test's database but the one asking.
+const OTHERS: &str = "SELECT count(*) FROM pg_stat_activity \
+                      WHERE datname = current_database() AND pid <> pg_backend_pid()";
+
 /// Connections open to `db`'s database from other sessions than the one
 /// asking, the most seen while `work` runs.
 async fn most_connections_during(db: &TestDb, work: impl std::future::Future<Output = ()>) -> i64 {
     use sqlx::Connection;
     let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let sql = "SELECT count(*) FROM pg_stat_activity \
-               WHERE datname = current_database() AND pid <> pg_backend_pid()";
     let mut most = 0i64;
     tokio::pin!(work);
     loop {
         tokio::select! {
             () = &mut work => break,
             () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {
-                let (n,): (i64,) = sqlx::query_as(sql).fetch_one(&mut c).await.unwrap();
+                let (n,): (i64,) = sqlx::query_as(OTHERS).fetch_one(&mut c).await.unwrap();
                 most = most.max(n);
             }
         }
     }
     most
+}
+
+/// Waits (up to 10 s) until at most `n` other sessions are connected to
+/// `db`'s database.
+async fn settle(db: &TestDb, n: i64) {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    for _ in 0..200 {
+        let (now,): (i64,) = sqlx::query_as(OTHERS).fetch_one(&mut c).await.unwrap();
+        if now <= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("more than {n} sessions stayed connected before the burst");
 }
 
 /// Many first uses at once, each a reservation that needs a connection.
@@ -66,20 +83,22 @@ async fn the_pool_holds_at_most_db_max_connections() {
     .await;
     for (flag, most_allowed) in [("2", 3), ("30", 31)] {
         let p = Process::spawn(&db.url, &["--db-max-connections", flag]).await;
+        // The start's own connections (the fence's check, the migration
+        // command's, the test's inserts) end before the burst.
+        settle(&db, most_allowed).await;
         let most = most_connections_during(&db, cold_burst(&p, names)).await;
         assert!(
             most <= most_allowed,
             "--db-max-connections {flag}: {most} connections seen"
         );
         if flag == "30" {
-            // The larger pool is used: more than the default's ten at once.
+            // The larger pool is used: more than the small one's limit.
             assert!(
                 most > 3,
                 "--db-max-connections {flag}: only {most} connections"
             );
         }
         p.kill().await;
-        common::execute(&db, "UPDATE sequences SET max_id = max_id").await;
     }
 }
 

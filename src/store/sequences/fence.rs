@@ -234,12 +234,6 @@ fn bounds_sql(dialect: Dialect) -> Vec<String> {
     }
 }
 
-/// What a backend needs for the fence (its [`SequenceDb`] and the types
-/// the record is read as).
-pub(crate) trait FenceDb: SequenceDb {}
-
-impl<DB: SequenceDb> FenceDb for DB {}
-
 /// Whether a server `server` whose record reads `record` must be fenced by
 /// an instance that verified `known` before.
 fn must_fence(record: &Verified, server: &str, known: Option<&Verified>) -> bool {
@@ -261,9 +255,9 @@ fn must_fence(record: &Verified, server: &str, known: Option<&Verified>) -> bool
 /// every one of them needs (the fence's statements and the rows it reads),
 /// written once.
 macro_rules! with_db_bounds {
-    ($($(#[$meta:meta])* $vis:vis async fn $name:ident<DB: FenceDb>($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block)*) => {$(
+    ($($(#[$meta:meta])* $vis:vis async fn $name:ident<DB: SequenceDb>($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block)*) => {$(
         $(#[$meta])*
-        $vis async fn $name<DB: FenceDb>($($arg: $ty),*) -> $ret
+        $vis async fn $name<DB: SequenceDb>($($arg: $ty),*) -> $ret
         where
             for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
             for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
@@ -272,7 +266,6 @@ macro_rules! with_db_bounds {
             (String, String): for<'r> sqlx::FromRow<'r, DB::Row>,
             (String, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
             (String,): for<'r> sqlx::FromRow<'r, DB::Row>,
-            (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
             Row<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
         $body
     )*};
@@ -280,7 +273,7 @@ macro_rules! with_db_bounds {
 
 with_db_bounds! {
 /// Reads the identity of the server `conn` is connected to.
-async fn server_identity<DB: FenceDb>(conn: &mut DB::Connection) -> Result<String, sqlx::Error> {
+async fn server_identity<DB: SequenceDb>(conn: &mut DB::Connection) -> Result<String, sqlx::Error> {
     let sql = identity_sql(DB::DIALECT).expect("a dialect with a fence");
     let pairs: Vec<(String, String)> = sqlx::query_as(sql).fetch_all(conn).await?;
     Ok(identity_line(DB::DIALECT, pairs))
@@ -290,7 +283,7 @@ async fn server_identity<DB: FenceDb>(conn: &mut DB::Connection) -> Result<Strin
 /// `DB`: the connection's server identity must be the verified one
 /// ([`Fence::admit`]); a change starts the fence task over the pool's
 /// `connect` options. Nothing when the fence is off.
-pub(crate) async fn check_connection<DB: FenceDb>(
+pub(crate) async fn check_connection<DB: SequenceDb>(
     fence: &Arc<Fence>,
     conn: &mut DB::Connection,
     connect: impl FnOnce() -> <DB::Connection as Connection>::Options,
@@ -313,7 +306,7 @@ pub(crate) async fn check_connection<DB: FenceDb>(
 /// Runs the fence whenever a connection found the server changed, on a
 /// connection of its own, retrying (1 s, doubling to 30 s) until it
 /// succeeds.
-async fn fence_task<DB: FenceDb>(
+async fn fence_task<DB: SequenceDb>(
     fence: Arc<Fence>,
     connect: <DB::Connection as Connection>::Options,
 ) -> () {
@@ -339,7 +332,7 @@ async fn fence_task<DB: FenceDb>(
 }
 
 /// Connects with `connect` and runs [`fence_once`].
-async fn run_on<DB: FenceDb>(
+async fn run_on<DB: SequenceDb>(
     fence: &Fence,
     connect: &<DB::Connection as Connection>::Options,
 ) -> Result<(), StoreError> {
@@ -355,7 +348,7 @@ async fn run_on<DB: FenceDb>(
 /// against its record and fences it if it changed (see the module docs).
 /// Fails when the identity cannot be read (privileges: docs/operations.md),
 /// seqd's tables are absent, or the server changed during start-up.
-pub(crate) async fn verify<DB: FenceDb>(fence: &Fence, pool: &Pool<DB>) -> Result<(), StoreError> {
+pub(crate) async fn verify<DB: SequenceDb>(fence: &Fence, pool: &Pool<DB>) -> Result<(), StoreError> {
     if !fence.enabled() {
         return Ok(());
     }
@@ -369,7 +362,7 @@ pub(crate) async fn verify<DB: FenceDb>(fence: &Fence, pool: &Pool<DB>) -> Resul
 }
 
 /// Whether the `sequences` table answers on `pool`.
-async fn has_sequences<DB: FenceDb>(pool: &Pool<DB>) -> bool {
+async fn has_sequences<DB: SequenceDb>(pool: &Pool<DB>) -> bool {
     sqlx::query("SELECT max_id FROM sequences WHERE 1 = 0")
         .execute(pool)
         .await
@@ -379,7 +372,7 @@ async fn has_sequences<DB: FenceDb>(pool: &Pool<DB>) -> bool {
 /// The fence's transaction on `conn`: locks the record, reads the server's
 /// identity, and raises the rows and records the server when it must
 /// ([`must_fence`]); then `fence` admits connections to that server.
-async fn fence_once<DB: FenceDb>(fence: &Fence, conn: &mut DB::Connection) -> Result<(), StoreError> {
+async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) -> Result<(), StoreError> {
     let dialect = DB::DIALECT;
     let server = server_identity::<DB>(conn).await.map_err(|e| {
         StoreError::Config(format!(
@@ -495,7 +488,7 @@ async fn fence_once<DB: FenceDb>(fence: &Fence, conn: &mut DB::Connection) -> Re
 /// full), and creates the period rows of now (and [`PERIOD_SKEW`] around)
 /// that are missing, raised: the lost window may have made them. The rows
 /// changed or made.
-async fn raise_rows<DB: FenceDb>(conn: &mut DB::Connection, margin: i64) -> Result<u64, sqlx::Error> {
+async fn raise_rows<DB: SequenceDb>(conn: &mut DB::Connection, margin: i64) -> Result<u64, sqlx::Error> {
     let dialect = DB::DIALECT;
     let margin = stripe_margin::<DB>(conn, margin).await?;
     let raised = sqlx::query(&in_dialect(
@@ -572,7 +565,7 @@ async fn raise_rows<DB: FenceDb>(conn: &mut DB::Connection, margin: i64) -> Resu
 /// The margin on a stripe of a set of `n` (its record in `seqd_stripe`):
 /// a reservation on a stripe may skip the other stripes' blocks, so the
 /// lost window advanced the row by at most `n × (margin + block)`.
-async fn stripe_margin<DB: FenceDb>(
+async fn stripe_margin<DB: SequenceDb>(
     conn: &mut DB::Connection,
     margin: i64,
 ) -> Result<i64, sqlx::Error> {
@@ -599,7 +592,7 @@ async fn stripe_margin<DB: FenceDb>(
 /// timeline above 1; MariaDB: a replication position in `gtid_slave_pos`),
 /// where they were most likely lost with a failover: setting them up again
 /// would hand out every ID again. `seqd migrate` creates them anyway.
-pub(crate) async fn refuse_tables_on_promoted<DB: FenceDb>(
+pub(crate) async fn refuse_tables_on_promoted<DB: SequenceDb>(
     fence: &Fence,
     pool: &Pool<DB>,
 ) -> Result<(), StoreError> {
