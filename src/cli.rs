@@ -10,10 +10,12 @@ use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
 use crate::domain::{escape_controls, NamePrefix, SeqName, PERIOD_SEPARATOR};
 use crate::open::{open_database, open_store};
 use crate::serial::purge::PURGE_MARGIN;
-use crate::service::{CreateRequest, PatchRequest, SerialFields, Service, ServiceError};
+use crate::service::{
+    AdminCalls, CreateRequest, PatchRequest, Presented, SerialFields, Service, ServiceError,
+};
 use crate::store::stripes::audit::audit_rows;
 use crate::store::stripes::{bind_stripes, DEFAULT_BLOCK};
-use crate::store::{self, BumpMode, Bumped, MigrateMode, SequenceRow, StoreOptions};
+use crate::store::{self, BumpMode, Bumped, MigrateMode, SequenceRow, Store, StoreOptions};
 
 /// `seqd migrate`: applies the migrations to every database URL, whatever
 /// `--migrate` says, then checks (and for a fresh set, writes) their stripe
@@ -73,7 +75,7 @@ async fn purge_periods(
     let name = parse_name(name)?;
     let older_than = jiff::SignedDuration::try_from(older_than)
         .map_err(|_| anyhow!("--older-than is too long"))?;
-    let report = service(db)
+    let report = admin(db)
         .await?
         .purge_periods(&name, older_than, jiff::Timestamp::now(), dry_run)
         .await
@@ -150,7 +152,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 },
             };
             let name = parse_name(name)?;
-            let row = service(db)
+            let row = admin(db)
                 .await?
                 .create(req)
                 .await
@@ -174,7 +176,7 @@ pub async fn sequences(cmd: &SequencesCommand) -> anyhow::Result<()> {
                 step: Some(*step),
                 ..PatchRequest::default()
             };
-            let row = service(db)
+            let row = admin(db)
                 .await?
                 .patch(&name, req)
                 .await
@@ -211,7 +213,7 @@ async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
     } else {
         BumpMode::Apply
     };
-    let plan = service(&args.db)
+    let plan = admin(&args.db)
         .await?
         .bump(names.as_deref(), args.by, mode)
         .await
@@ -224,11 +226,22 @@ async fn bump(args: &BumpArgs) -> anyhow::Result<()> {
 
 /// The service over the databases of `db`, for one command.
 pub(crate) async fn service(db: &DatabaseArgs) -> anyhow::Result<Service> {
+    Ok(service_over(open_store(db).await?, db))
+}
+
+/// The service over `store`, opened from `db`, for one command.
+pub(crate) fn service_over(store: Arc<dyn Store>, db: &DatabaseArgs) -> Service {
     let config = AllocatorConfig {
         max_step: db.max_step,
         ..AllocatorConfig::default()
     };
-    Ok(Service::new(open_store(db).await?, config))
+    Service::new(store, config)
+}
+
+/// The admin calls of [`service`]: its commands run on this machine with
+/// the database's credentials ([`Presented::LOCAL`]).
+pub(crate) async fn admin(db: &DatabaseArgs) -> anyhow::Result<AdminCalls> {
+    Ok(service(db).await?.admin(Presented::LOCAL)?)
 }
 
 /// The CLI's words for a service error about `name`: what to run next.

@@ -1,6 +1,7 @@
 //! `seqd import-leaf`: a drop-in migration from Meituan's Leaf. It reads Leaf's
 //! segment table `leaf_alloc` (PostgreSQL or MySQL/MariaDB) and creates one
-//! seqd sequence per row, through the [`Store`] trait, so that seqd continues
+//! seqd sequence per row, through the service's admin calls
+//! ([`AdminCalls`]), so that seqd continues
 //! each Leaf sequence exactly where Leaf left off.
 //!
 //! # The offset
@@ -47,7 +48,6 @@
 //! URL's TLS parameters mean what they mean for seqd's own database.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -55,8 +55,8 @@ use sqlx::Connection;
 
 use crate::config::ImportLeafArgs;
 use crate::domain::{NewSequence, SeqName};
-use crate::open::open_store;
-use crate::store::{self, Dialect, SequenceRow, Store, StoreError};
+use crate::service::{AdminCalls, Presented, ServiceError};
+use crate::store::{self, Dialect, SequenceRow};
 
 /// Longest the connection to Leaf's database may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -380,9 +380,9 @@ impl Report {
 /// If `target` is `None` without `dry_run`.
 pub async fn import(
     rows: &[LeafRow],
-    target: Option<&dyn Store>,
+    target: Option<&AdminCalls>,
     opts: ImportOptions,
-) -> Result<Report, StoreError> {
+) -> Result<Report, ServiceError> {
     assert!(
         target.is_some() || opts.dry_run,
         "a real import needs a target store"
@@ -405,16 +405,16 @@ pub async fn import(
 /// What the import would do with each row, from reads only.
 pub async fn plan(
     rows: &[LeafRow],
-    target: Option<&dyn Store>,
+    target: Option<&AdminCalls>,
     opts: ImportOptions,
-) -> Result<Vec<Entry>, StoreError> {
+) -> Result<Vec<Entry>, ServiceError> {
     let mut entries = Vec::with_capacity(rows.len());
     for row in rows {
         let action = match to_new_sequence(row, opts.max_step) {
             Err(reason) => Action::Invalid(reason),
             Ok(new) => match target {
                 None => Action::Import(new),
-                Some(store) => match store.get(&new.name).await? {
+                Some(admin) => match find(admin, &new.name).await? {
                     None => Action::Import(new),
                     Some(existing) => judge_existing(&existing, new.start, opts),
                 },
@@ -426,6 +426,15 @@ pub async fn plan(
         });
     }
     Ok(entries)
+}
+
+/// The row of `name`, if it exists.
+async fn find(admin: &AdminCalls, name: &SeqName) -> Result<Option<SequenceRow>, ServiceError> {
+    match admin.get(name).await {
+        Ok(row) => Ok(Some(row)),
+        Err(ServiceError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// What to do with an existing seqd row for a Leaf row whose next ID is
@@ -455,12 +464,12 @@ fn judge_existing(row: &SequenceRow, leaf_max_id: i64, opts: ImportOptions) -> A
 /// Writes the planned action of the row `tag`; what was done, or why it
 /// failed. The row is read again where it matters: it may have changed
 /// since the plan.
-async fn write(store: &dyn Store, tag: &str, planned: Action, opts: ImportOptions) -> Action {
+async fn write(store: &AdminCalls, tag: &str, planned: Action, opts: ImportOptions) -> Action {
     match planned {
-        Action::Import(new) => match store.create(&new).await {
+        Action::Import(new) => match store.create_new(new.clone()).await {
             Ok(_) => Action::Import(new),
             // Created meanwhile by someone else: judge it as existing.
-            Err(StoreError::AlreadyExists) => {
+            Err(ServiceError::Exists(_)) => {
                 let name = new.name.clone();
                 write_existing(store, &name, new.start, opts).await
             }
@@ -478,12 +487,12 @@ async fn write(store: &dyn Store, tag: &str, planned: Action, opts: ImportOption
 /// `leaf_max_id`: reads it, judges it again ([`judge_existing`]) and raises
 /// it if that is the verdict.
 async fn write_existing(
-    store: &dyn Store,
+    store: &AdminCalls,
     name: &SeqName,
     leaf_max_id: i64,
     opts: ImportOptions,
 ) -> Action {
-    let row = match store.get(name).await {
+    let row = match find(store, name).await {
         Ok(Some(row)) => row,
         Ok(None) => return Action::Failed("deleted by someone else meanwhile".into()),
         Err(e) => return Action::Failed(format!("reading it again: {e}")),
@@ -498,16 +507,13 @@ async fn write_existing(
 /// Raises `row` to at least `wanted` with one atomic reservation of at least
 /// the gap: `max_id` only grows, and concurrent reservations by running
 /// instances only add to it.
-async fn raise(store: &dyn Store, row: &SequenceRow, wanted: i64) -> Action {
-    match store.reserve(&row.name, wanted - row.max_id).await {
-        Ok(r) if r.max_id >= wanted => Action::Raised {
-            from: r.max_id - r.size,
-            to: r.max_id,
+async fn raise(store: &AdminCalls, row: &SequenceRow, wanted: i64) -> Action {
+    match store.raise(&row.name, wanted - row.max_id).await {
+        Ok((max_id, size)) if max_id >= wanted => Action::Raised {
+            from: max_id - size,
+            to: max_id,
         },
-        Ok(r) => Action::Failed(format!(
-            "raised max_id only to {}, below {wanted}",
-            r.max_id
-        )),
+        Ok((max_id, _)) => Action::Failed(format!("raised max_id only to {max_id}, below {wanted}")),
         Err(e) => Action::Failed(format!("raising max_id: {e}")),
     }
 }
@@ -624,23 +630,23 @@ pub(crate) async fn import_and_report(
         source.table,
     );
 
-    let target: Option<Arc<dyn Store>> = if opts.dry_run {
+    let target = if opts.dry_run {
         let options = store::StoreOptions::default().with_setup(&db.schema_setup());
         let s = store::connect(&target_url, &options)
             .await
             .with_context(|| format!("connecting to {shown}"))?
             .sequences();
         match s.ping().await {
-            Ok(()) => Some(s),
+            Ok(()) => Some(crate::cli::service_over(s, db).admin(Presented::LOCAL)?),
             Err(e) => {
                 println!("note: seqd's sequences table cannot be read ({e}); not migrated yet? Every valid row is shown as new");
                 None
             }
         }
     } else {
-        Some(open_store(db).await?)
+        Some(crate::cli::admin(db).await?)
     };
-    let report = import(rows, target.as_deref(), opts)
+    let report = import(rows, target.as_ref(), opts)
         .await
         .with_context(|| format!("reading seqd's sequences in {shown}"))?;
 
@@ -688,7 +694,18 @@ pub(crate) async fn import_and_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    use crate::allocator::AllocatorConfig;
+    use crate::service::Service;
     use crate::store::memory::MemoryStore;
+
+    /// The admin calls of a service over `store`.
+    fn admin(store: &Arc<MemoryStore>) -> AdminCalls {
+        Service::new(store.clone(), AllocatorConfig::default())
+            .admin(Presented::LOCAL)
+            .unwrap()
+    }
     use crate::store::Catalog;
 
     fn leaf(tag: &str, max_id: i64, step: i64) -> LeafRow {
@@ -741,10 +758,10 @@ mod tests {
 
     #[tokio::test]
     async fn raise_lifts_an_existing_sequence_to_leafs_next_id() {
-        let store = MemoryStore::new();
+        let store = Arc::new(MemoryStore::new());
         store.insert("order", 10, 5);
         let opts = writing(true);
-        let report = import(&[leaf("order", 501, 100)], Some(&store), opts)
+        let report = import(&[leaf("order", 501, 100)], Some(&admin(&store)), opts)
             .await
             .unwrap();
         assert_eq!(
@@ -764,7 +781,7 @@ mod tests {
         use crate::domain::SerialSettings;
         use crate::serial::{Overflow, Reset};
 
-        let store = MemoryStore::new();
+        let store = Arc::new(MemoryStore::new());
         store.insert("behind", 10, 5);
         let mut serial = NewSequence::new(
             SeqName::parse("zz-serial").unwrap(),
@@ -783,7 +800,7 @@ mod tests {
             leaf("behind", 501, 100),
             leaf("zz-serial", 900, 10),
         ];
-        let report = import(&rows, Some(&store), opts).await.unwrap();
+        let report = import(&rows, Some(&admin(&store)), opts).await.unwrap();
         assert!(report.refused && !report.written(), "{report:?}");
         assert!(
             matches!(report.entries[2].action, Action::Conflict(_)),
@@ -802,10 +819,10 @@ mod tests {
 
     #[tokio::test]
     async fn without_raise_a_sequence_behind_leaf_is_reported() {
-        let store = MemoryStore::new();
+        let store = Arc::new(MemoryStore::new());
         store.insert("order", 10, 5);
         let opts = writing(false);
-        let report = import(&[leaf("order", 501, 100)], Some(&store), opts)
+        let report = import(&[leaf("order", 501, 100)], Some(&admin(&store)), opts)
             .await
             .unwrap();
         assert!(report.entries[0].action.is_behind());

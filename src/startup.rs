@@ -105,7 +105,8 @@ pub async fn run_with_resp(
     let access = Access::new(settings.client_auth, admin.clone());
     let service = Service::new(store, settings.allocator.clone())
         .with_access(access)
-        .with_max_lease(settings.max_lease);
+        .with_max_lease(settings.max_lease)
+        .with_snowflake(snowflake.clone());
     // Tokens made or revoked elsewhere reach this instance; the task ends
     // with the service.
     service.start_token_refresh().await;
@@ -115,7 +116,6 @@ pub async fn run_with_resp(
     // the router (which holds the serials).
     crate::serial::refresh::spawn(service.serials(), settings.settings_refresh);
     let state = AppState {
-        snowflake: snowflake.clone(),
         metrics_top: settings.metrics_top,
         resp_listen: resp_addr.map(|a| a.to_string()),
         reads: crate::http::reads::ReadGate::for_pool(settings.db_max_connections),

@@ -38,7 +38,8 @@ use chrono::Utc;
 use crate::config::ImportTinyidArgs;
 use crate::domain::token::{Rights, Scope, TokenHash, TokenLabel, TokenRecord};
 use crate::leaf::{self, query_all, ImportOptions, LeafRow, Source};
-use crate::store::{self, StoreError, TokenRow};
+use crate::service::{Presented, ServiceError};
+use crate::store::{self, TokenRow};
 
 const INFO_PG: &str = "SELECT biz_type::text, max_id::bigint, step::bigint, delta::bigint, \
                        remainder::bigint FROM tiny_id_info ORDER BY biz_type";
@@ -311,10 +312,11 @@ pub async fn run(args: &ImportTinyidArgs) -> anyhow::Result<()> {
         leaf::import_and_report(&rows, &args.db, opts, args.skip_invalid, &TINYID, &from).await?;
 
     let options = store::StoreOptions::default().with_setup(&args.db.schema_setup());
-    let target = store::connect(&args.db.url(), &options)
+    let store = store::connect(&args.db.url(), &options)
         .await
         .with_context(|| format!("connecting to {}", store::redact_url(&args.db.url())))?
         .sequences();
+    let target = crate::cli::service_over(store, &args.db).admin(Presented::LOCAL)?;
     let existing = match target.token_rows().await {
         Ok(rows) => rows,
         Err(e) if opts.dry_run => {
@@ -332,9 +334,9 @@ pub async fn run(args: &ImportTinyidArgs) -> anyhow::Result<()> {
     if write {
         for (record, action) in &mut planned {
             if let TokenAction::Import { label, .. } = action {
-                match target.insert_token(&TokenRow::of(record)).await {
+                match target.import_token(record).await {
                     Ok(()) => {}
-                    Err(StoreError::AlreadyExists) => {
+                    Err(ServiceError::TokenExists(_)) => {
                         *action = TokenAction::Exists(label.clone());
                     }
                     Err(e) => *action = TokenAction::Failed(format!("{label}: {e}")),

@@ -4,7 +4,7 @@
 
 use anyhow::anyhow;
 
-use crate::cli::service;
+use crate::cli::admin;
 use crate::config::TokensCommand;
 use crate::service::tokens::{NewToken, TokenView};
 use crate::service::ServiceError;
@@ -25,7 +25,7 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
                 rights: can.split(',').map(|r| r.trim().to_owned()).collect(),
                 expires_in: expires.clone(),
             };
-            let made = service(db).await?.create_token(req).await.map_err(door)?;
+            let made = admin(db).await?.create_token(req).await.map_err(door)?;
             let view = TokenView::of(&made.record, chrono::Utc::now());
             eprintln!(
                 "token '{}' made: {} on {}{}; it is shown this once, keep it now",
@@ -39,7 +39,7 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
             println!("{}", made.token.expose());
         }
         TokensCommand::List { db } => {
-            let tokens = service(db).await?.tokens().await.map_err(door)?;
+            let tokens = admin(db).await?.tokens().await.map_err(door)?;
             println!(
                 "{:<24} {:<10} {:<20} {:<26} PREFIXES",
                 "LABEL", "RIGHTS", "STATE", "EXPIRES"
@@ -58,7 +58,7 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
             }
         }
         TokensCommand::Revoke { label, db } => {
-            let revoked = service(db).await?.revoke_token(label).await.map_err(door)?;
+            let revoked = admin(db).await?.revoke_token(label).await.map_err(door)?;
             if revoked {
                 println!(
                     "token '{label}' revoked: refused within 5 s by every instance that can read \

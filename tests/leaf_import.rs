@@ -14,6 +14,7 @@ use std::process::Output;
 use common::{Backend, TestDb};
 use seqd::allocator::{Allocator, AllocatorConfig};
 use seqd::leaf::{self, Action, ImportOptions};
+use seqd::service::{AdminCalls, Presented, Service};
 use seqd::store::Store;
 
 /// Runs `async fn NAME(db: TestDb)` on the backends Leaf runs on: PostgreSQL
@@ -46,13 +47,20 @@ const OPTS: ImportOptions = ImportOptions {
     max_step: 1_000_000,
 };
 
+/// The admin calls of a service over `store`, as `seqd import-leaf` makes them.
+fn admin(store: &std::sync::Arc<dyn Store>) -> AdminCalls {
+    Service::new(store.clone(), AllocatorConfig::default())
+        .admin(Presented::LOCAL)
+        .expect("open to this machine")
+}
+
 /// Imports `rows` into `store` with `opts` (panics if the import fails).
 async fn import_into(
     store: &std::sync::Arc<dyn Store>,
     rows: &[leaf::LeafRow],
     opts: ImportOptions,
 ) -> leaf::Report {
-    leaf::import(rows, Some(store.as_ref()), opts)
+    leaf::import(rows, Some(&admin(store)), opts)
         .await
         .unwrap_or_else(|e| panic!("import ({opts:?}): {e:?}"))
 }
@@ -518,7 +526,7 @@ async fn documented_sql_matches_the_command(db: TestDb) {
         .expect("read leaf_alloc");
     let report = leaf::import(
         &rows,
-        Some(by_command.as_ref()),
+        Some(&admin(&by_command)),
         ImportOptions {
             raise: true,
             ..OPTS

@@ -158,13 +158,10 @@ async fn snowflake_server(
         assert!(matches!(outcome, TickOutcome::Claimed(_)), "{outcome:?}");
     }
     let store = Arc::new(MemoryStore::new());
-    let app = router(AppState {
-        snowflake: Some(sf),
-        ..AppState::new(
-            Service::new(store.clone(), AllocatorConfig::default()),
-            AdminAuth::OpenOnLoopback,
-        )
-    });
+    let app = router(AppState::new(
+        Service::new(store.clone(), AllocatorConfig::default()).with_snowflake(Some(sf)),
+        AdminAuth::OpenOnLoopback,
+    ));
     (TestServer::serve_app(app, store).await, db)
 }
 

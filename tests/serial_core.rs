@@ -71,7 +71,7 @@ impl Rig {
     /// Moves both clocks by `d`.
     fn advance(&self, d: Duration) {
         self.clock.advance(d);
-        self.wall.advance(SignedDuration::try_from(d).unwrap());
+        self.wall.advance_by(SignedDuration::try_from(d).unwrap());
     }
 
     /// Sets the wall clock (the allocator's moves by the same amount, or by
@@ -81,7 +81,7 @@ impl Rig {
         if delta.is_positive() {
             self.clock.advance(Duration::try_from(delta).unwrap());
         }
-        self.wall.set(now);
+        self.wall.set_utc(now);
     }
 
     async fn one(&self, name: &str) -> (i64, String) {

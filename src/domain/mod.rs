@@ -6,6 +6,7 @@
 //! names, the checks of steps and descriptions) live in the core crate,
 //! [`seqd_core::domain`], and are re-exported here unchanged.
 
+pub mod clock;
 pub mod secret;
 pub mod serial;
 pub mod token;

@@ -15,7 +15,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::ParseError;
-use crate::log_throttle::throttled;
 use crate::service::ServiceError;
 use crate::snowflake::SnowflakeError;
 
@@ -158,35 +157,9 @@ pub enum ApiError {
     /// A bug or a misconfiguration; details only in the log.
     #[error("internal error")]
     Internal,
-    /// No snowflake ID could be issued.
-    #[error("{0}")]
-    Snowflake(SnowflakeError),
-    /// Snowflake IDs are turned off on this instance.
-    #[error("snowflake IDs are disabled on this instance (--snowflake false)")]
-    SnowflakeDisabled,
 }
 
 impl ApiError {
-    /// Maps a snowflake generator error, logging what operators need.
-    pub fn from_snowflake(e: SnowflakeError) -> Self {
-        match &e {
-            SnowflakeError::ClockMovedBackwards { behind_ms } => throttled!(
-                warn,
-                "snowflake: clock behind the last timestamp issued; refusing",
-                None,
-                behind_ms
-            ),
-            SnowflakeError::ClockStalled { waited_ms } => {
-                throttled!(warn, "snowflake: clock did not advance", None, waited_ms)
-            }
-            SnowflakeError::Exhausted => {
-                throttled!(error, "snowflake: timestamps ran out", None)
-            }
-            _ => {}
-        }
-        ApiError::Snowflake(e)
-    }
-
     /// The code this error answers with.
     pub fn code(&self) -> ErrorCode {
         use ApiError::*;
@@ -201,8 +174,6 @@ impl ApiError {
             RouteNotFound => ErrorCode::NotFound,
             MethodNotAllowed => ErrorCode::MethodNotAllowed,
             Internal => ErrorCode::Internal,
-            Snowflake(e) => snowflake_code(e),
-            SnowflakeDisabled => ErrorCode::SnowflakeDisabled,
         }
     }
 
@@ -210,7 +181,6 @@ impl ApiError {
     pub fn public_message(&self) -> String {
         use ApiError::*;
         match self {
-            Snowflake(e) => snowflake_message(e),
             Service(ServiceError::NotFound(n)) => format!(
                 "sequence '{n}' not found; create it with POST /v1/sequences \
                  {{\"name\":\"{n}\",\"start\":1,\"step\":1000}}, `seqd sequences create {n}`, \
@@ -239,30 +209,6 @@ fn snowflake_code(e: &SnowflakeError) -> ErrorCode {
     }
 }
 
-fn snowflake_message(e: &SnowflakeError) -> String {
-    match e {
-        SnowflakeError::NoWorker => {
-            "no snowflake worker ID is leased (not yet, the database is unreachable, or every worker ID is \
-             held by another instance); retry later"
-                .into()
-        }
-        SnowflakeError::LeaseExpiring => {
-            "the snowflake worker ID lease could not be renewed in time; IDs resume once it is".into()
-        }
-        SnowflakeError::Closed => "shutting down".into(),
-        SnowflakeError::ClockMovedBackwards { behind_ms } => format!(
-            "the clock is {behind_ms} ms behind the last timestamp issued; IDs resume when it catches up"
-        ),
-        SnowflakeError::ClockStalled { waited_ms } => format!(
-            "the clock did not advance to a free timestamp within {waited_ms} ms; retry later"
-        ),
-        SnowflakeError::Exhausted => {
-            "the timestamp field of the snowflake layout is full; no more IDs with this epoch and bits"
-                .into()
-        }
-    }
-}
-
 impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> Self {
         ApiError::Service(e)
@@ -285,6 +231,8 @@ fn service_code(e: &ServiceError) -> ErrorCode {
         ServiceError::TokenExists(_) => ErrorCode::TokenExists,
         ServiceError::TokenNotFound(_) => ErrorCode::TokenNotFound,
         ServiceError::NotLeasable(..) => ErrorCode::NotLeasable,
+        ServiceError::Snowflake(e) => snowflake_code(e),
+        ServiceError::SnowflakeDisabled => ErrorCode::SnowflakeDisabled,
         ServiceError::BumpRefused(_) | ServiceError::Internal => ErrorCode::Internal,
     }
 }
@@ -308,7 +256,10 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let ApiError::Snowflake(SnowflakeError::ClockMovedBackwards { behind_ms }) = &self {
+        if let ApiError::Service(ServiceError::Snowflake(SnowflakeError::ClockMovedBackwards {
+            behind_ms,
+        })) = &self
+        {
             // Seconds until the clock is back where it was.
             let secs = (*behind_ms).max(1).unsigned_abs().div_ceil(1000);
             resp.headers_mut()

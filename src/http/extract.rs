@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use super::AppState;
 use crate::domain::{Count, SeqName, SeqNameRef};
-use crate::service::{ClientAuth, Presented, Want};
+use crate::service::{AdminCalls, ClientAuth, Presented};
 
 /// The `{name}` path segment as an owned [`SeqName`], validated at
 /// extraction (`invalid_name` otherwise).
@@ -248,13 +248,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// Proof that the caller may use admin calls (create, patch, tokens): the
-/// service's [`crate::service::Access`] decides, from the Bearer token and
-/// whether the request names a loopback host.
-#[derive(Debug)]
-pub struct Admin;
-
-impl FromRequestParts<AppState> for Admin {
+/// The admin calls (create, patch, tokens), for a caller the service let
+/// in: the door hands it the Bearer token and whether the request names a
+/// loopback host ([`crate::service::Service::admin`] decides).
+impl FromRequestParts<AppState> for AdminCalls {
     type Rejection = ApiError;
 
     async fn from_request_parts(
@@ -265,12 +262,7 @@ impl FromRequestParts<AppState> for Admin {
             token: bearer_of(parts).map(str::as_bytes),
             local: names_loopback(parts),
         };
-        state
-            .service
-            .access()
-            .authorize(presented, Want::Admin)
-            .map(|_| Admin)
-            .map_err(ApiError::from)
+        Ok(state.service.admin(presented)?)
     }
 }
 

@@ -39,8 +39,6 @@ pub struct AppState {
     /// The service every route calls: issuing, administering, and who may
     /// do what.
     pub service: Service,
-    /// The snowflake service, when this instance serves snowflake IDs.
-    pub snowflake: Option<crate::snowflake::Snowflake>,
     /// The bound on the database reads of unauthenticated routes.
     pub reads: reads::ReadGate,
     /// How many sequences get per-sequence series on `/metrics`
@@ -52,19 +50,18 @@ pub struct AppState {
 
 impl AppState {
     /// The state of an instance serving `service`'s sequences, with admin
-    /// calls as `admin` says (and `service`'s `--client-auth`), without
-    /// snowflake IDs, with the default limits.
+    /// calls as `admin` says (and `service`'s `--client-auth`), with the
+    /// default limits.
     pub fn new(service: Service, admin: AdminAuth) -> Self {
         let access = crate::service::Access::new(service.access().client_auth(), admin);
         Self::serving(service.with_access(access))
     }
 
     /// The state of an instance serving `service`, with its access rules,
-    /// without snowflake IDs, with the default limits.
+    /// with the default limits.
     pub fn serving(service: Service) -> Self {
         AppState {
             service,
-            snowflake: None,
             reads: reads::ReadGate::default(),
             metrics_top: metrics::DEFAULT_TOP,
             resp_listen: None,

@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{exact_integer, Admin, JsonBody, PathSeqName, Who};
+use super::extract::{exact_integer, JsonBody, PathSeqName, Who};
 use super::AppState;
 use crate::allocator::BufferSnapshot;
 use crate::domain::{NamePrefix, SeqName};
 use crate::serial::PeriodStatus;
-use crate::service::{CreateRequest, PatchRequest, SerialFields};
+use crate::service::{AdminCalls, CreateRequest, PatchRequest, SerialFields};
 use crate::store::{SequenceRow, MAX_PAGE};
 
 pub use crate::service::admin::{DEFAULT_START, DEFAULT_STEP};
@@ -306,11 +306,10 @@ fn view(st: &AppState, row: SequenceRow) -> SequenceView {
 )]
 pub async fn create(
     State(st): State<AppState>,
-    _admin: Admin,
+    admin: AdminCalls,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let row = st
-        .service
+    let row = admin
         .create(CreateRequest {
             name: body.name,
             start: body.start,
@@ -417,7 +416,7 @@ pub async fn get(
 )]
 pub async fn patch(
     State(st): State<AppState>,
-    _admin: Admin,
+    admin: AdminCalls,
     PathSeqName(name): PathSeqName,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -433,7 +432,7 @@ pub async fn patch(
             overflow: body.overflow,
         },
     };
-    let row = st.service.patch(&name, req).await?;
+    let row = admin.patch(&name, req).await?;
     Ok(Json(view(&st, row)))
 }
 

@@ -1,14 +1,13 @@
 //! Snowflake ID routes: `/v1/snowflake/next`, `/v1/snowflake/batch?count=N`,
 //! `/v1/snowflake/decode/{id}`, and Leaf's `/api/snowflake/get/{key}`.
 //!
-//! The [`Snowflake`] is in the router state when snowflake IDs are enabled;
-//! without it every route answers 404
+//! Each route is a call of the service, which holds the generator when
+//! snowflake IDs are enabled; without it every route answers 404
 //! `snowflake_disabled`. JSON answers carry each ID twice, as a number and as
 //! a string: snowflake IDs exceed 2^53, beyond which JavaScript's numbers
 //! (and many JSON parsers) silently round.
 
-use axum::extract::{FromRequestParts, RawQuery};
-use axum::http::request::Parts;
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -17,54 +16,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{count_from_query, PathParam, WantsText, Who};
 use super::ids::{respond, text_id, JSON};
 use super::AppState;
-use crate::domain::SeqNameRef;
-use crate::service::access::SNOWFLAKE_NAME;
-use crate::service::{Access, Caller, Want};
 use crate::snowflake::layout::iso_ms;
-use crate::snowflake::Snowflake;
-
-/// The snowflake service, taken from the router state; 404
-/// `snowflake_disabled` when this instance does not serve snowflake IDs.
-pub struct Service(Snowflake);
-
-impl FromRequestParts<AppState> for Service {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(_: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
-        st.snowflake
-            .clone()
-            .map(Service)
-            .ok_or(ApiError::SnowflakeDisabled)
-    }
-}
-
-/// The snowflake service for a caller allowed to draw from it: under
-/// `--client-auth on`, a token with `draw` covering the name `snowflake`
-/// ([`SNOWFLAKE_NAME`]). Its handlers count what they drew.
-pub struct Drawing {
-    sf: Snowflake,
-    caller: Caller,
-    access: Access,
-}
-
-impl Drawing {
-    fn drew(&self, n: usize) {
-        self.caller.drew(&self.access, n as u64);
-    }
-}
-
-impl FromRequestParts<AppState> for Drawing {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
-        let Service(sf) = Service::from_request_parts(parts, st).await?;
-        let Ok(who) = Who::from_request_parts(parts, st).await;
-        let access = st.service.access().clone();
-        let name = SeqNameRef::parse(SNOWFLAKE_NAME).expect("a valid name");
-        let caller = access.authorize(who.presented(), Want::Draw(name))?;
-        Ok(Drawing { sf, caller, access })
-    }
-}
 
 /// `GET|POST /v1/snowflake/next`: one ID, JSON or (with `Accept: text/plain`)
 /// the bare number.
@@ -87,9 +39,12 @@ impl FromRequestParts<AppState> for Drawing {
             `clock_stalled`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn next(d: Drawing, WantsText(text): WantsText) -> Result<Response, ApiError> {
-    let id = d.sf.next().await.map_err(ApiError::from_snowflake)?;
-    d.drew(1);
+pub async fn next(
+    State(st): State<AppState>,
+    who: Who,
+    WantsText(text): WantsText,
+) -> Result<Response, ApiError> {
+    let id = st.service.snowflake_next(who.presented()).await?;
     if text {
         return Ok(text_id(id));
     }
@@ -119,13 +74,13 @@ pub async fn next(d: Drawing, WantsText(text): WantsText) -> Result<Response, Ap
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn batch(d: Drawing, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+pub async fn batch(
+    State(st): State<AppState>,
+    who: Who,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
-    let ids =
-        d.sf.batch(count.get() as usize)
-            .await
-            .map_err(ApiError::from_snowflake)?;
-    d.drew(ids.len());
+    let ids = st.service.snowflake_batch(who.presented(), count).await?;
     Ok(respond(JSON, batch_json(&ids)))
 }
 
@@ -145,15 +100,12 @@ pub async fn batch(d: Drawing, RawQuery(q): RawQuery) -> Result<Response, ApiErr
     )
 )]
 pub async fn decode(
-    Service(sf): Service,
+    State(st): State<AppState>,
     PathParam(raw): PathParam<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let layout = sf.layout();
-    let d = layout
-        .decode(id)
-        .ok_or_else(|| ApiError::InvalidRequest("an ID is never negative".into()))?;
-    let ms = layout.unit_start_ms(d.timestamp);
+    let decoded = st.service.snowflake_decode(id)?;
+    let (d, ms) = (decoded.parts, decoded.unit_start_ms);
     let body = DecodedBody {
         id,
         id_str: id.to_string(),
@@ -187,9 +139,8 @@ pub async fn decode(
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn leaf_get(d: Drawing) -> Result<Response, ApiError> {
-    let id = d.sf.next().await.map_err(ApiError::from_snowflake)?;
-    d.drew(1);
+pub async fn leaf_get(State(st): State<AppState>, who: Who) -> Result<Response, ApiError> {
+    let id = st.service.snowflake_next(who.presented()).await?;
     Ok(text_id(id))
 }
 

@@ -2,7 +2,6 @@
 //! `DELETE /v1/tokens/{label}` (docs/api.md, "Client tokens"); the work is
 //! the service's (`service/tokens.rs`).
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
@@ -10,9 +9,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Admin, JsonBody, PathParam};
-use super::AppState;
+use super::extract::{JsonBody, PathParam};
 use crate::service::tokens::{NewToken, TokenView};
+use crate::service::AdminCalls;
 
 /// `{"tokens":[...]}`.
 #[derive(Serialize, ToSchema)]
@@ -55,8 +54,8 @@ pub struct RevokedBody {
         (status = 503, description = "`storage_unavailable`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-pub async fn list(State(st): State<AppState>, _admin: Admin) -> Result<Json<TokenList>, ApiError> {
-    let tokens = st.service.tokens().await?;
+pub async fn list(admin: AdminCalls) -> Result<Json<TokenList>, ApiError> {
+    let tokens = admin.tokens().await?;
     Ok(Json(TokenList { tokens }))
 }
 
@@ -79,11 +78,10 @@ pub async fn list(State(st): State<AppState>, _admin: Admin) -> Result<Json<Toke
     )
 )]
 pub async fn create(
-    State(st): State<AppState>,
-    _admin: Admin,
+    admin: AdminCalls,
     JsonBody(body): JsonBody<NewToken>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let made = st.service.create_token(body).await?;
+    let made = admin.create_token(body).await?;
     let view = TokenView::of(&made.record, chrono::Utc::now());
     let body = MadeTokenBody {
         token: made.token.expose().to_owned(),
@@ -109,10 +107,9 @@ pub async fn create(
     )
 )]
 pub async fn revoke(
-    State(st): State<AppState>,
-    _admin: Admin,
+    admin: AdminCalls,
     PathParam(label): PathParam<String>,
 ) -> Result<Json<RevokedBody>, ApiError> {
-    let revoked = st.service.revoke_token(&label).await?;
+    let revoked = admin.revoke_token(&label).await?;
     Ok(Json(RevokedBody { label, revoked }))
 }

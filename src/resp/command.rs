@@ -16,6 +16,7 @@ use super::request::{
 };
 use crate::domain::{Count, SeqNameRef};
 use crate::service::{Many, One, Presented, Service, ServiceError};
+use crate::snowflake::SnowflakeError;
 
 pub use super::request::MAX_INCRBY;
 
@@ -134,6 +135,9 @@ fn error_reply(e: ServiceError) -> Fail {
             "this token may not draw from this sequence".into(),
         ),
         e @ E::Misconfigured(..) => Fail::err(e.to_string()),
+        E::Snowflake(e @ SnowflakeError::Exhausted) => Fail(Outcome::Exhausted, e.to_string()),
+        E::Snowflake(e) => Fail(Outcome::Unavailable, e.to_string()),
+        e @ E::SnowflakeDisabled => Fail::err(e.to_string()),
         E::Exists(_)
         | E::BumpRefused(_)
         | E::TokenExists(_)
@@ -194,6 +198,7 @@ async fn run(
         Request::IncrBy(name, n) => incrby(door, session, name, n, out).await,
         Request::Next(name) => next(door, session, name, out).await,
         Request::Batch(name, n) => batch(door, session, name, n, out).await,
+        Request::Snowflake(n) => snowflake(door, session, n, out).await,
         Request::Ping => simple(out, "PONG"),
         Request::Echo(text) => {
             out.bulk(text);
@@ -284,6 +289,23 @@ async fn batch(door: &Door, s: &Session, name: SeqNameRef<'_>, n: Count, out: &m
         Many::Serial { serials, .. } => {
             out.array(serials.len());
             serials.iter().for_each(|s| out.bulk(s.as_bytes()));
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `SEQD.SNOWFLAKE`: an integer; with a count, an array of them.
+async fn snowflake(door: &Door, s: &Session, n: Option<Count>, out: &mut Out) -> Answer {
+    let service = &door.service;
+    match n {
+        None => out.int(service.snowflake_next(presented(s)).await.map_err(error_reply)?),
+        Some(n) => {
+            let ids = service
+                .snowflake_batch(presented(s), n)
+                .await
+                .map_err(error_reply)?;
+            out.array(ids.len());
+            ids.iter().for_each(|&id| out.int(id));
         }
     }
     Ok(Outcome::Ok)

@@ -21,6 +21,7 @@ pub(super) enum Cmd {
     IncrBy,
     Next,
     Batch,
+    Snowflake,
     Ping,
     Echo,
     Hello,
@@ -38,11 +39,12 @@ pub(super) enum Cmd {
     Other,
 }
 
-pub(super) const CMD_LABELS: [&str; 19] = [
+pub(super) const CMD_LABELS: [&str; 20] = [
     "incr",
     "incrby",
     "seqd.next",
     "seqd.batch",
+    "seqd.snowflake",
     "ping",
     "echo",
     "hello",
@@ -62,11 +64,12 @@ pub(super) const CMD_LABELS: [&str; 19] = [
 
 impl Cmd {
     pub(super) fn of(name: &[u8]) -> Cmd {
-        const TABLE: [(&[u8], Cmd); 18] = [
+        const TABLE: [(&[u8], Cmd); 19] = [
             (b"incr", Cmd::Incr),
             (b"incrby", Cmd::IncrBy),
             (b"seqd.next", Cmd::Next),
             (b"seqd.batch", Cmd::Batch),
+            (b"seqd.snowflake", Cmd::Snowflake),
             (b"ping", Cmd::Ping),
             (b"echo", Cmd::Echo),
             (b"hello", Cmd::Hello),
@@ -159,6 +162,8 @@ pub(super) enum Request<'a> {
     IncrBy(SeqNameRef<'a>, Count),
     Next(SeqNameRef<'a>),
     Batch(SeqNameRef<'a>, Count),
+    /// `SEQD.SNOWFLAKE [count]`: one snowflake ID, or `count` of them.
+    Snowflake(Option<Count>),
     Ping,
     Echo(&'a [u8]),
     Hello(Hello<'a>),
@@ -190,6 +195,10 @@ pub(super) fn request<'a>(
         Cmd::IncrBy if argc == 3 => Request::IncrBy(seq_name(arg(1))?, count(arg(2), "INCRBY")?),
         Cmd::Next if argc == 2 => Request::Next(seq_name(arg(1))?),
         Cmd::Batch if argc == 3 => Request::Batch(seq_name(arg(1))?, count(arg(2), "SEQD.BATCH")?),
+        Cmd::Snowflake if argc == 1 => Request::Snowflake(None),
+        Cmd::Snowflake if argc == 2 => {
+            Request::Snowflake(Some(count(arg(1), "SEQD.SNOWFLAKE")?))
+        }
         Cmd::Ping if argc == 1 => Request::Ping,
         Cmd::Ping | Cmd::Echo if argc == 2 => Request::Echo(arg(1)),
         Cmd::Hello => Request::Hello(Hello::read(&args[1..], buf)?),
@@ -214,7 +223,7 @@ pub(super) fn request<'a>(
         Cmd::Other => {
             return Err(Fail::err(format!(
                 "unknown command '{}': seqd serves IDs, not data (INCR, INCRBY, SEQD.NEXT, \
-                 SEQD.BATCH)",
+                 SEQD.BATCH, SEQD.SNOWFLAKE)",
                 shown(name)
             )))
         }

@@ -26,7 +26,7 @@ use std::time::Duration;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-use super::clock::WallClock;
+use crate::domain::clock::WallClock;
 use crate::allocator::{AllocError, Allocator, CounterBounds, IdRange};
 use crate::domain::serial::Period;
 use crate::domain::serial::{Exhausted, Overflow, Reset};

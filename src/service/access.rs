@@ -108,6 +108,17 @@ pub struct Presented<'a> {
     pub local: bool,
 }
 
+impl Presented<'static> {
+    /// What `seqd`'s own commands present: nothing but being on this
+    /// machine, run by whoever holds the database's credentials. It opens
+    /// the admin calls of a service built without an admin token (as the
+    /// commands build theirs), like a loopback `Host` on the HTTP door.
+    pub const LOCAL: Presented<'static> = Presented {
+        token: None,
+        local: true,
+    };
+}
+
 impl std::fmt::Debug for Presented<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Presented")

@@ -92,7 +92,33 @@ pub struct ListPage {
     pub next: Option<SeqName>,
 }
 
+/// The service for a caller allowed admin calls: what [`Service::admin`]
+/// hands out once the access rules let the caller in, and the only way to
+/// the calls that change sequences and tokens. Every door reaches them
+/// through it, so no door decides who may administer.
+#[derive(Clone)]
+pub struct AdminCalls(Service);
+
+impl std::ops::Deref for AdminCalls {
+    type Target = Service;
+
+    fn deref(&self) -> &Service {
+        &self.0
+    }
+}
+
 impl Service {
+    /// The admin calls, for a caller who presented `who`: refused
+    /// [`ServiceError::Unauthorized`] unless the admin token was presented
+    /// (or no admin token is set and the door vouches the caller is on
+    /// this machine; `seqd`'s own commands present [`Presented::LOCAL`]).
+    pub fn admin(&self, who: Presented<'_>) -> Result<AdminCalls, ServiceError> {
+        self.access.authorize(who, Want::Admin)?;
+        Ok(AdminCalls(self.clone()))
+    }
+}
+
+impl AdminCalls {
     /// Creates a sequence, refusing what no instance could serve safely.
     pub async fn create(&self, req: CreateRequest) -> Result<SequenceRow, ServiceError> {
         let name = SeqName::parse(&req.name).map_err(ServiceError::InvalidName)?;
@@ -117,6 +143,15 @@ impl Service {
             }
             None => new,
         };
+        self.create_new(new).await
+    }
+
+    /// Creates the sequence `new`, already checked (an import's rows):
+    /// refused [`ServiceError::Exists`] when the name is taken, and, when
+    /// this instance still remembers IDs under a name whose row is gone, a
+    /// `start` at or below them.
+    pub async fn create_new(&self, new: NewSequence) -> Result<SequenceRow, ServiceError> {
+        let name = new.name.clone();
         if let Some(reserved) = self.allocator.reserved_up_to(&name) {
             // Only a name whose row is gone while this instance remembers
             // its IDs needs the check. When a row exists the store answers
@@ -139,6 +174,20 @@ impl Service {
         self.serials.reload(&row);
         tracing::info!(sequence = %name, start = new.start, step = new.step, "sequence created");
         Ok(row)
+    }
+
+    /// Raises plain sequence `name` by at least `by` IDs in one atomic
+    /// reservation that hands them to nobody (an import continuing another
+    /// system's IDs): `max_id` only grows, and reservations of running
+    /// instances meanwhile only add to it. Answers the new `max_id` and
+    /// how far it rose.
+    pub async fn raise(&self, name: &SeqName, by: i64) -> Result<(i64, i64), ServiceError> {
+        let r = self
+            .store
+            .reserve(name, by)
+            .await
+            .map_err(|e| ServiceError::from_store(name, e))?;
+        Ok((r.max_id, r.size))
     }
 
     /// Changes a sequence's settings; this instance applies them at once,
@@ -208,7 +257,9 @@ impl Service {
         tracing::info!(sequence = %name, step = ?patch.step, ordering = ?patch.ordering, "sequence updated");
         Ok(row)
     }
+}
 
+impl Service {
     /// One sequence's row.
     pub async fn get(&self, name: &SeqName) -> Result<SequenceRow, ServiceError> {
         self.read(name)
@@ -282,7 +333,9 @@ impl Service {
         }
         Ok(ListPage { rows, next: None })
     }
+}
 
+impl AdminCalls {
     /// Raises `max_id` of `names` (every sequence with `None`) by `by`,
     /// with their serial sequences' period counters, all or nothing. Before
     /// it writes, the current period's row of each serial sequence covered
@@ -329,7 +382,9 @@ impl Service {
             deleted,
         })
     }
+}
 
+impl Service {
     async fn make_current_periods(&self, names: Option<&[SeqName]>) -> Result<(), ServiceError> {
         let rows = match names {
             Some(names) => {

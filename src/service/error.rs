@@ -69,6 +69,12 @@ pub enum ServiceError {
     /// found it unreachable or too slow.
     #[error("storage unreachable")]
     Unreachable,
+    /// No snowflake ID could be issued.
+    #[error("{0}")]
+    Snowflake(crate::snowflake::SnowflakeError),
+    /// Snowflake IDs are turned off on this instance.
+    #[error("snowflake IDs are disabled on this instance (--snowflake false)")]
+    SnowflakeDisabled,
     /// A bug or a misconfiguration; the details are in the log.
     #[error("internal error")]
     Internal,

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Service, ServiceError};
+use super::{AdminCalls, ServiceError};
 use crate::domain::token::{new_token, Rights, Scope, TokenHash, TokenLabel, TokenRecord};
 use crate::domain::Secret;
 use crate::store::{StoreError, TokenRow};
@@ -104,7 +104,7 @@ fn invalid(e: impl ToString) -> ServiceError {
     ServiceError::InvalidRequest(e.to_string())
 }
 
-impl Service {
+impl AdminCalls {
     /// Makes a token and puts it in force on this instance at once (the
     /// others within their token refresh). Its text is in the answer only.
     pub async fn create_token(&self, req: NewToken) -> Result<MadeToken, ServiceError> {
@@ -135,7 +135,15 @@ impl Service {
             expires_at,
             revoked_at: None,
         };
-        match self.store.insert_token(&TokenRow::of(&record)).await {
+        self.import_token(&record).await?;
+        Ok(MadeToken { token, record })
+    }
+
+    /// Puts `record` in force as it is, its hash made elsewhere (an import
+    /// of another system's tokens, whose texts seqd never sees):
+    /// [`ServiceError::TokenExists`] when its label or hash is taken.
+    pub async fn import_token(&self, record: &TokenRecord) -> Result<(), ServiceError> {
+        match self.store.insert_token(&TokenRow::of(record)).await {
             Err(StoreError::AlreadyExists) => {
                 return Err(ServiceError::TokenExists(record.label.to_string()))
             }
@@ -143,7 +151,13 @@ impl Service {
         }
         self.token_changed().await;
         tracing::info!(label = %record.label, "client token created");
-        Ok(MadeToken { token, record })
+        Ok(())
+    }
+
+    /// The token rows as stored (their hashes, never a text), for an import
+    /// to tell which of its tokens seqd holds already.
+    pub async fn token_rows(&self) -> Result<Vec<TokenRow>, ServiceError> {
+        Ok(self.store.token_rows().await?)
     }
 
     /// Every token, by label, revoked and expired ones too.

@@ -22,7 +22,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::clock::WallClock;
+use crate::domain::clock::WallClock;
 use super::layout::Layout;
 
 /// Counter: calls refused because the clock was behind by more than the tolerance.
@@ -43,32 +43,41 @@ pub struct Grant {
     pub bound_ms: i64,
 }
 
-/// Why no ID was issued.
+/// Why no ID was issued. Its text is what clients read, on every door.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnowflakeError {
     /// No worker ID is leased (not yet, none free, or the lease was lost).
-    #[error("no snowflake worker ID is leased")]
+    #[error(
+        "no snowflake worker ID is leased (not yet, the database is unreachable, or every \
+         worker ID is held by another instance); retry later"
+    )]
     NoWorker,
     /// The lease was not renewed in time; issuing stopped before it could expire.
-    #[error("the snowflake worker lease was not renewed in time")]
+    #[error("the snowflake worker ID lease could not be renewed in time; IDs resume once it is")]
     LeaseExpiring,
     /// The clock is behind the last timestamp issued by more than the tolerance.
-    #[error("the clock moved backwards by {behind_ms} ms")]
+    #[error(
+        "the clock is {behind_ms} ms behind the last timestamp issued; IDs resume when it \
+         catches up"
+    )]
     ClockMovedBackwards {
         /// How far behind the last timestamp issued the clock is.
         behind_ms: i64,
     },
     /// The waits of one call exceeded their bound (the clock does not advance).
-    #[error("the clock did not advance within {waited_ms} ms")]
+    #[error("the clock did not advance to a free timestamp within {waited_ms} ms; retry later")]
     ClockStalled {
         /// How long the call waited.
         waited_ms: u64,
     },
     /// The timestamp field is full: no more IDs with this layout.
-    #[error("snowflake timestamps ran out")]
+    #[error(
+        "the timestamp field of the snowflake layout is full; no more IDs with this epoch and \
+         bits"
+    )]
     Exhausted,
     /// The generator was shut down.
-    #[error("snowflake generator shut down")]
+    #[error("shutting down")]
     Closed,
 }
 
@@ -398,7 +407,7 @@ impl Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snowflake::clock::ManualWallClock;
+    use crate::domain::clock::ManualWallClock;
     use crate::snowflake::layout::DEFAULT_EPOCH_MS;
 
     const T0: i64 = DEFAULT_EPOCH_MS + 1_000_000;

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::clock::WallClock;
+use crate::domain::clock::WallClock;
 use super::generator::{Generator, GeneratorStatus, Grant, SnowflakeError};
 use super::layout::Layout;
 use crate::store::workers::{WorkerLeases, WorkerRow, MAX_OWNER_LEN};

@@ -5,7 +5,8 @@
 //!
 //! - [`args`]: the `--snowflake-*` flags of `seqd serve`.
 //! - [`layout`]: the bit split, time unit and epoch; encode and decode.
-//! - [`clock`]: the injected wall clock (system, manual).
+//! - The injected wall clock is seqd's one [`WallClock`] (re-exported
+//!   here).
 //! - [`generator`]: issuing under a short lock; clock rollback, sequence
 //!   overflow, lease deadline. No SQL, no HTTP.
 //! - [`lease`]: claiming and renewing a worker ID through
@@ -18,13 +19,12 @@ use std::time::Duration;
 use crate::store::WorkerLeases;
 
 pub mod args;
-pub mod clock;
 pub mod generator;
 pub mod layout;
 pub mod lease;
 
 pub use args::SnowflakeArgs;
-pub use clock::{ManualWallClock, SystemWallClock, WallClock};
+pub use crate::domain::clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use generator::{Generator, GeneratorStatus, Grant, SnowflakeError};
 pub use layout::{Bits, Decoded, Layout, LayoutError};
 pub use lease::{LeaseConfig, Snowflake, TickOutcome};
