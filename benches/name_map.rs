@@ -67,78 +67,47 @@ impl Candidate for ArcSwapMap {
     }
 }
 
-struct Papaya(papaya::HashMap<SeqName, Arc<Slot>, Fold>);
+/// A candidate `$name` (shown as `$label`) that wraps a map `$map` made by
+/// `with_hasher`: `$m` is the map in `$insert` (of `$n`, `$v`) and in `$claim`
+/// (of `$n`).
+macro_rules! candidate {
+    (
+        $name:ident($label:literal, $map:ty),
+        insert |$m:ident, $n:ident, $v:ident| $insert:expr,
+        claim |$cm:ident, $cn:ident| $claim:expr
+    ) => {
+        struct $name($map);
 
-impl Candidate for Papaya {
-    const NAME: &'static str = "papaya::HashMap";
-    fn new() -> Self {
-        Papaya(papaya::HashMap::with_hasher(Fold::default()))
-    }
-    fn insert(&self, name: SeqName, value: Arc<Slot>) {
-        self.0.pin().insert(name, value);
-    }
-    #[inline]
-    fn claim(&self, name: &str) -> u64 {
-        self.0
-            .pin()
-            .get(name)
-            .unwrap()
-            .0
-            .fetch_add(1, Ordering::Relaxed)
-    }
+        impl Candidate for $name {
+            const NAME: &'static str = $label;
+            fn new() -> Self {
+                $name(<$map>::with_hasher(Fold::default()))
+            }
+            fn insert(&self, $n: SeqName, $v: Arc<Slot>) {
+                let $m = &self.0;
+                let _ = $insert;
+            }
+            #[inline]
+            fn claim(&self, $cn: &str) -> u64 {
+                let $cm = &self.0;
+                $claim
+            }
+        }
+    };
 }
 
-struct SccIndex(scc::HashIndex<SeqName, Arc<Slot>, Fold>);
-
-impl Candidate for SccIndex {
-    const NAME: &'static str = "scc::HashIndex";
-    fn new() -> Self {
-        SccIndex(scc::HashIndex::with_hasher(Fold::default()))
-    }
-    fn insert(&self, name: SeqName, value: Arc<Slot>) {
-        let _ = self.0.insert(name, value);
-    }
-    #[inline]
-    fn claim(&self, name: &str) -> u64 {
-        self.0
-            .peek_with(name, |_, v| v.0.fetch_add(1, Ordering::Relaxed))
-            .unwrap()
-    }
-}
-
-struct SccMap(scc::HashMap<SeqName, Arc<Slot>, Fold>);
-
-impl Candidate for SccMap {
-    const NAME: &'static str = "scc::HashMap";
-    fn new() -> Self {
-        SccMap(scc::HashMap::with_hasher(Fold::default()))
-    }
-    fn insert(&self, name: SeqName, value: Arc<Slot>) {
-        let _ = self.0.insert(name, value);
-    }
-    #[inline]
-    fn claim(&self, name: &str) -> u64 {
-        self.0
-            .read(name, |_, v| v.0.fetch_add(1, Ordering::Relaxed))
-            .unwrap()
-    }
-}
-
-struct Dash(dashmap::DashMap<SeqName, Arc<Slot>, Fold>);
-
-impl Candidate for Dash {
-    const NAME: &'static str = "dashmap::DashMap (sharded RwLock)";
-    fn new() -> Self {
-        Dash(dashmap::DashMap::with_hasher(Fold::default()))
-    }
-    fn insert(&self, name: SeqName, value: Arc<Slot>) {
-        self.0.insert(name, value);
-    }
-    #[inline]
-    fn claim(&self, name: &str) -> u64 {
-        self.0.get(name).unwrap().0.fetch_add(1, Ordering::Relaxed)
-    }
-}
+candidate!(Papaya("papaya::HashMap", papaya::HashMap<SeqName, Arc<Slot>, Fold>),
+    insert |m, name, value| m.pin().insert(name, value),
+    claim |m, name| m.pin().get(name).unwrap().0.fetch_add(1, Ordering::Relaxed));
+candidate!(SccIndex("scc::HashIndex", scc::HashIndex<SeqName, Arc<Slot>, Fold>),
+    insert |m, name, value| m.insert(name, value),
+    claim |m, name| m.peek_with(name, |_, v| v.0.fetch_add(1, Ordering::Relaxed)).unwrap());
+candidate!(Dash("dashmap::DashMap (sharded RwLock)", dashmap::DashMap<SeqName, Arc<Slot>, Fold>),
+    insert |m, name, value| m.insert(name, value),
+    claim |m, name| m.get(name).unwrap().0.fetch_add(1, Ordering::Relaxed));
+candidate!(SccMap("scc::HashMap", scc::HashMap<SeqName, Arc<Slot>, Fold>),
+    insert |m, name, value| m.insert(name, value),
+    claim |m, name| m.read(name, |_, v| v.0.fetch_add(1, Ordering::Relaxed)).unwrap());
 
 fn names(n: usize) -> Vec<SeqName> {
     (0..n)

@@ -66,6 +66,8 @@ LUA_DIR="$ROOT/scripts/bench"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=scripts/bench/lib.sh
+source "$ROOT/scripts/bench/lib.sh"
 
 # wrk duration -> whole seconds (for timeouts).
 secs() {
@@ -111,34 +113,16 @@ PG_SCHEMA=""
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
-    local name
-    for name in "${!PID[@]}"; do
-        kill -TERM "${PID[$name]}" 2>/dev/null || true
-    done
-    for name in "${!PID[@]}"; do
-        local i
-        for i in $(seq 1 50); do
-            kill -0 "${PID[$name]}" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "${PID[$name]}" 2>/dev/null || true
-        wait "${PID[$name]}" 2>/dev/null || true
-    done
+    stop_servers
     if [[ -n $PG_SCHEMA ]]; then
         PGCONNECT_TIMEOUT=5 timeout 20 psql "$PG_URL" -qAtc "DROP SCHEMA IF EXISTS $PG_SCHEMA CASCADE" >/dev/null 2>&1 \
             && log "dropped PostgreSQL schema $PG_SCHEMA" \
             || log "could not drop PostgreSQL schema $PG_SCHEMA: drop it by hand"
     fi
-    if [[ $rc -ne 0 ]]; then
-        log "failed (exit $rc); server logs kept in $TMP"
-    else
-        rm -rf "$TMP"
-    fi
+    finish_tmp "$rc"
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
 # Private copies, so a concurrent `cargo build` cannot swap the binaries mid-run.
 cp "$SEQD_BIN" "$TMP/seqd"
@@ -153,16 +137,8 @@ start_seqd() {
     local name=$1 url=$2
     "$SEQD_BIN" --database-url "$url" --listen 127.0.0.1:0 --log-format json "${SEQD_ARGS[@]}" >"$TMP/$name.log" 2>&1 &
     PID[$name]=$!
-    local i addr=""
-    for i in $(seq 1 300); do
-        addr=$(grep -o '"listen":"[^"]*"' "$TMP/$name.log" 2>/dev/null | head -n1 | cut -d'"' -f4 || true)
-        [[ -n $addr ]] && break
-        kill -0 "${PID[$name]}" 2>/dev/null || { cat "$TMP/$name.log" >&2; die "$name exited at start-up"; }
-        sleep 0.1
-    done
-    [[ -n $addr ]] || { cat "$TMP/$name.log" >&2; die "$name did not start within 30 s"; }
-    ADDR[$name]=$addr
-    log "$name: pid ${PID[$name]} on http://$addr"
+    ADDR[$name]=$(seqd_listen "$name" "$TMP/$name.log")
+    log "$name: pid ${PID[$name]} on http://${ADDR[$name]}"
 }
 
 start_baseline() {

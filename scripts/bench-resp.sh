@@ -59,6 +59,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
+log() { printf '[bench-resp %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+# shellcheck source=scripts/bench/lib.sh
+source "$ROOT/scripts/bench/lib.sh"
+
+# The settings, each checked where it is read: the positive counts, then
+# the counts that may be 0, then the rest.
 ROUNDS=${1:-${BENCH_ROUNDS:-5}}
 CONNECTIONS=${BENCH_CONNECTIONS:-50}
 PIPELINE=${BENCH_PIPELINE:-16}
@@ -66,9 +73,14 @@ N_INCR=${BENCH_N:-500000}
 N_PIPE=${BENCH_N_PIPELINED:-5000000}
 N_INCRBY=${BENCH_N_INCRBY:-500000}
 BATCH=${BENCH_BATCH:-1000}
+WRK_THREADS=${BENCH_WRK_THREADS:-1}
+for v in ROUNDS CONNECTIONS PIPELINE N_INCR N_PIPE N_INCRBY BATCH WRK_THREADS; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
+done
+(( BATCH <= 10000 )) || die "BENCH_BATCH must be 1..=10000 (seqd's INCRBY and /batch cap)"
 N_SBATCH=${BENCH_N_SEQD_BATCH:-50000}
 HTTP_DURATION=${BENCH_HTTP_DURATION:-4}
-WRK_THREADS=${BENCH_WRK_THREADS:-1}
+[[ $N_SBATCH =~ ^[0-9]+$ && $HTTP_DURATION =~ ^[0-9]+$ ]] || die "BENCH_N_SEQD_BATCH and BENCH_HTTP_DURATION must be integers"
 WARMUP=${BENCH_WARMUP:-1}
 SHARED_REDIS_PORT=${BENCH_REDIS_PORT:-6379}
 OWN_REDIS=${BENCH_OWN_REDIS:-0}
@@ -76,15 +88,6 @@ NO_BUILD=${BENCH_NO_BUILD:-0}
 read -r -a SEQD_ARGS <<<"${BENCH_SEQD_ARGS---max-step 100000000}"
 LUA_DIR="$ROOT/scripts/bench"
 RUN_TIMEOUT=180 # seconds, any one run
-
-log() { printf '[bench-resp %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-for v in ROUNDS CONNECTIONS PIPELINE N_INCR N_PIPE N_INCRBY BATCH WRK_THREADS; do
-    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
-done
-[[ $N_SBATCH =~ ^[0-9]+$ && $HTTP_DURATION =~ ^[0-9]+$ ]] || die "BENCH_N_SEQD_BATCH and BENCH_HTTP_DURATION must be integers"
-(( BATCH <= 10000 )) || die "BENCH_BATCH must be 1..=10000 (seqd's INCRBY and /batch cap)"
 START_SECONDS=$SECONDS
 
 # ---------------------------------------------------------------- tools
@@ -125,26 +128,11 @@ cleanup() {
     if [[ $SHARED_KEY_SET == 1 ]]; then
         timeout 5 redis-cli -h 127.0.0.1 -p "${RPORT[redis]}" DEL "$NAME" >/dev/null 2>&1 || true
     fi
-    local name i
-    for name in "${!PID[@]}"; do kill -TERM "${PID[$name]}" 2>/dev/null || true; done
-    for name in "${!PID[@]}"; do
-        for i in $(seq 1 50); do
-            kill -0 "${PID[$name]}" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "${PID[$name]}" 2>/dev/null || true
-        wait "${PID[$name]}" 2>/dev/null || true
-    done
-    if [[ $rc -ne 0 ]]; then
-        log "failed (exit $rc); logs kept in $TMP"
-    else
-        rm -rf "$TMP"
-    fi
+    stop_servers
+    finish_tmp "$rc"
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
 # A private copy, so a concurrent `cargo build` cannot swap the binary mid-run.
 cp "$SEQD_BIN" "$TMP/seqd"
@@ -204,13 +192,7 @@ log "redis: $REDIS_NOTE, version $REDIS_VERSION, pid ${SPID[redis]:-unknown}, sa
     --resp-listen 127.0.0.1:0 --log-format json "${SEQD_ARGS[@]}" >"$TMP/seqd.log" 2>&1 &
 PID[seqd]=$!
 SPID[seqd]=${PID[seqd]}
-for i in $(seq 1 300); do
-    HTTP_ADDR=$(grep -o '"listen":"[^"]*"' "$TMP/seqd.log" 2>/dev/null | head -n1 | cut -d'"' -f4 || true)
-    [[ -n $HTTP_ADDR ]] && break
-    kill -0 "${PID[seqd]}" 2>/dev/null || { cat "$TMP/seqd.log" >&2; die "seqd exited at start-up"; }
-    sleep 0.1
-done
-[[ -n $HTTP_ADDR ]] || { cat "$TMP/seqd.log" >&2; die "seqd did not start within 30 s"; }
+HTTP_ADDR=$(seqd_listen seqd "$TMP/seqd.log")
 RESP_ADDR=$(grep -o '"resp_listen":"[^"]*"' "$TMP/seqd.log" | head -n1 | cut -d'"' -f4)
 [[ $RESP_ADDR == 127.0.0.1:* ]] || die "seqd logged no RESP address (is --resp-listen in this build?)"
 RPORT[seqd]=${RESP_ADDR##*:}

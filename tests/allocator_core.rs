@@ -304,14 +304,7 @@ async fn many_tasks_get_unique_ids_and_each_sees_them_increase() {
             })
         })
         .collect();
-    let mut all = HashSet::new();
-    for t in tasks {
-        let mine = t.await.unwrap();
-        assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-task order");
-        for id in mine {
-            assert!(all.insert(id), "duplicate {id}");
-        }
-    }
+    common::unique_increasing("16 tasks", tasks).await;
     assert_eq!(store.max_in_flight("a"), 1);
 }
 
@@ -703,14 +696,7 @@ async fn runs_come_whole_from_one_segment_in_order() {
             ids
         }));
     }
-    let mut all = HashSet::new();
-    for t in tasks {
-        let ids = t.await.unwrap();
-        assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        for id in ids {
-            assert!(all.insert(id), "{id} twice");
-        }
-    }
+    let all = common::unique_increasing("8 tasks", tasks).await;
     assert_eq!(all.len(), 2 * 200 + 6 * 200 * 37);
 }
 

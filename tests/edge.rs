@@ -12,16 +12,8 @@ use std::net::SocketAddr;
 use common::TestDb;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use server::TestServer;
+use server::{expect_error, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Asserts the documented error body and returns its message.
-async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -> String {
-    assert_eq!(resp.status(), status, "status for {code}");
-    let body: Value = resp.json().await.expect("JSON body");
-    assert_eq!(body["error"]["code"], code, "{body}");
-    body["error"]["message"].as_str().expect("message").into()
-}
 
 /// Sends `body` as it is written (numbers untouched by any JSON library).
 async fn send_raw(s: &TestServer, method: Method, path: &str, body: &str) -> reqwest::Response {
@@ -197,54 +189,66 @@ async fn integer_fields_take_exact_values_or_400_naming_the_field() {
 async fn malformed_paths_and_queries_answer_the_json_error_body_on_every_route() {
     let db = common::test_db(common::Backend::Sqlite).await.unwrap();
     let s = TestServer::on(&db.url).await;
-    let table: &[(&str, &str, u16, &str)] = &[
-        ("GET", "/v1/sequences/%FF/next", 400, "invalid_name"),
-        ("POST", "/v1/sequences/%C0%80/next", 400, "invalid_name"),
+    // Each request ("METHOD target"), grouped by the status and error code
+    // it answers.
+    let table: [(u16, &str, &[&str]); 4] = [
         (
-            "GET",
-            "/v1/sequences/%E2%82/batch?count=1",
             400,
             "invalid_name",
+            &[
+                "GET /v1/sequences/%FF/next",
+                "POST /v1/sequences/%C0%80/next",
+                "GET /v1/sequences/%E2%82/batch?count=1",
+                "GET /v1/sequences/%FF",
+                "PATCH /v1/sequences/%FF%FE",
+                "GET /api/segment/get/%FF",
+            ],
         ),
         (
-            "GET",
-            "/v1/sequences/ok/batch?count=%FF",
             400,
             "invalid_count",
+            &[
+                "GET /v1/sequences/ok/batch?count=%FF",
+                "GET /v1/sequences/ok/batch?count=%zz",
+                "GET /v1/snowflake/batch?count=%FF",
+            ],
         ),
         (
-            "GET",
-            "/v1/sequences/ok/batch?count=%zz",
             400,
-            "invalid_count",
+            "invalid_request",
+            &[
+                "GET /v1/snowflake/decode/%FF",
+                "GET /v1/snowflake/decode/%C3%28",
+                "GET /v1/snowflake/decode/%",
+                "GET /assets/%FF",
+                "GET /assets/%ED%A0%80",
+                "GET /docs/%FF",
+            ],
         ),
-        ("GET", "/v1/sequences/%FF", 400, "invalid_name"),
-        ("PATCH", "/v1/sequences/%FF%FE", 400, "invalid_name"),
-        ("GET", "/api/segment/get/%FF", 400, "invalid_name"),
-        ("GET", "/v1/snowflake/decode/%FF", 400, "invalid_request"),
-        ("GET", "/v1/snowflake/decode/%C3%28", 400, "invalid_request"),
-        ("GET", "/v1/snowflake/decode/%", 400, "invalid_request"),
-        ("GET", "/v1/snowflake/batch?count=%FF", 400, "invalid_count"),
-        ("GET", "/assets/%FF", 400, "invalid_request"),
-        ("GET", "/assets/%ED%A0%80", 400, "invalid_request"),
-        ("GET", "/assets/nothing.js", 404, "not_found"),
-        ("GET", "/docs/%FF", 400, "invalid_request"),
-        ("GET", "/docs/no-such-file.js", 404, "not_found"),
-        ("GET", "/%FF", 404, "not_found"),
+        (
+            404,
+            "not_found",
+            &[
+                "GET /assets/nothing.js",
+                "GET /docs/no-such-file.js",
+                "GET /%FF",
+            ],
+        ),
     ];
-    for &(method, target, status, code) in table {
-        let head = format!("{method} {target} HTTP/1.1\r\nHost: {}\r\n", s.addr);
-        let (got, content_type, body) = raw_request(s.addr, &head).await;
-        assert_eq!(got, status, "{method} {target}: {body}");
-        assert!(
-            content_type.starts_with("application/json"),
-            "{method} {target}: {content_type:?} {body}"
-        );
-        let v: Value = serde_json::from_str(&body)
-            .unwrap_or_else(|e| panic!("{method} {target}: {e}: {body}"));
-        if status >= 400 {
-            assert_eq!(v["error"]["code"], code, "{method} {target}: {v}");
-            assert!(v["error"]["message"].is_string(), "{method} {target}: {v}");
+    for (status, code, requests) in table {
+        for request in requests {
+            let (method, target) = request.split_once(' ').unwrap();
+            let head = format!("{method} {target} HTTP/1.1\r\nHost: {}\r\n", s.addr);
+            let (got, content_type, body) = raw_request(s.addr, &head).await;
+            assert_eq!(got, status, "{request}: {body}");
+            assert!(
+                content_type.starts_with("application/json"),
+                "{request}: {content_type:?} {body}"
+            );
+            let v: Value =
+                serde_json::from_str(&body).unwrap_or_else(|e| panic!("{request}: {e}: {body}"));
+            assert_eq!(v["error"]["code"], code, "{request}: {v}");
+            assert!(v["error"]["message"].is_string(), "{request}: {v}");
         }
     }
     s.stop().await;

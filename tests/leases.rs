@@ -165,13 +165,8 @@ async fn max_lease_bounds_every_lease(db: TestDb) {
 /// rows are as they were.
 async fn global_and_serial_sequences_are_not_leasable(db: TestDb) {
     let s = TestServer::on(&db.url).await;
-    for body in [
-        json!({"name": "lg", "step": 10, "ordering": "global"}),
-        json!({"name": "lsr", "format": "L{yyyy}{seq:06}", "reset": "year"}),
-    ] {
-        let created = s.post_sequence(&body).await.status();
-        assert_eq!(created, StatusCode::CREATED, "{body}");
-    }
+    s.create_global_and_serial("lg", "lsr", "L{yyyy}{seq:06}")
+        .await;
     for (name, kind) in [("lg", "global"), ("lsr", "serial")] {
         let before = max_id(&db, name).await;
         let (status, body) = lease(&s, name, "?size=5").await;

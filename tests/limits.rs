@@ -7,6 +7,7 @@ mod server;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::StatusCode;
 use seqd::config::Settings;
 use seqd::http::limits::Limits;
 use seqd::store::memory::MemoryStore;
@@ -30,6 +31,24 @@ async fn start_with_request_timeout(request_timeout: Duration) -> TestServer {
         ..Limits::default()
     };
     start(limits, Arc::new(MemoryStore::new())).await
+}
+
+/// The default limits but `max_concurrency`.
+fn concurrency(max_concurrency: usize) -> Limits {
+    Limits {
+        max_concurrency,
+        ..Limits::default()
+    }
+}
+
+/// [`start`] with `limits` on an in-memory store holding `s` (from 1 by 10)
+/// whose every fetch hangs until the test opens its gate: the server and
+/// the store.
+async fn start_hanging(limits: Limits) -> (TestServer, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new());
+    store.insert("s", 0, 10);
+    store.close_gate();
+    (start(limits, store.clone()).await, store)
 }
 
 #[tokio::test]
@@ -65,17 +84,8 @@ async fn a_client_that_sends_its_body_too_slowly_gets_408() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_past_the_concurrency_limit_are_shed_with_503() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("s", 0, 10);
-    store.close_gate(); // every fetch hangs: requests stay in flight
-    let s = start(
-        Limits {
-            max_concurrency: 2,
-            ..Limits::default()
-        },
-        store.clone(),
-    )
-    .await;
+    // Every fetch hangs: requests stay in flight.
+    let (s, store) = start_hanging(concurrency(2)).await;
     let url = s.url("/v1/sequences/s/next");
     let in_flight: Vec<_> = (0..2)
         .map(|_| {
@@ -184,28 +194,19 @@ async fn the_body_limit_is_configurable() {
 /// request is answered, none shed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draw_waiting_past_the_request_timeout_is_answered_and_frees_its_slot() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("s", 0, 10);
-    store.close_gate(); // every fetch hangs
-    let s = start(
-        Limits {
-            request_timeout: Duration::from_millis(300),
-            max_concurrency: 1,
-            ..Limits::default()
-        },
-        store.clone(),
-    )
-    .await;
+    let limits = Limits {
+        request_timeout: Duration::from_millis(300),
+        ..concurrency(1)
+    };
+    let (s, store) = start_hanging(limits).await; // every fetch hangs
     for path in [
         "/v1/sequences/s/next",
         "/v1/sequences/%73/next",
         "/api/segment/get/s",
         "/api/segment/get/%73",
     ] {
-        let resp = s.get(path).await;
-        assert_eq!(resp.status(), 408, "{path}");
-        let body: serde_json::Value = resp.json().await.unwrap();
-        assert_eq!(body["error"]["code"], "request_timeout", "{path}");
+        let timeout = StatusCode::REQUEST_TIMEOUT;
+        server::expect_error(s.get(path).await, timeout, "request_timeout").await;
     }
     store.open_gate();
     // Answered (200, not shed): the fetch abandoned by the timeout may
@@ -219,17 +220,8 @@ async fn a_draw_waiting_past_the_request_timeout_is_answered_and_frees_its_slot(
 /// request is let in to wait (not shed with 503).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_goes_away_while_its_draw_waits_frees_its_slot() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("s", 0, 10);
-    store.close_gate(); // every fetch hangs, until the end
-    let s = start(
-        Limits {
-            max_concurrency: 1,
-            ..Limits::default()
-        },
-        store.clone(),
-    )
-    .await;
+    // Every fetch hangs, until the end.
+    let (s, store) = start_hanging(concurrency(1)).await;
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()

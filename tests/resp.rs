@@ -125,6 +125,12 @@ impl Conn {
         self.reply().await
     }
 
+    /// Sends `args`; asserts the reply is an error starting with `prefix`.
+    async fn refused(&mut self, args: &[&str], prefix: &str) {
+        let reply = self.call(args).await;
+        assert!(reply.error().starts_with(prefix), "{args:?}: {reply:?}");
+    }
+
     async fn reply(&mut self) -> Reply {
         tokio::time::timeout(PATIENCE, async {
             loop {
@@ -218,56 +224,23 @@ async fn hostile_input_closes_only_its_connection(db: TestDb) {
 
     // Command errors: answered, and the connection goes on.
     let mut c = Conn::open(&addr).await;
-    assert!(c
-        .call(&["INCR"])
-        .await
-        .error()
-        .starts_with("ERR wrong number of arguments"));
-    assert!(c
-        .call(&["INCRBY", "order", "0"])
-        .await
-        .error()
-        .starts_with("ERR INCRBY takes a count from 1 to 10000"));
-    assert!(c
-        .call(&["INCRBY", "order", "10001"])
-        .await
-        .error()
-        .starts_with("ERR INCRBY takes a count"));
-    assert!(c
-        .call(&["INCRBY", "order", "x"])
-        .await
-        .error()
-        .starts_with("ERR value is not an integer"));
-    assert!(c
-        .call(&["GET", "order"])
-        .await
-        .error()
-        .starts_with("ERR unknown command 'GET'"));
-    assert!(c
-        .call(&["SET", "order", "1"])
-        .await
-        .error()
-        .starts_with("ERR unknown command 'SET'"));
-    assert!(c
-        .call(&["SELECT", "1"])
-        .await
-        .error()
-        .starts_with("ERR seqd has one database"));
-    assert!(c
-        .call(&["INCR", "nope"])
-        .await
-        .error()
-        .starts_with("NOSEQ "));
-    assert!(c
-        .call(&["INCR", "bad name"])
-        .await
-        .error()
-        .starts_with("ERR invalid sequence name"));
-    assert!(c
-        .call(&["HELLO", "4"])
-        .await
-        .error()
-        .starts_with("NOPROTO "));
+    for (args, prefix) in [
+        (&["INCR"][..], "ERR wrong number of arguments"),
+        (
+            &["INCRBY", "order", "0"],
+            "ERR INCRBY takes a count from 1 to 10000",
+        ),
+        (&["INCRBY", "order", "10001"], "ERR INCRBY takes a count"),
+        (&["INCRBY", "order", "x"], "ERR value is not an integer"),
+        (&["GET", "order"], "ERR unknown command 'GET'"),
+        (&["SET", "order", "1"], "ERR unknown command 'SET'"),
+        (&["SELECT", "1"], "ERR seqd has one database"),
+        (&["INCR", "nope"], "NOSEQ "),
+        (&["INCR", "bad name"], "ERR invalid sequence name"),
+        (&["HELLO", "4"], "NOPROTO "),
+    ] {
+        c.refused(args, prefix).await;
+    }
     assert_eq!(c.call(&["SELECT", "0"]).await, Reply::Simple("OK".into()));
     let first = c.call(&["INCR", "order"]).await.int();
 
@@ -364,10 +337,12 @@ async fn hostile_input_closes_only_its_connection(db: TestDb) {
     assert_series(
         &p,
         &[
-            r#"seqd_resp_commands_total{command="incr",outcome="ok"}"#,
-            r#"seqd_resp_commands_total{command="incrby",outcome="err"}"#,
-            r#"seqd_resp_commands_total{command="incr",outcome="noseq"}"#,
-            r#"seqd_resp_commands_total{command="other",outcome="err"}"#,
+            ("incr", "ok"),
+            ("incrby", "err"),
+            ("incr", "noseq"),
+            ("other", "err"),
+        ],
+        &[
             r#"seqd_resp_closed_total{reason="protocol"}"#,
             r#"seqd_resp_closed_total{reason="slow_frame"}"#,
             r#"seqd_resp_closed_total{reason="idle"}"#,
@@ -377,12 +352,16 @@ async fn hostile_input_closes_only_its_connection(db: TestDb) {
     .await;
 }
 
-/// Asserts `/metrics` of `p` holds each of `series`.
-async fn assert_series(p: &Process, series: &[&str]) {
+/// Asserts `/metrics` of `p` holds `seqd_resp_commands_total` of each
+/// `(command, outcome)` of `commands`, and each of `series`.
+async fn assert_series(p: &Process, commands: &[(&str, &str)], series: &[&str]) {
     let http = server::client(Duration::from_secs(30));
     let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
-    for series in series {
-        assert!(text.contains(series), "{series} missing from /metrics");
+    let commands = commands.iter().map(|(command, outcome)| {
+        format!(r#"seqd_resp_commands_total{{command="{command}",outcome="{outcome}"}}"#)
+    });
+    for series in commands.chain(series.iter().map(|s| s.to_string())) {
+        assert!(text.contains(&series), "{series} missing from /metrics");
     }
 }
 
@@ -437,16 +416,8 @@ async fn tokens_decide_as_on_http(db: TestDb) {
     // The new token reaches the instance within its refresh.
     let addr = resp(&p);
     let mut c = Conn::open(&addr).await;
-    assert!(c
-        .call(&["INCR", "order"])
-        .await
-        .error()
-        .starts_with("NOAUTH "));
-    assert!(c
-        .call(&["AUTH", "seqd_wrong"])
-        .await
-        .error()
-        .starts_with("WRONGPASS "));
+    c.refused(&["INCR", "order"], "NOAUTH ").await;
+    c.refused(&["AUTH", "seqd_wrong"], "WRONGPASS ").await;
     let mut authed = false;
     for _ in 0..100 {
         if c.call(&["AUTH", "default", &token]).await == Reply::Simple("OK".into()) {
@@ -458,22 +429,10 @@ async fn tokens_decide_as_on_http(db: TestDb) {
     assert!(authed, "the token never reached the instance");
     let id = c.call(&["INCR", "order"]).await.int();
     assert!(c.call(&["INCRBY", "order", "10"]).await.int() > id);
-    assert!(c
-        .call(&["INCR", "user"])
-        .await
-        .error()
-        .starts_with("NOPERM "));
-    assert!(c
-        .call(&["INCR", "usernope"])
-        .await
-        .error()
-        .starts_with("NOPERM "));
+    c.refused(&["INCR", "user"], "NOPERM ").await;
+    c.refused(&["INCR", "usernope"], "NOPERM ").await;
     assert_eq!(c.call(&["RESET"]).await, Reply::Simple("RESET".into()));
-    assert!(c
-        .call(&["INCR", "order"])
-        .await
-        .error()
-        .starts_with("NOAUTH "));
+    c.refused(&["INCR", "order"], "NOAUTH ").await;
     // HELLO 3 with AUTH, and the RESP3 map.
     match c.call(&["HELLO", "3", "AUTH", "default", &token]).await {
         Reply::Array(kv) => {
@@ -502,11 +461,7 @@ async fn tokens_decide_as_on_http(db: TestDb) {
         }
     }
     assert!(refused, "a revoked token kept drawing over RESP");
-    assert!(c
-        .call(&["AUTH", &token])
-        .await
-        .error()
-        .starts_with("WRONGPASS "));
+    c.refused(&["AUTH", &token], "WRONGPASS ").await;
     // No token in the log.
     assert!(!p.all_logs().iter().any(|l| l.contains(&token)));
 }
@@ -577,10 +532,8 @@ async fn a_database_cut_answers_unavailable_and_the_connection_recovers(db: Test
     let warm = c.call(&["INCR", "warm"]).await.int();
     proxy.cut();
     assert!(c.call(&["INCR", "warm"]).await.int() > warm);
-    let e = c.call(&["INCRBY", "cold", "10"]).await;
-    assert!(e.error().starts_with("UNAVAILABLE "), "{e:?}");
-    let e = c.call(&["INCR", "cold"]).await;
-    assert!(e.error().starts_with("UNAVAILABLE "), "{e:?}");
+    c.refused(&["INCRBY", "cold", "10"], "UNAVAILABLE ").await;
+    c.refused(&["INCR", "cold"], "UNAVAILABLE ").await;
     assert_eq!(c.call(&["PING"]).await, Reply::Simple("PONG".into()));
     proxy.heal();
     let mut id = None;
@@ -629,16 +582,15 @@ async fn a_refused_incrby_takes_nothing(db: TestDb) {
         assert_eq!(c.call(&["INCR", "order"]).await.int(), expected);
     }
     // Its segments are of 1,000 and more, as the measured rate asks.
-    let e = c.call(&["INCRBY", "order", "5000"]).await;
-    assert!(
-        e.error()
-            .starts_with("ERR sequence 'order' is served in segments of "),
-        "{e:?}"
-    );
+    c.refused(
+        &["INCRBY", "order", "5000"],
+        "ERR sequence 'order' is served in segments of ",
+    )
+    .await;
     assert_eq!(c.call(&["INCR", "order"]).await.int(), 5);
 
-    let e = c.call(&["INCRBY", "cold", "5000"]).await;
-    assert!(e.error().starts_with("ERR sequence 'cold'"), "{e:?}");
+    c.refused(&["INCRBY", "cold", "5000"], "ERR sequence 'cold'")
+        .await;
     assert_eq!(max_id(&p, "cold").await, 1000, "one segment reserved");
     assert_eq!(c.call(&["INCR", "cold"]).await.int(), 1);
     assert_eq!(c.call(&["INCRBY", "cold", "10"]).await.int(), 11);
@@ -689,15 +641,10 @@ async fn a_transaction_draws_only_at_exec(db: TestDb) {
     // An error while queuing: answered, and EXEC discards the transaction.
     assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
     assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
-    let e = c.call(&["GET", "x"]).await;
-    assert!(e.error().starts_with("ERR unknown command 'GET'"), "{e:?}");
-    let e = c.call(&["INCRBY", "order", "0"]).await;
-    assert!(e.error().starts_with("ERR INCRBY takes a count"), "{e:?}");
-    let e = c.call(&["INCR"]).await;
-    assert!(
-        e.error().starts_with("ERR wrong number of arguments"),
-        "{e:?}"
-    );
+    c.refused(&["GET", "x"], "ERR unknown command 'GET'").await;
+    c.refused(&["INCRBY", "order", "0"], "ERR INCRBY takes a count")
+        .await;
+    c.refused(&["INCR"], "ERR wrong number of arguments").await;
     assert_eq!(c.call(&["INCR", "order"]).await, simple("QUEUED"));
     assert_eq!(
         c.call(&["EXEC"]).await,
@@ -732,8 +679,8 @@ async fn a_transaction_draws_only_at_exec(db: TestDb) {
         c.call(&["DISCARD"]).await,
         error("ERR DISCARD without MULTI")
     );
-    let e = c.call(&["WATCH", "order"]).await;
-    assert!(e.error().starts_with("ERR WATCH is not supported"), "{e:?}");
+    c.refused(&["WATCH", "order"], "ERR WATCH is not supported")
+        .await;
 
     // EXEC with an argument ends the transaction; RESET discards it.
     assert_eq!(c.call(&["MULTI"]).await, simple("OK"));
@@ -778,13 +725,14 @@ async fn a_transaction_draws_only_at_exec(db: TestDb) {
     assert_series(
         &p,
         &[
-            r#"seqd_resp_commands_total{command="multi",outcome="ok"}"#,
-            r#"seqd_resp_commands_total{command="incr",outcome="queued"}"#,
-            r#"seqd_resp_commands_total{command="exec",outcome="ok"}"#,
-            r#"seqd_resp_commands_total{command="exec",outcome="execabort"}"#,
-            r#"seqd_resp_commands_total{command="discard",outcome="ok"}"#,
-            r#"seqd_resp_commands_total{command="watch",outcome="err"}"#,
+            ("multi", "ok"),
+            ("incr", "queued"),
+            ("exec", "ok"),
+            ("exec", "execabort"),
+            ("discard", "ok"),
+            ("watch", "err"),
         ],
+        &[],
     )
     .await;
 }
@@ -809,7 +757,7 @@ async fn a_transaction_past_its_caps_is_aborted(db: TestDb) {
     }
     let e = c.reply().await;
     assert!(e.error().starts_with(too_many), "{e:?}");
-    assert!(c.call(&["EXEC"]).await.error().starts_with("EXECABORT "));
+    c.refused(&["EXEC"], "EXECABORT ").await;
 
     let big = "x".repeat(60_000);
     assert_eq!(c.call(&["MULTI"]).await, Reply::Simple("OK".into()));
@@ -819,9 +767,8 @@ async fn a_transaction_past_its_caps_is_aborted(db: TestDb) {
             Reply::Simple("QUEUED".into())
         );
     }
-    let e = c.call(&["ECHO", &big]).await;
-    assert!(e.error().starts_with(too_many), "{e:?}");
-    assert!(c.call(&["EXEC"]).await.error().starts_with("EXECABORT "));
+    c.refused(&["ECHO", &big], too_many).await;
+    c.refused(&["EXEC"], "EXECABORT ").await;
     assert_eq!(c.call(&["INCR", "order"]).await.int(), 1);
 }
 
@@ -835,19 +782,21 @@ async fn the_parser_reads_what_redis_reads(db: TestDb) {
     let p = spawn(&db, &[]).await;
     create(&p, "order", 1000).await;
     let addr = resp(&p);
+    let (multibulk, bulk) = ("invalid multibulk length", "invalid bulk length");
+    let quotes = "unbalanced quotes in request";
     for (bytes, closed_with) in [
-        (&b"*+1\r\n$4\r\nPING\r\n"[..], "invalid multibulk length"),
-        (b"*01\r\n$4\r\nPING\r\n", "invalid multibulk length"),
-        (b"*-0\r\n", "invalid multibulk length"),
-        (b"* 1\r\n$4\r\nPING\r\n", "invalid multibulk length"),
-        (b"*1\r\n$+4\r\nPING\r\n", "invalid bulk length"),
-        (b"*1\r\n$04\r\nPING\r\n", "invalid bulk length"),
-        (b"*1\r\n$-0\r\nPING\r\n", "invalid bulk length"),
-        (b"ECHO \"ab\"cd\r\n", "unbalanced quotes in request"),
-        (b"ECHO 'ab'cd\r\n", "unbalanced quotes in request"),
-        (b"ECHO \"a\"\"b\"\r\n", "unbalanced quotes in request"),
-        (b"ECHO a\"b\r\n", "unbalanced quotes in request"),
-        (b"ECHO 'a\\\\'\r\n", "unbalanced quotes in request"),
+        (&b"*+1\r\n$4\r\nPING\r\n"[..], multibulk),
+        (b"*01\r\n$4\r\nPING\r\n", multibulk),
+        (b"*-0\r\n", multibulk),
+        (b"* 1\r\n$4\r\nPING\r\n", multibulk),
+        (b"*1\r\n$+4\r\nPING\r\n", bulk),
+        (b"*1\r\n$04\r\nPING\r\n", bulk),
+        (b"*1\r\n$-0\r\nPING\r\n", bulk),
+        (b"ECHO \"ab\"cd\r\n", quotes),
+        (b"ECHO 'ab'cd\r\n", quotes),
+        (b"ECHO \"a\"\"b\"\r\n", quotes),
+        (b"ECHO a\"b\r\n", quotes),
+        (b"ECHO 'a\\\\'\r\n", quotes),
     ] {
         let mut c = Conn::open(&addr).await;
         c.stream.write_all(bytes).await.unwrap();
@@ -884,22 +833,22 @@ async fn the_parser_reads_what_redis_reads(db: TestDb) {
         };
         assert_eq!(got, expected, "{shown:?}");
     }
-    for bytes in [
-        &b"INCRBY order +5\r\n"[..],
-        b"INCRBY order 05\r\n",
-        b"INCRBY order -0\r\n",
-        b"INCRBY order \" 5\"\r\n",
-        b"INCRBY order \"5 \"\r\n",
-        b"*3\r\n$6\r\nINCRBY\r\n$5\r\norder\r\n$2\r\n+5\r\n",
-        b"SEQD.BATCH order +2\r\n",
+    // A count with a sign, a leading zero or a space: inline, and as a
+    // frame (`*3 $6 INCRBY $5 order $2 +5`).
+    let not_an_integer = Reply::Error("ERR value is not an integer or out of range".into());
+    for line in [
+        "INCRBY order +5",
+        "INCRBY order 05",
+        "INCRBY order -0",
+        "INCRBY order \" 5\"",
+        "INCRBY order \"5 \"",
+        "SEQD.BATCH order +2",
     ] {
-        let shown = String::from_utf8_lossy(bytes).into_owned();
-        assert_eq!(
-            c.raw(bytes).await,
-            Reply::Error("ERR value is not an integer or out of range".into()),
-            "{shown:?}"
-        );
+        let got = c.raw(format!("{line}\r\n").as_bytes()).await;
+        assert_eq!(got, not_an_integer, "{line:?}");
     }
+    let got = c.raw(&frame(&["INCRBY", "order", "+5"])).await;
+    assert_eq!(got, not_an_integer, "INCRBY order +5 as a frame");
     assert_eq!(
         c.raw(b"INCR order\r\n").await,
         Reply::Int(1),

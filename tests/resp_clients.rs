@@ -15,125 +15,28 @@
 //!
 //! `redis-cli` and Python's `redis` are skipped with a line when missing,
 //! and required under `SEQD_TEST_REQUIRE_ALL=1` (.ci/run installs both).
+//! How each client is run and its answers read: tests/resp_support/.
 
 #[macro_use]
 mod common;
+mod resp_support;
 mod server;
 
 use std::time::Duration;
 
-use common::{Backend, TestDb};
-use redis::AsyncConnectionConfig;
-use seqd::config::Settings;
+use common::TestDb;
+use resp_support::*;
 use seqd::service::ClientAuth;
-use serde_json::{json, Value};
-use server::{Process, TestServer};
-
-/// Longest a client call may take: a hang fails the test.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How many commands each pipeline sends.
-const PIPELINE: usize = 1000;
-
-/// An in-process seqd on `db` with a RESP listener and `client_auth`; its
-/// RESP address.
-async fn resp_server(db: &TestDb, client_auth: ClientAuth) -> (TestServer, String) {
-    let s = TestServer::start(Settings {
-        resp_listen: Some(String::new()),
-        client_auth,
-        ..Settings::for_database(db.url.clone())
-    })
-    .await;
-    let addr = s.resp.clone().expect("a RESP listener");
-    (s, addr)
-}
-
-/// The real binary on `db` with a RESP listener and `extra` flags; its RESP
-/// address.
-async fn resp_process(db: &TestDb, extra: &[&str]) -> (Process, String) {
-    let mut args = vec!["--resp-listen", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let p = Process::spawn(&db.url, &args).await;
-    let addr = p.resp.clone().expect("no resp_listen in the start-up line");
-    (p, addr)
-}
-
-/// Creates the plain sequence `name` from 1 by `step` over HTTP at `base`.
-async fn create(base: &str, name: &str, step: i64) {
-    let http = server::client(Duration::from_secs(30));
-    server::create_at(&http, base, name, 1, step).await;
-}
-
-/// A fresh SQLite database (never skipped).
-async fn sqlite() -> TestDb {
-    common::test_db(Backend::Sqlite)
-        .await
-        .expect("an SQLite test database")
-}
-
-/// `host` and `port` of `addr` (`127.0.0.1:PORT`).
-fn host_port(addr: &str) -> (&str, &str) {
-    addr.rsplit_once(':')
-        .unwrap_or_else(|| panic!("no port in {addr}"))
-}
-
-/// Asserts `ids` are `PIPELINE` distinct, strictly increasing integers;
-/// with one instance and no fault they are consecutive too (a segment
-/// switch leaves no gap): from `first`.
-#[track_caller]
-fn assert_run(what: &str, ids: &[i64], first: i64) {
-    assert_eq!(ids.len(), PIPELINE, "{what}: {} replies", ids.len());
-    let distinct: std::collections::HashSet<_> = ids.iter().collect();
-    assert_eq!(distinct.len(), PIPELINE, "{what}: repeated IDs");
-    assert!(
-        ids.windows(2).all(|w| w[0] < w[1]),
-        "{what}: not increasing: {ids:?}"
-    );
-    let expected: Vec<i64> = (first..first + PIPELINE as i64).collect();
-    assert_eq!(ids, expected.as_slice(), "{what}: not {first}..");
-}
-
-// ---------------------------------------------------------------- redis-cli
-
-/// `redis-cli -h HOST -p PORT args` with `stdin`.
-async fn cli_with(addr: &str, args: &[&str], stdin: &[u8]) -> common::Printed {
-    let (host, port) = host_port(addr);
-    let mut all = vec!["-h", host, "-p", port];
-    all.extend_from_slice(args);
-    common::run("redis-cli", &all, stdin).await
-}
-
-/// `redis-cli -h HOST -p PORT args`: what it printed, trimmed.
-async fn cli(addr: &str, args: &[&str]) -> String {
-    cli_with(addr, args, b"").await.text()
-}
-
-/// `redis-cli ... args` answered an integer: it.
-async fn cli_int(addr: &str, args: &[&str]) -> i64 {
-    cli_with(addr, args, b"")
-        .await
-        .int(&format!("redis-cli {args:?}"))
-}
-
-/// Asserts `text` (what a client printed) starts with `prefix`.
-#[track_caller]
-fn assert_starts(what: &str, text: &str, prefix: &str) {
-    assert!(
-        text.starts_with(prefix),
-        "{what}: {text:?} does not start with {prefix:?}"
-    );
-}
+use serde_json::json;
 
 /// `redis-cli` draws exact IDs with `INCR` and `INCRBY`, speaks RESP3
 /// after `-3`, and prints each refusal's code; no refusal issues an ID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cli_draws_ids_and_hears_every_refusal() {
-    if !common::tool_available("redis-cli") {
+    let Some(db) = sqlite_when(common::tool_available("redis-cli")).await else {
         return;
-    }
-    let db = sqlite().await;
-    let (p, addr) = resp_process(&db, &[]).await;
-    create(&p.base, "order", 1000).await;
+    };
+    let (p, addr) = resp_process(&db, &[], &["order"]).await;
 
     // One instance, a fresh sequence, segments of 1,000: every ID in turn.
     let a = cli_int(&addr, &["INCR", "order"]).await;
@@ -234,12 +137,10 @@ async fn redis_cli_draws_ids_and_hears_every_refusal() {
 /// increasing IDs, the next ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cli_pipes_a_thousand_incr() {
-    if !common::tool_available("redis-cli") {
+    let Some(db) = sqlite_when(common::tool_available("redis-cli")).await else {
         return;
-    }
-    let db = sqlite().await;
-    let (p, addr) = resp_process(&db, &[]).await;
-    create(&p.base, "order", 1000).await;
+    };
+    let (_p, addr) = resp_process(&db, &[], &["order"]).await;
 
     let frames = "*2\r\n$4\r\nINCR\r\n$5\r\norder\r\n".repeat(PIPELINE);
     let piped = cli_with(&addr, &["--pipe"], frames.as_bytes()).await;
@@ -288,14 +189,11 @@ async fn redis_cli_pipes_a_thousand_incr() {
 /// `NOPERM`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cli_authenticates_with_a_client_token() {
-    if !common::tool_available("redis-cli") {
+    let Some(db) = sqlite_when(common::tool_available("redis-cli")).await else {
         return;
-    }
-    let db = sqlite().await;
+    };
     let token = common::cli_token(&db, "--label cli --prefix order --can draw").await;
-    let (p, addr) = resp_process(&db, &["--client-auth", "on"]).await;
-    create(&p.base, "order", 1000).await;
-    create(&p.base, "other", 1000).await;
+    let (_p, addr) = resp_process(&db, &["--client-auth", "on"], &["order", "other"]).await;
 
     assert_starts(
         "INCR without a token",
@@ -354,138 +252,6 @@ async fn redis_cli_authenticates_with_a_client_token() {
     assert_eq!(cli_int(&addr, &with(&["INCR", "order"])).await, 15);
 }
 
-// ---------------------------------------------------------------- Python
-
-/// The Python side: `python3 - HOST PORT MODE [TOKEN]` prints one JSON
-/// object of what redis-py answered, per protocol; the test asserts it.
-/// A failed command is `{"error": class, "message": text}`, bytes are
-/// `{"bytes": text}`.
-const PYTHON: &str = r#"
-import json, sys
-import redis
-
-host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-token = sys.argv[4] if len(sys.argv) > 4 else None
-
-def plain(v):
-    if isinstance(v, bytes):
-        return {"bytes": v.decode()}
-    if isinstance(v, (list, tuple)):
-        return [plain(x) for x in v]
-    if isinstance(v, Exception):
-        return {"error": type(v).__name__, "message": str(v)}
-    return v
-
-def attempt(f):
-    try:
-        return {"ok": plain(f())}
-    except redis.RedisError as e:
-        return plain(e)
-
-def client(proto, **kw):
-    return redis.Redis(host=host, port=port, protocol=proto, socket_timeout=30, **kw)
-
-result = {}
-for proto in (2, 3):
-    out = {}
-    if mode == "draw":
-        name = "p%d" % proto
-        # A RESP3 client checks HELLO 3's `proto` and refuses to go on
-        # without 3: drawing at all proves it.
-        r = client(proto)
-        out["incr"] = [r.execute_command("INCR", name), r.incr(name)]
-        out["incrby"] = r.incrby(name, 100)
-        out["after"] = r.execute_command("INCR", name)
-        p = r.pipeline(transaction=False)
-        for _ in range(1000):
-            p.execute_command("INCR", name)
-        out["pipeline"] = p.execute()
-        out["batch"] = r.execute_command("SEQD.BATCH", name, 5)
-        p = r.pipeline(transaction=False)
-        p.execute_command("INCR", name)
-        p.get("x")
-        p.execute_command("INCR", "nope")
-        p.execute_command("INCR", name)
-        out["mixed"] = plain(p.execute(raise_on_error=False))
-        out["get"] = attempt(lambda: r.get("x"))
-        out["set"] = attempt(lambda: r.set("x", 1))
-        out["select"] = attempt(lambda: r.execute_command("SELECT", 1))
-        out["select0"] = attempt(lambda: r.execute_command("SELECT", 0))
-        out["noseq"] = attempt(lambda: r.incr("nope"))
-        out["zero"] = attempt(lambda: r.incrby(name, 0))
-        out["db1"] = attempt(lambda: client(proto, db=1).incr(name))
-        out["ping"] = r.ping()
-        out["named"] = plain(client(proto, client_name="py").client_getname())
-        out["last"] = r.incr(name)
-    elif mode == "auth":
-        good = client(proto, password=token)
-        out["token"] = good.execute_command("INCR", "order")
-        out["user"] = client(proto, username="anyone", password=token).incr("order")
-        url = "redis://:%s@%s:%d/0" % (token, host, port)
-        out["url"] = redis.Redis.from_url(url, protocol=proto, socket_timeout=30).incr("order")
-        out["wrong"] = attempt(lambda: client(proto, password="seqd_not_a_token").incr("order"))
-        out["none"] = attempt(lambda: client(proto).incr("order"))
-        out["other"] = attempt(lambda: good.incr("other"))
-    elif mode == "multi":
-        name = "m%d" % proto
-        r = client(proto)
-        p = r.pipeline()
-        for _ in range(101):
-            p.incr(name)
-        out["ids"] = p.execute()
-        out["after"] = r.incr(name)
-        p = r.pipeline()
-        p.incr(name)
-        p.get("x")
-        p.incr(name)
-        out["aborted"] = attempt(p.execute)
-        out["next"] = r.incr(name)
-    elif mode == "serial":
-        r = client(proto)
-        out["next"] = plain(r.execute_command("SEQD.NEXT", "inv"))
-        out["batch"] = plain(r.execute_command("SEQD.BATCH", "inv", 2))
-        out["incr"] = attempt(lambda: r.incr("inv"))
-    result[str(proto)] = out
-print(json.dumps(result))
-"#;
-
-/// Runs [`PYTHON`] in `mode` against `addr` (with `token`): its JSON.
-/// Panics showing Python's stderr if it fails.
-async fn python(addr: &str, mode: &str, token: Option<&str>) -> Value {
-    let (host, port) = host_port(addr);
-    let mut args = vec!["-", host, port, mode];
-    args.extend(token);
-    let out = common::run("python3", &args, PYTHON.as_bytes()).await;
-    assert!(out.status.success(), "python {mode}: {out:?}");
-    serde_json::from_str(out.stdout.trim())
-        .unwrap_or_else(|e| panic!("python {mode}: {e}: {out:?}"))
-}
-
-/// Asserts the failed call `v` raised `class` with a message starting
-/// with `prefix`.
-#[track_caller]
-fn assert_raised(what: &str, v: &Value, class: &str, prefix: &str) {
-    assert_eq!(v["error"], class, "{what}: {v}");
-    let message = v["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with(prefix),
-        "{what}: {message:?} does not start with {prefix:?}"
-    );
-}
-
-/// The integers of the JSON array `v` (panics otherwise).
-#[track_caller]
-fn ints(v: &Value) -> Vec<i64> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("not an array: {v}"))
-        .iter()
-        .map(|i| {
-            i.as_i64()
-                .unwrap_or_else(|| panic!("{i} is not an integer"))
-        })
-        .collect()
-}
-
 /// redis-py over RESP2 and RESP3: `INCR`, `INCRBY`, a pipeline of 1,000
 /// `INCR` (1,000 distinct increasing IDs), `SEQD.BATCH`, a pipeline with
 /// failures in the middle (each answered in its place), each refusal as
@@ -493,14 +259,10 @@ fn ints(v: &Value) -> Vec<i64> {
 /// `NOSEQ`, `INCRBY 0`), none of them taking an ID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn python_redis_draws_over_resp2_and_resp3() {
-    if !common::python_redis_available() {
+    let Some(db) = sqlite_when(common::python_redis_available()).await else {
         return;
-    }
-    let db = sqlite().await;
-    let (s, addr) = resp_server(&db, ClientAuth::Off).await;
-    s.create("p2", 1, 1000).await;
-    s.create("p3", 1, 1000).await;
-    let all = python(&addr, "draw", None).await;
+    };
+    let (s, all) = python_on(&db, ClientAuth::Off, &["p2", "p3"], "draw", None).await;
     for proto in ["2", "3"] {
         let out = &all[proto];
         let what = |w: &str| format!("RESP{proto} {w}");
@@ -580,10 +342,7 @@ async fn python_redis_transactions_answer_every_id(db: TestDb) {
     if !common::python_redis_available() {
         return;
     }
-    let (s, addr) = resp_server(&db, ClientAuth::Off).await;
-    s.create("m2", 1, 1000).await;
-    s.create("m3", 1, 1000).await;
-    let all = python(&addr, "multi", None).await;
+    let (s, all) = python_on(&db, ClientAuth::Off, &["m2", "m3"], "multi", None).await;
     for proto in ["2", "3"] {
         let out = &all[proto];
         let what = |w: &str| format!("RESP{proto} {w}");
@@ -612,15 +371,12 @@ per_backend!(python_redis_transactions_answer_every_id);
 /// outside the prefix `NoPermissionError` (`NOPERM`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn python_redis_authenticates_with_a_client_token() {
-    if !common::python_redis_available() {
+    let Some(db) = sqlite_when(common::python_redis_available()).await else {
         return;
-    }
-    let db = sqlite().await;
+    };
     let token = common::cli_token(&db, "--label py --prefix order --can draw").await;
-    let (s, addr) = resp_server(&db, ClientAuth::On).await;
-    s.create("order", 1, 1000).await;
-    s.create("other", 1, 1000).await;
-    let all = python(&addr, "auth", Some(&token)).await;
+    let names = ["order", "other"];
+    let (s, all) = python_on(&db, ClientAuth::On, &names, "auth", Some(&token)).await;
     for (proto, first) in [("2", 1), ("3", 4)] {
         let out = &all[proto];
         let what = |w: &str| format!("RESP{proto} {w}");
@@ -649,70 +405,6 @@ async fn python_redis_authenticates_with_a_client_token() {
     s.stop().await;
 }
 
-// ---------------------------------------------------------------- Rust crate
-
-/// A multiplexed connection of the `redis` crate to `url`, with timeouts
-/// long enough for a loaded CI host (the crate's response timeout is
-/// 500 ms by default, shorter than a first segment fetch may take there).
-async fn rust_connect(url: &str) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(10)))
-        .set_response_timeout(Some(Duration::from_secs(30)));
-    redis::Client::open(url)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
-/// [`rust_connect`], asserted to succeed.
-async fn rust_conn(url: &str) -> redis::aio::MultiplexedConnection {
-    rust_connect(url)
-        .await
-        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
-}
-
-/// `cmd args` on `con`: its reply as `T`.
-async fn query<T: redis::FromRedisValue>(
-    con: &mut redis::aio::MultiplexedConnection,
-    args: &[&str],
-) -> redis::RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    tokio::time::timeout(CLIENT_TIMEOUT, cmd.query_async(con))
-        .await
-        .unwrap_or_else(|_| panic!("{args:?} not answered within {CLIENT_TIMEOUT:?}"))
-}
-
-/// `cmd args` on `con`, answered an integer.
-async fn rust_int(con: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> i64 {
-    query(con, args)
-        .await
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-/// `cmd args` on `con`, refused: the error.
-async fn rust_refused(
-    con: &mut redis::aio::MultiplexedConnection,
-    args: &[&str],
-) -> redis::RedisError {
-    match query::<redis::Value>(con, args).await {
-        Ok(v) => panic!("{args:?} answered {v:?}, not an error"),
-        Err(e) => e,
-    }
-}
-
-/// Asserts the server refused with `code` and a text starting `prefix`.
-#[track_caller]
-fn assert_code(what: &str, e: &redis::RedisError, code: &str, prefix: &str) {
-    assert_eq!(e.code(), Some(code), "{what}: {e}");
-    let detail = e.detail().unwrap_or_default();
-    assert!(
-        detail.starts_with(prefix),
-        "{what}: {detail:?} does not start with {prefix:?}"
-    );
-}
-
 /// The Rust `redis` crate, RESP2 and RESP3, on every backend: `INCR`, a
 /// `redis::pipe()` of 1,000 `INCR` (1,000 distinct increasing IDs),
 /// `INCRBY` (its run follows), `SEQD.BATCH`, and 8 tasks sharing one
@@ -720,9 +412,7 @@ fn assert_code(what: &str, e: &redis::RedisError, code: &str, prefix: &str) {
 async fn rust_redis_pipelines_a_thousand_incr(db: TestDb) {
     let (s, addr) = resp_server(&db, ClientAuth::Off).await;
     for (query_string, name) in [("", "r2"), ("?protocol=resp3", "r3")] {
-        s.create(name, 1, 1000).await;
-        let url = format!("redis://{addr}/{query_string}");
-        let mut con = rust_conn(&url).await;
+        let (url, mut con) = rust_conn_on(&s, &addr, query_string, name).await;
         assert_eq!(rust_int(&mut con, &["INCR", name]).await, 1, "{url}");
         let mut pipe = redis::pipe();
         for _ in 0..PIPELINE {
@@ -754,18 +444,12 @@ async fn rust_redis_pipelines_a_thousand_incr(db: TestDb) {
                 })
             })
             .collect();
-        let mut all = Vec::new();
-        for t in tasks {
-            let ids = t.await.unwrap();
-            assert!(ids.windows(2).all(|w| w[0] < w[1]), "{url}: {ids:?}");
-            all.extend(ids);
-        }
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), 800, "{url}: repeated IDs among 8 tasks");
-        assert!(all[0] > r + 4, "{url}: {} after {}", all[0], r + 4);
+        let all = common::unique_increasing(&url, tasks).await;
+        assert_eq!(all.len(), 800, "{url}: 8 tasks of 100");
+        let (lowest, highest) = (all.iter().min().unwrap(), all.iter().max().unwrap());
+        assert!(*lowest > r + 4, "{url}: {lowest} after {}", r + 4);
         let after = rust_int(&mut con, &["INCR", name]).await;
-        assert!(after > all[799], "{url}: {after} after {}", all[799]);
+        assert!(after > *highest, "{url}: {after} after {highest}");
         assert!(s.next(name).await > after, "{url}: HTTP follows RESP");
     }
     s.stop().await;
@@ -779,9 +463,7 @@ per_backend!(rust_redis_pipelines_a_thousand_incr);
 async fn rust_redis_atomic_pipelines_answer_every_id(db: TestDb) {
     let (s, addr) = resp_server(&db, ClientAuth::Off).await;
     for (query_string, name) in [("", "a2"), ("?protocol=resp3", "a3")] {
-        s.create(name, 1, 1000).await;
-        let url = format!("redis://{addr}/{query_string}");
-        let mut con = rust_conn(&url).await;
+        let (url, mut con) = rust_conn_on(&s, &addr, query_string, name).await;
         let mut pipe = redis::pipe();
         pipe.atomic();
         for _ in 0..101 {
@@ -836,56 +518,32 @@ async fn rust_redis_hears_every_refusal() {
         let url = format!("redis://{addr}/{query_string}");
         let mut con = rust_conn(&url).await;
         let what = |w: &str| format!("{url}: {w}");
-        assert_code(
-            &what("GET x"),
-            &rust_refused(&mut con, &["GET", "x"]).await,
-            "ERR",
-            "unknown command 'GET': seqd serves IDs, not data",
-        );
-        assert_code(
-            &what("DEL x"),
-            &rust_refused(&mut con, &["DEL", "x"]).await,
-            "ERR",
-            "unknown command 'DEL'",
-        );
-        assert_code(
-            &what("SELECT 1"),
-            &rust_refused(&mut con, &["SELECT", "1"]).await,
-            "ERR",
-            "seqd has one database",
-        );
+        let refusals: [(&[&str], &str, &str); 5] = [
+            (
+                &["GET", "x"],
+                "ERR",
+                "unknown command 'GET': seqd serves IDs, not data",
+            ),
+            (&["DEL", "x"], "ERR", "unknown command 'DEL'"),
+            (&["SELECT", "1"], "ERR", "seqd has one database"),
+            (&["INCR", "nope"], "NOSEQ", "sequence 'nope' not found"),
+            (
+                &["INCRBY", "order", "x"],
+                "ERR",
+                "value is not an integer or out of range",
+            ),
+        ];
+        for (args, code, prefix) in refusals {
+            let e = rust_refused(&mut con, args).await;
+            assert_code(&what(&args.join(" ")), &e, code, prefix);
+        }
+        for (command, count) in [("INCRBY", "0"), ("INCRBY", "-5"), ("SEQD.BATCH", "10001")] {
+            let e = rust_refused(&mut con, &[command, "order", count]).await;
+            let prefix = format!("{command} takes a count from 1 to 10000, not {count}");
+            assert_code(&what(&format!("{command} {count}")), &e, "ERR", &prefix);
+        }
         let ok: redis::Value = query(&mut con, &["SELECT", "0"]).await.unwrap();
         assert_eq!(ok, redis::Value::Okay, "{}", what("SELECT 0"));
-        assert_code(
-            &what("INCR nope"),
-            &rust_refused(&mut con, &["INCR", "nope"]).await,
-            "NOSEQ",
-            "sequence 'nope' not found",
-        );
-        assert_code(
-            &what("INCRBY 0"),
-            &rust_refused(&mut con, &["INCRBY", "order", "0"]).await,
-            "ERR",
-            "INCRBY takes a count from 1 to 10000, not 0",
-        );
-        assert_code(
-            &what("INCRBY -5"),
-            &rust_refused(&mut con, &["INCRBY", "order", "-5"]).await,
-            "ERR",
-            "INCRBY takes a count from 1 to 10000, not -5",
-        );
-        assert_code(
-            &what("SEQD.BATCH 10001"),
-            &rust_refused(&mut con, &["SEQD.BATCH", "order", "10001"]).await,
-            "ERR",
-            "SEQD.BATCH takes a count from 1 to 10000, not 10001",
-        );
-        assert_code(
-            &what("INCRBY x"),
-            &rust_refused(&mut con, &["INCRBY", "order", "x"]).await,
-            "ERR",
-            "value is not an integer or out of range",
-        );
         // A plain sequence's SEQD.NEXT: an integer reply.
         let v: redis::Value = query(&mut con, &["SEQD.NEXT", "order"]).await.unwrap();
         assert_eq!(v, redis::Value::Int(next), "{}", what("SEQD.NEXT"));

@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use common::serial_settings as settings;
 use jiff::{SignedDuration, Timestamp};
-use seqd::allocator::{Allocator, ManualClock};
+use seqd::allocator::{AllocError, Allocator, ManualClock};
 use seqd::domain::{IdOrdering, NewSequence, SeqName, SeqNameRef, SerialSettings};
-use seqd::serial::{IssueError, ManualWallClock, Overflow, Period, Reset, Serials, WallClock};
+use seqd::serial::{
+    IssueError, Issued, ManualWallClock, Overflow, Period, Reset, Serials, WallClock,
+};
 use seqd::store::memory::MemoryStore;
 use seqd::store::{prelude::*, SequencePatch};
 
@@ -25,6 +27,9 @@ struct Rig {
     serials: Serials,
     allocator: Allocator,
 }
+
+/// Noon of 2026-06-01, UTC: the start of the tests that cross no period.
+const NOON: &str = "2026-06-01T12:00:00Z";
 
 fn at(s: &str) -> Timestamp {
     s.parse().unwrap()
@@ -46,25 +51,94 @@ fn instance(store: &Arc<MemoryStore>, now: Timestamp) -> Rig {
     }
 }
 
-async fn create(
-    store: &Arc<MemoryStore>,
-    name: &str,
+/// A serial sequence `name` printing `format`, reset as `reset`: from 1 by
+/// 10, in UTC, refused past its width, its counters reserved per instance
+/// (a test sets another field where it needs to).
+#[derive(Clone, Copy)]
+struct Serial {
+    name: &'static str,
+    format: &'static str,
     start: i64,
     step: i64,
-    serial: SerialSettings,
+    reset: Reset,
+    zone: &'static str,
+    overflow: Overflow,
     ordering: IdOrdering,
-) {
-    let new = NewSequence::new(
-        SeqName::parse(name).unwrap(),
-        start,
-        step,
-        String::new(),
-        1_000_000,
-    )
-    .unwrap()
-    .with_ordering(ordering)
-    .with_serial(serial);
-    store.create(&new).await.unwrap();
+}
+
+impl Serial {
+    fn new(name: &'static str, format: &'static str, reset: Reset) -> Serial {
+        Serial {
+            name,
+            format,
+            start: 1,
+            step: 10,
+            reset,
+            zone: "UTC",
+            overflow: Overflow::Refuse,
+            ordering: IdOrdering::Instance,
+        }
+    }
+
+    /// A sequence never reset whose counters are reserved at request time,
+    /// across instances.
+    fn global(name: &'static str, format: &'static str) -> Serial {
+        Serial {
+            ordering: IdOrdering::Global,
+            ..Serial::new(name, format, Reset::Never)
+        }
+    }
+
+    /// The same, printed in full past its width instead of refused.
+    fn widen(self) -> Serial {
+        Serial {
+            overflow: Overflow::Widen,
+            ..self
+        }
+    }
+
+    fn settings(&self) -> SerialSettings {
+        settings(self.format, self.reset, self.zone, self.overflow)
+    }
+
+    /// The PATCH that gives a sequence these settings.
+    fn patch(&self) -> SequencePatch {
+        SequencePatch {
+            serial: Some(Some(self.settings())),
+            ..Default::default()
+        }
+    }
+
+    async fn create(&self, store: &Arc<MemoryStore>) {
+        let name = SeqName::parse(self.name).unwrap();
+        let new = NewSequence::new(name, self.start, self.step, String::new(), 1_000_000)
+            .unwrap()
+            .with_ordering(self.ordering)
+            .with_serial(self.settings());
+        store.create(&new).await.unwrap();
+    }
+
+    /// A fresh store holding the sequence.
+    async fn store(&self) -> Arc<MemoryStore> {
+        let store = Arc::new(MemoryStore::new());
+        self.create(&store).await;
+        store
+    }
+
+    /// [`Serial::store`], and one instance over it at `now`.
+    async fn rig(&self, now: &str) -> (Arc<MemoryStore>, Rig) {
+        let store = self.store().await;
+        let rig = instance(&store, at(now));
+        (store, rig)
+    }
+}
+
+/// The PATCH that makes a sequence plain again.
+fn plain() -> SequencePatch {
+    SequencePatch {
+        serial: Some(None),
+        ..Default::default()
+    }
 }
 
 impl Rig {
@@ -84,13 +158,38 @@ impl Rig {
         self.wall.set_utc(now);
     }
 
+    /// `n` serials of `name`, or the refusal.
+    async fn issue(&self, name: &str, n: u64) -> Result<Issued, IssueError> {
+        let name = SeqNameRef::parse(name).unwrap();
+        self.serials.issue(name, n).await
+    }
+
     async fn one(&self, name: &str) -> (i64, String) {
-        let issued = self
-            .serials
-            .issue(SeqNameRef::parse(name).unwrap(), 1)
+        let issued = self.issue(name, 1).await.unwrap();
+        (issued.runs[0].first, issued.serials[0].clone())
+    }
+
+    /// Whether a request of `n` serials of `name` is refused
+    /// `SerialExhausted`.
+    async fn exhausted(&self, name: &str, n: u64) -> bool {
+        let issued = self.issue(name, n).await;
+        matches!(issued, Err(IssueError::SerialExhausted(_)))
+    }
+
+    /// What the allocator answers a plain request of `name`.
+    async fn next(&self, name: &str) -> Result<i64, AllocError> {
+        self.allocator.next(&SeqName::parse(name).unwrap()).await
+    }
+
+    /// Changes the row of `name` by `patch` and reloads its settings here, as
+    /// a PATCH answered by this instance does.
+    async fn patch(&self, name: &str, patch: &SequencePatch) {
+        let row = self
+            .store
+            .update(&SeqName::parse(name).unwrap(), patch)
             .await
             .unwrap();
-        (issued.runs[0].first, issued.serials[0].clone())
+        self.serials.reload(&row);
     }
 
     async fn period_max(&self, name: &str, key: &str) -> Option<i64> {
@@ -105,15 +204,9 @@ impl Rig {
 
 #[tokio::test]
 async fn a_daily_counter_starts_again_at_start_at_midnight_utc() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "ORD{yyyy}{MM}{dd}{seq:06}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    );
-    create(&store, "order", 100, 1000, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-11-30T23:59:59Z"));
+    let mut order = Serial::new("order", "ORD{yyyy}{MM}{dd}{seq:06}", Reset::Day);
+    (order.start, order.step) = (100, 1000);
+    let (_store, rig) = order.rig("2026-11-30T23:59:59Z").await;
     assert_eq!(rig.one("order").await, (100, "ORD20261130000100".into()));
     assert_eq!(rig.one("order").await, (101, "ORD20261130000101".into()));
     rig.advance(Duration::from_millis(999));
@@ -131,28 +224,21 @@ async fn a_daily_counter_starts_again_at_start_at_midnight_utc() {
 
 #[tokio::test]
 async fn month_and_year_ends_start_new_periods() {
-    let store = Arc::new(MemoryStore::new());
-    let monthly = settings(
-        "INV-{yy}{MM}-{seq:04}",
-        Reset::Month,
-        "UTC",
-        Overflow::Refuse,
-    );
-    let yearly = settings("Y{yyyy}/{seq}", Reset::Year, "UTC", Overflow::Refuse);
-    create(&store, "inv", 1, 10, monthly, IdOrdering::Instance).await;
-    create(&store, "yr", 1, 10, yearly, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2028-02-29T23:59:59.999Z"));
-    assert_eq!(rig.one("inv").await.1, "INV-2802-0001");
-    assert_eq!(rig.one("yr").await.1, "Y2028/1");
-    rig.set(at("2028-03-01T00:00:00Z"));
-    assert_eq!(rig.one("inv").await.1, "INV-2803-0001");
-    assert_eq!(rig.one("yr").await.1, "Y2028/2");
-    rig.set(at("2028-12-31T23:59:59Z"));
-    assert_eq!(rig.one("inv").await.1, "INV-2812-0001");
-    assert_eq!(rig.one("yr").await.1, "Y2028/3");
-    rig.set(at("2029-01-01T00:00:00Z"));
-    assert_eq!(rig.one("inv").await.1, "INV-2901-0001");
-    assert_eq!(rig.one("yr").await.1, "Y2029/1");
+    let monthly = Serial::new("inv", "INV-{yy}{MM}-{seq:04}", Reset::Month);
+    let (store, rig) = monthly.rig("2028-02-29T23:59:59.999Z").await;
+    let yearly = Serial::new("yr", "Y{yyyy}/{seq}", Reset::Year);
+    yearly.create(&store).await;
+    // The monthly and the yearly serial at each instant.
+    for (now, inv, yr) in [
+        ("2028-02-29T23:59:59.999Z", "INV-2802-0001", "Y2028/1"),
+        ("2028-03-01T00:00:00Z", "INV-2803-0001", "Y2028/2"),
+        ("2028-12-31T23:59:59Z", "INV-2812-0001", "Y2028/3"),
+        ("2029-01-01T00:00:00Z", "INV-2901-0001", "Y2029/1"),
+    ] {
+        rig.set(at(now));
+        assert_eq!(rig.one("inv").await.1, inv, "at {now}");
+        assert_eq!(rig.one("yr").await.1, yr, "at {now}");
+    }
 }
 
 /// America/New_York: 2026-03-08 has 23 hours (02:00 EST -> 03:00 EDT),
@@ -160,15 +246,9 @@ async fn month_and_year_ends_start_new_periods() {
 /// midnight: 05:00Z in winter, 04:00Z in summer.
 #[tokio::test]
 async fn new_york_days_follow_local_midnight_across_both_dst_changes() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "NY{yyyy}{MM}{dd}-{seq:03}",
-        Reset::Day,
-        "America/New_York",
-        Overflow::Refuse,
-    );
-    create(&store, "ny", 1, 5, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-03-08T04:59:59Z"));
+    let mut ny = Serial::new("ny", "NY{yyyy}{MM}{dd}-{seq:03}", Reset::Day);
+    (ny.zone, ny.step) = ("America/New_York", 5);
+    let (_store, rig) = ny.rig("2026-03-08T04:59:59Z").await;
     let steps = [
         ("2026-03-08T04:59:59Z", "NY20260307-001"),
         ("2026-03-08T05:00:00Z", "NY20260308-001"),
@@ -196,12 +276,11 @@ async fn new_york_days_follow_local_midnight_across_both_dst_changes() {
 /// either while the period lasts).
 #[tokio::test]
 async fn the_prefix_always_matches_the_counters_period() {
-    let store = Arc::new(MemoryStore::new());
     let zone = "America/New_York";
-    let s = settings("{yyyy}{MM}{dd}{seq:05}", Reset::Day, zone, Overflow::Refuse);
-    create(&store, "walk", 7, 3, s, IdOrdering::Instance).await;
+    let mut walk = Serial::new("walk", "{yyyy}{MM}{dd}{seq:05}", Reset::Day);
+    (walk.zone, walk.start, walk.step) = (zone, 7, 3);
     let tz = jiff::tz::TimeZone::get(zone).unwrap();
-    let rig = instance(&store, at("2026-10-31T20:00:00Z"));
+    let (_store, rig) = walk.rig("2026-10-31T20:00:00Z").await;
     let mut seen: HashMap<String, Vec<i64>> = HashMap::new();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..3000 {
@@ -231,20 +310,13 @@ async fn the_prefix_always_matches_the_counters_period() {
 
 #[tokio::test]
 async fn a_full_counter_answers_serial_exhausted_and_never_reserves_past_its_capacity() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "T{yyyy}{MM}{dd}{seq:02}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    );
-    create(&store, "tiny", 1, 1000, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let mut tiny = Serial::new("tiny", "T{yyyy}{MM}{dd}{seq:02}", Reset::Day);
+    tiny.step = 1000;
+    let (_store, rig) = tiny.rig(NOON).await;
     for i in 1..=99 {
         assert_eq!(rig.one("tiny").await.1, format!("T20260601{i:02}"));
     }
-    let name = SeqNameRef::parse("tiny").unwrap();
-    match rig.serials.issue(name, 1).await {
+    match rig.issue("tiny", 1).await {
         Err(IssueError::SerialExhausted(e)) => {
             assert_eq!((e.width, e.capacity), (2, 99));
         }
@@ -259,10 +331,9 @@ async fn a_full_counter_answers_serial_exhausted_and_never_reserves_past_its_cap
 
 #[tokio::test]
 async fn a_widening_counter_prints_in_full_past_its_width() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("W{seq:02}", Reset::Never, "UTC", Overflow::Widen);
-    create(&store, "wide", 98, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let mut wide = Serial::new("wide", "W{seq:02}", Reset::Never).widen();
+    wide.start = 98;
+    let (_store, rig) = wide.rig(NOON).await;
     let got: Vec<String> = {
         let mut v = Vec::new();
         for _ in 0..4 {
@@ -275,17 +346,15 @@ async fn a_widening_counter_prints_in_full_past_its_width() {
 
 #[tokio::test]
 async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("B{MM}{dd}{yy}{seq:03}", Reset::Day, "UTC", Overflow::Refuse);
-    create(&store, "b", 1, 100, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T23:59:59Z"));
-    let name = SeqNameRef::parse("b").unwrap();
-    let issued = rig.serials.issue(name, 500).await.unwrap();
+    let mut b = Serial::new("b", "B{MM}{dd}{yy}{seq:03}", Reset::Day);
+    b.step = 100;
+    let (_store, rig) = b.rig("2026-06-01T23:59:59Z").await;
+    let issued = rig.issue("b", 500).await.unwrap();
     assert_eq!(issued.period, "20260601");
     assert_eq!(issued.serials.len(), 500);
     assert_eq!(issued.serials[0], "B060126001");
     assert_eq!(issued.serials[499], "B060126500");
-    let too_many = rig.serials.issue(name, 500).await;
+    let too_many = rig.issue("b", 500).await;
     assert!(
         matches!(too_many, Err(IssueError::SerialExhausted(_))),
         "{too_many:?}"
@@ -299,16 +368,10 @@ async fn a_batch_takes_every_serial_from_one_period_and_stops_at_capacity() {
 /// database round trip per few requests under load) before.
 #[tokio::test]
 async fn plain_requests_of_a_serial_sequence_stay_off_the_store() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("P{yyyy}{seq}", Reset::Year, "UTC", Overflow::Refuse);
-    create(&store, "ps", 1, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T09:00:00Z"));
-    let name = SeqName::parse("ps").unwrap();
+    let ps = Serial::new("ps", "P{yyyy}{seq}", Reset::Year);
+    let (store, rig) = ps.rig("2026-06-01T09:00:00Z").await;
     for _ in 0..200 {
-        assert!(matches!(
-            rig.allocator.next(&name).await,
-            Err(seqd::allocator::AllocError::Serial)
-        ));
+        assert_eq!(rig.next("ps").await, Err(AllocError::Serial));
         rig.one("ps").await;
         tokio::task::yield_now().await;
     }
@@ -325,15 +388,8 @@ async fn plain_requests_of_a_serial_sequence_stay_off_the_store() {
 /// them every counter up to the capacity is served exactly once.
 #[tokio::test]
 async fn a_burst_on_one_instance_leaves_counters_for_another() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "F{yyyy}{MM}{dd}{seq:03}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    );
-    create(&store, "fair", 1, 10, s, IdOrdering::Instance).await;
-    let a = instance(&store, at("2026-06-01T09:00:00Z"));
+    let fair = Serial::new("fair", "F{yyyy}{MM}{dd}{seq:03}", Reset::Day);
+    let (store, a) = fair.rig("2026-06-01T09:00:00Z").await;
     let b = instance(&store, at("2026-06-01T09:00:00Z"));
     let mut seen = std::collections::BTreeSet::new();
     // 300 serials a second on `a` for two seconds: its rate-based step
@@ -351,7 +407,6 @@ async fn a_burst_on_one_instance_leaves_counters_for_another() {
         after_burst < 999,
         "the burst reserved the whole day: {after_burst}"
     );
-    let name = SeqNameRef::parse("fair").unwrap();
     let (first_b, serial_b) = b.one("fair").await;
     assert!(seen.insert(serial_b));
     assert!(first_b > 600, "{first_b}");
@@ -362,7 +417,7 @@ async fn a_burst_on_one_instance_leaves_counters_for_another() {
             if full[i] {
                 continue;
             }
-            match rig.serials.issue(name, 1).await {
+            match rig.issue("fair", 1).await {
                 Ok(issued) => assert!(seen.insert(issued.serials[0].clone())),
                 Err(IssueError::SerialExhausted(_)) => full[i] = true,
                 Err(e) => panic!("{e:?}"),
@@ -382,10 +437,8 @@ async fn a_burst_on_one_instance_leaves_counters_for_another() {
 /// twice over with the next segment) would strand more than the period used.
 #[tokio::test]
 async fn the_step_is_cut_to_what_the_rest_of_the_period_will_use() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("R{yyyy}{MM}{dd}{seq}", Reset::Day, "UTC", Overflow::Refuse);
-    create(&store, "rate", 1, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T23:50:00Z"));
+    let rate = Serial::new("rate", "R{yyyy}{MM}{dd}{seq}", Reset::Day);
+    let (_store, rig) = rate.rig("2026-06-01T23:50:00Z").await;
     // 100 serials a second for the period's last 10 minutes.
     for _ in 0..600 {
         for _ in 0..100 {
@@ -409,14 +462,9 @@ async fn the_step_is_cut_to_what_the_rest_of_the_period_will_use() {
 /// a period's counters have no gap, whichever instance asks.
 #[tokio::test]
 async fn global_serials_have_no_gap_across_instances() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "G{yyyy}{MM}{dd}{seq:06}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    );
-    create(&store, "g", 1, 1000, s, IdOrdering::Global).await;
+    let mut g = Serial::new("g", "G{yyyy}{MM}{dd}{seq:06}", Reset::Day);
+    (g.step, g.ordering) = (1000, IdOrdering::Global);
+    let store = g.store().await;
     let now = at("2026-06-01T10:00:00Z");
     let rigs: Vec<Rig> = (0..3).map(|_| instance(&store, now)).collect();
     let mut counters = Vec::new();
@@ -436,38 +484,21 @@ async fn global_serials_have_no_gap_across_instances() {
 /// each period's counters unique, and each period's row made once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_crossing_midnight_hand_out_every_serial_once() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "X{yyyy}{MM}{dd}{seq:07}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    );
-    create(&store, "x", 1, 50, s, IdOrdering::Instance).await;
-    let rigs: Vec<Arc<Rig>> = (0..2)
-        .map(|_| Arc::new(instance(&store, at("2026-12-31T23:59:59.900Z"))))
-        .collect();
-    let mut tasks = Vec::new();
-    for t in 0..16 {
-        let rig = rigs[t % 2].clone();
-        tasks.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            for i in 0..200 {
-                if i == 100 {
-                    // Each instance's clock passes midnight on its own.
-                    rig.set(at("2027-01-01T00:00:00.100Z"));
-                }
-                got.push(rig.one("x").await.1);
+    let mut x = Serial::new("x", "X{yyyy}{MM}{dd}{seq:07}", Reset::Day);
+    x.step = 50;
+    let store = x.store().await;
+    let all = on_two_instances(&store, "2026-12-31T23:59:59.900Z", |_, rig| async move {
+        let mut got = Vec::new();
+        for i in 0..200 {
+            if i == 100 {
+                // Each instance's clock passes midnight on its own.
+                rig.set(at("2027-01-01T00:00:00.100Z"));
             }
-            got
-        }));
-    }
-    let mut all = HashSet::new();
-    for t in tasks {
-        for serial in t.await.unwrap() {
-            assert!(all.insert(serial.clone()), "{serial} twice");
+            got.push(rig.one("x").await.1);
         }
-    }
+        got
+    })
+    .await;
     assert_eq!(all.len(), 16 * 200);
     let days: HashSet<&str> = all.iter().map(|s| &s[1..9]).collect();
     assert_eq!(days, HashSet::from(["20261231", "20270101"]));
@@ -483,10 +514,8 @@ async fn two_instances_crossing_midnight_hand_out_every_serial_once() {
 /// keep at most two counters live.
 #[tokio::test]
 async fn old_periods_leave_memory() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("D{yyyy}{MM}{dd}{seq}", Reset::Day, "UTC", Overflow::Refuse);
-    create(&store, "d", 1, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let daily = Serial::new("d", "D{yyyy}{MM}{dd}{seq}", Reset::Day);
+    let (_store, rig) = daily.rig(NOON).await;
     for _ in 0..10 {
         rig.one("d").await;
         rig.advance(Duration::from_secs(86_400));
@@ -500,54 +529,25 @@ async fn old_periods_leave_memory() {
 /// (`reload`); a sequence made plain again is served by the allocator.
 #[tokio::test]
 async fn changed_settings_take_effect_and_a_plain_sequence_goes_back_to_the_allocator() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("A{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "c", 1, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
-    let name = SeqName::parse("c").unwrap();
-    assert_eq!(
-        rig.allocator.next(&name).await,
-        Err(seqd::allocator::AllocError::Serial)
-    );
+    let (_store, rig) = Serial::new("c", "A{seq:03}", Reset::Never).rig(NOON).await;
+    assert_eq!(rig.next("c").await, Err(AllocError::Serial));
     assert_eq!(rig.one("c").await.1, "A001");
-    let patch = SequencePatch {
-        serial: Some(Some(settings(
-            "B{yyyy}-{seq:05}",
-            Reset::Never,
-            "UTC",
-            Overflow::Refuse,
-        ))),
-        ..Default::default()
-    };
-    let row = store.update(&name, &patch).await.unwrap();
-    rig.serials.reload(&row);
+    let b = Serial::new("c", "B{yyyy}-{seq:05}", Reset::Never);
+    rig.patch("c", &b.patch()).await;
     let (counter, serial) = rig.one("c").await;
     assert!(serial.starts_with("B2026-"), "{serial}");
     assert!(counter > 1, "the counter goes on: {counter}");
-    let plain = SequencePatch {
-        serial: Some(None),
-        ..Default::default()
-    };
-    let row = store.update(&name, &plain).await.unwrap();
-    rig.serials.reload(&row);
-    let id = rig.allocator.next(&name).await.unwrap();
+    rig.patch("c", &plain()).await;
+    let id = rig.next("c").await.unwrap();
     assert!(id >= 1);
-    assert_eq!(
-        rig.serials.issue(SeqNameRef::parse("c").unwrap(), 1).await,
-        Err(IssueError::Plain)
-    );
+    assert_eq!(rig.issue("c", 1).await, Err(IssueError::Plain));
 }
 
 #[tokio::test]
 async fn a_missing_sequence_is_not_found() {
     let store = Arc::new(MemoryStore::new());
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
-    assert_eq!(
-        rig.serials
-            .issue(SeqNameRef::parse("nope").unwrap(), 1)
-            .await,
-        Err(IssueError::NotFound)
-    );
+    let rig = instance(&store, at(NOON));
+    assert_eq!(rig.issue("nope", 1).await, Err(IssueError::NotFound));
 }
 
 /// A change of settings never takes serials back to an earlier period: the
@@ -555,56 +555,51 @@ async fn a_missing_sequence_is_not_found() {
 /// and its serials stay in the later day they had reached.
 #[tokio::test]
 async fn a_settings_change_after_the_clock_stepped_back_keeps_the_later_period() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings(
-        "D{yyyy}{MM}{dd}-{seq:04}",
-        Reset::Day,
-        "UTC",
-        Overflow::Refuse,
-    );
-    create(&store, "d", 1, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-12-01T00:00:05Z"));
+    let d = Serial::new("d", "D{yyyy}{MM}{dd}-{seq:04}", Reset::Day);
+    let (_store, rig) = d.rig("2026-12-01T00:00:05Z").await;
     assert_eq!(rig.one("d").await.1, "D20261201-0001");
     rig.set(at("2026-11-30T23:59:58Z"));
     assert_eq!(rig.one("d").await.1, "D20261201-0002");
-    let name = SeqName::parse("d").unwrap();
-    let widen = SequencePatch {
-        serial: Some(Some(settings(
-            "D{yyyy}{MM}{dd}-{seq:04}",
-            Reset::Day,
-            "UTC",
-            Overflow::Widen,
-        ))),
-        ..Default::default()
-    };
-    let row = store.update(&name, &widen).await.unwrap();
-    rig.serials.reload(&row);
+    rig.patch("d", &d.widen().patch()).await;
     let (_, serial) = rig.one("d").await;
     assert!(serial.starts_with("D20261201-"), "{serial}");
+    let name = SeqName::parse("d").unwrap();
     assert_eq!(rig.serials.status(&name).unwrap().key, "20261201");
     // A change of reset too: the period of the later instant, never of now.
-    let monthly = SequencePatch {
-        serial: Some(Some(settings(
-            "M{yyyy}{MM}-{seq:04}",
-            Reset::Month,
-            "UTC",
-            Overflow::Widen,
-        ))),
-        ..Default::default()
-    };
-    let row = store.update(&name, &monthly).await.unwrap();
-    rig.serials.reload(&row);
+    let monthly = Serial::new("d", "M{yyyy}{MM}-{seq:04}", Reset::Month);
+    rig.patch("d", &monthly.widen().patch()).await;
     let (_, serial) = rig.one("d").await;
     assert!(serial.starts_with("M202612-"), "{serial}");
     assert!(rig.period_max("d", "202611").await.is_none());
+}
+
+/// Runs `task(t, rig)` for 16 tasks `t` at once, on two instances over
+/// `store` at `now` (task `t` on instance `t % 2`): every serial they
+/// answered, each asserted to come once.
+async fn on_two_instances<F, Fut>(store: &Arc<MemoryStore>, now: &str, task: F) -> HashSet<String>
+where
+    F: Fn(usize, Arc<Rig>) -> Fut,
+    Fut: std::future::Future<Output = Vec<String>> + Send + 'static,
+{
+    let rigs: Vec<Arc<Rig>> = (0..2).map(|_| Arc::new(instance(store, at(now)))).collect();
+    let tasks: Vec<_> = (0..16)
+        .map(|t| tokio::spawn(task(t, rigs[t % 2].clone())))
+        .collect();
+    let mut all = HashSet::new();
+    for t in tasks {
+        for serial in t.await.unwrap() {
+            assert!(all.insert(serial.clone()), "{serial} twice");
+        }
+    }
+    all
 }
 
 /// Settings refresh on a paused tokio clock: an instance over `store`
 /// refreshing every [`EVERY`].
 const EVERY: Duration = Duration::from_secs(2);
 
-fn refreshing(store: &Arc<MemoryStore>, now: Timestamp) -> Rig {
-    let rig = instance(store, now);
+fn refreshing(store: &Arc<MemoryStore>) -> Rig {
+    let rig = instance(store, at(NOON));
     seqd::serial::refresh::spawn(&rig.serials, EVERY);
     rig
 }
@@ -636,62 +631,37 @@ async fn change_elsewhere(store: &Arc<MemoryStore>, name: &str, patch: SequenceP
         .unwrap();
 }
 
-fn serial_patch(format: &str, overflow: Overflow) -> SequencePatch {
-    SequencePatch {
-        serial: Some(Some(settings(format, Reset::Never, "UTC", overflow))),
-        ..Default::default()
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_plain_sequence_made_serial_elsewhere_stops_serving_plain_ids_within_one_refresh() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("p", 0, 100_000);
-    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
-    let p = SeqName::parse("p").unwrap();
-    assert_eq!(rig.allocator.next(&p).await, Ok(1));
-    change_elsewhere(&store, "p", serial_patch("P{seq:03}", Overflow::Refuse)).await;
+    let store = common::memory_with("p", 0, 100_000);
+    let rig = refreshing(&store);
+    assert_eq!(rig.next("p").await, Ok(1));
+    let serial = Serial::new("p", "P{seq:03}", Reset::Never);
+    change_elsewhere(&store, "p", serial.patch()).await;
     one_interval(&rig).await;
-    assert_eq!(
-        rig.allocator.next(&p).await,
-        Err(seqd::allocator::AllocError::Serial)
-    );
+    assert_eq!(rig.next("p").await, Err(AllocError::Serial));
     assert_eq!(rig.one("p").await.1, "P001");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_serial_sequence_made_plain_elsewhere_serves_ids_within_one_refresh() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("S{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "s", 1, 10, s, IdOrdering::Instance).await;
-    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
-    let name = SeqName::parse("s").unwrap();
-    assert_eq!(
-        rig.allocator.next(&name).await,
-        Err(seqd::allocator::AllocError::Serial)
-    );
+    let store = Serial::new("s", "S{seq:03}", Reset::Never).store().await;
+    let rig = refreshing(&store);
+    assert_eq!(rig.next("s").await, Err(AllocError::Serial));
     assert_eq!(rig.one("s").await.1, "S001");
-    let plain = SequencePatch {
-        serial: Some(None),
-        ..Default::default()
-    };
-    change_elsewhere(&store, "s", plain).await;
+    change_elsewhere(&store, "s", plain()).await;
     one_interval(&rig).await;
-    assert!(rig.allocator.next(&name).await.is_ok());
-    assert_eq!(
-        rig.serials.issue(SeqNameRef::parse("s").unwrap(), 1).await,
-        Err(IssueError::Plain)
-    );
+    assert!(rig.next("s").await.is_ok());
+    assert_eq!(rig.issue("s", 1).await, Err(IssueError::Plain));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_format_changed_elsewhere_prints_the_next_serial_within_one_refresh() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("A{seq:03}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "f", 1, 10, s, IdOrdering::Instance).await;
-    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    let store = Serial::new("f", "A{seq:03}", Reset::Never).store().await;
+    let rig = refreshing(&store);
     assert_eq!(rig.one("f").await.1, "A001");
-    change_elsewhere(&store, "f", serial_patch("B-{seq:05}", Overflow::Refuse)).await;
+    let b = Serial::new("f", "B-{seq:05}", Reset::Never);
+    change_elsewhere(&store, "f", b.patch()).await;
     one_interval(&rig).await;
     let (_, serial) = rig.one("f").await;
     assert!(serial.starts_with("B-"), "{serial}");
@@ -699,30 +669,24 @@ async fn a_format_changed_elsewhere_prints_the_next_serial_within_one_refresh() 
 
 #[tokio::test(start_paused = true)]
 async fn a_full_counter_widened_elsewhere_serves_again_within_one_refresh() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("W{seq:01}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "w", 1, 1, s, IdOrdering::Instance).await;
-    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
+    let mut w = Serial::new("w", "W{seq:01}", Reset::Never);
+    w.step = 1;
+    let store = w.store().await;
+    let rig = refreshing(&store);
     for i in 1..=9 {
         assert_eq!(rig.one("w").await.1, format!("W{i}"));
     }
-    let w = SeqNameRef::parse("w").unwrap();
-    assert!(matches!(
-        rig.serials.issue(w, 1).await,
-        Err(IssueError::SerialExhausted(_))
-    ));
-    change_elsewhere(&store, "w", serial_patch("W{seq:01}", Overflow::Widen)).await;
+    assert!(rig.exhausted("w", 1).await);
+    change_elsewhere(&store, "w", w.widen().patch()).await;
     one_interval(&rig).await;
     assert_eq!(rig.one("w").await.1, "W10");
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_ordering_made_global_elsewhere_takes_the_next_id_from_the_row_within_one_refresh() {
-    let store = Arc::new(MemoryStore::new());
-    store.insert("g", 0, 1000);
-    let rig = refreshing(&store, at("2026-06-01T12:00:00Z"));
-    let g = SeqName::parse("g").unwrap();
-    assert_eq!(rig.allocator.next(&g).await, Ok(1));
+    let store = common::memory_with("g", 0, 1000);
+    let rig = refreshing(&store);
+    assert_eq!(rig.next("g").await, Ok(1));
     let global = SequencePatch {
         ordering: Some(IdOrdering::Global),
         ..Default::default()
@@ -730,13 +694,13 @@ async fn an_ordering_made_global_elsewhere_takes_the_next_id_from_the_row_within
     change_elsewhere(&store, "g", global).await;
     one_interval(&rig).await;
     // Not 2 from the segment in memory: the row's next ID.
-    assert_eq!(rig.allocator.next(&g).await, Ok(1001));
+    assert_eq!(rig.next("g").await, Ok(1001));
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_settings_refresh_ends_when_its_instance_is_dropped() {
     let store = Arc::new(MemoryStore::new());
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
+    let rig = instance(&store, at(NOON));
     let task = seqd::serial::refresh::spawn(&rig.serials, EVERY);
     tokio::time::sleep(EVERY * 2).await;
     assert!(!task.is_finished());
@@ -753,37 +717,25 @@ async fn the_settings_refresh_ends_when_its_instance_is_dropped() {
 /// very next counter, and the rest of the period is still served.
 #[tokio::test]
 async fn a_refused_request_takes_no_counter_from_memory_or_the_row() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("K{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "k", 1, 10, s, IdOrdering::Instance).await;
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
-    let name = SeqNameRef::parse("k").unwrap();
+    let k = Serial::new("k", "K{seq:02}", Reset::Never);
+    let (_store, rig) = k.rig(NOON).await;
     assert_eq!(rig.one("k").await, (1, "K01".into()));
     // More than the whole period holds: refused before anything is asked.
     let before = rig.period_max("k", "").await;
-    assert!(matches!(
-        rig.serials.issue(name, 100).await,
-        Err(IssueError::SerialExhausted(_))
-    ));
+    assert!(rig.exhausted("k", 100).await);
     assert_eq!(rig.period_max("k", "").await, before);
     assert_eq!(rig.one("k").await, (2, "K02".into()));
     // 90 fit (3..=92); then 8 do not (7 are left): refused, and the 7 stay.
-    let ninety = rig.serials.issue(name, 90).await.unwrap();
+    let ninety = rig.issue("k", 90).await.unwrap();
     assert_eq!(ninety.serials.first().unwrap(), "K03");
     assert_eq!(ninety.serials.last().unwrap(), "K92");
     for _ in 0..3 {
-        assert!(matches!(
-            rig.serials.issue(name, 8).await,
-            Err(IssueError::SerialExhausted(_))
-        ));
+        assert!(rig.exhausted("k", 8).await);
     }
     assert_eq!(rig.one("k").await, (93, "K93".into()));
-    let rest = rig.serials.issue(name, 6).await.unwrap();
+    let rest = rig.issue("k", 6).await.unwrap();
     assert_eq!(rest.serials, ["K94", "K95", "K96", "K97", "K98", "K99"]);
-    assert!(matches!(
-        rig.serials.issue(name, 1).await,
-        Err(IssueError::SerialExhausted(_))
-    ));
+    assert!(rig.exhausted("k", 1).await);
     assert_eq!(rig.period_max("k", "").await, Some(99));
 }
 
@@ -791,19 +743,12 @@ async fn a_refused_request_takes_no_counter_from_memory_or_the_row() {
 /// leaves the row's `max_id` where it was, however often it is repeated.
 #[tokio::test]
 async fn a_refused_global_request_leaves_the_row_unchanged() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("Q{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "q", 1, 10, s, IdOrdering::Global).await;
-    let rig = instance(&store, at("2026-06-01T12:00:00Z"));
-    let name = SeqNameRef::parse("q").unwrap();
+    let (_store, rig) = Serial::global("q", "Q{seq:02}").rig(NOON).await;
     assert_eq!(rig.one("q").await, (1, "Q01".into()));
-    rig.serials.issue(name, 90).await.unwrap();
+    rig.issue("q", 90).await.unwrap();
     assert_eq!(rig.period_max("q", "").await, Some(91));
     for n in [9, 50, 100, 9] {
-        assert!(matches!(
-            rig.serials.issue(name, n).await,
-            Err(IssueError::SerialExhausted(_))
-        ));
+        assert!(rig.exhausted("q", n).await);
         assert_eq!(rig.period_max("q", "").await, Some(91), "after {n}");
     }
     assert_eq!(rig.one("q").await, (92, "Q92".into()));
@@ -815,12 +760,9 @@ async fn a_refused_global_request_leaves_the_row_unchanged() {
 /// does not fit does not take a small one down with it.
 #[tokio::test]
 async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("M{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "mg", 1, 10, s, IdOrdering::Global).await;
-    let rig = Arc::new(instance(&store, at("2026-06-01T12:00:00Z")));
-    let name = SeqNameRef::parse("mg").unwrap();
-    rig.serials.issue(name, 60).await.unwrap();
+    let (store, rig) = Serial::global("mg", "M{seq:02}").rig(NOON).await;
+    let rig = Arc::new(rig);
+    rig.issue("mg", 60).await.unwrap();
     let counter = "mg@";
     let reserves = store.reserves(counter);
     // The first request's reservation waits at the gate; two more queue
@@ -828,7 +770,7 @@ async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
     store.close_gate();
     let ask = |n: u64| {
         let rig = rig.clone();
-        tokio::spawn(async move { rig.serials.issue(SeqNameRef::parse("mg").unwrap(), n).await })
+        tokio::spawn(async move { rig.issue("mg", n).await })
     };
     let first = ask(1);
     for _ in 0..1000 {
@@ -863,39 +805,26 @@ async fn a_merged_global_request_that_does_not_fit_refuses_only_itself() {
 /// the same on the databases).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_never_reserve_past_the_capacity() {
-    let store = Arc::new(MemoryStore::new());
-    let s = settings("Z{seq:02}", Reset::Never, "UTC", Overflow::Refuse);
-    create(&store, "z", 1, 7, s, IdOrdering::Instance).await;
-    let rigs: Vec<Arc<Rig>> = (0..2)
-        .map(|_| Arc::new(instance(&store, at("2026-06-01T12:00:00Z"))))
-        .collect();
-    let mut tasks = Vec::new();
-    for t in 0..16 {
-        let rig = rigs[t % 2].clone();
-        tasks.push(tokio::spawn(async move {
-            let name = SeqNameRef::parse("z").unwrap();
-            let mut got = Vec::new();
-            loop {
-                match rig.serials.issue(name, 1 + (t as u64 % 3)).await {
-                    Ok(issued) => got.extend(issued.serials),
-                    Err(IssueError::SerialExhausted(_)) => break,
-                    Err(e) => panic!("{e:?}"),
-                }
-                tokio::task::yield_now().await;
+    let mut z = Serial::new("z", "Z{seq:02}", Reset::Never);
+    z.step = 7;
+    let store = z.store().await;
+    let all = on_two_instances(&store, NOON, |t, rig| async move {
+        let mut got = Vec::new();
+        loop {
+            match rig.issue("z", 1 + (t as u64 % 3)).await {
+                Ok(issued) => got.extend(issued.serials),
+                Err(IssueError::SerialExhausted(_)) => break,
+                Err(e) => panic!("{e:?}"),
             }
-            // Draining one by one: what memory still holds is served.
-            while let Ok(issued) = rig.serials.issue(name, 1).await {
-                got.extend(issued.serials);
-            }
-            got
-        }));
-    }
-    let mut all = HashSet::new();
-    for t in tasks {
-        for serial in t.await.unwrap() {
-            assert!(all.insert(serial.clone()), "{serial} twice");
+            tokio::task::yield_now().await;
         }
-    }
+        // Draining one by one: what memory still holds is served.
+        while let Ok(issued) = rig.issue("z", 1).await {
+            got.extend(issued.serials);
+        }
+        got
+    })
+    .await;
     assert_eq!(store.max_id("z@"), Some(99));
     let want: HashSet<String> = (1..=99).map(|i| format!("Z{i:02}")).collect();
     assert_eq!(all, want);

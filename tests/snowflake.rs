@@ -40,15 +40,18 @@ fn layout() -> Layout {
 /// A generator holding worker 3 with no lease deadline, on `clock`.
 fn generator(clock: &ManualWallClock, floor_ms: Option<i64>) -> Generator {
     let g = Generator::new(layout(), Arc::new(clock.clone()), TOLERANCE);
-    g.install(
-        Grant {
-            worker_id: 3,
-            issue_until_ms: i64::MAX,
-            bound_ms: i64::MAX,
-        },
-        floor_ms,
-    );
+    g.install(grant(3, i64::MAX, i64::MAX), floor_ms);
     g
+}
+
+/// The grant of worker `worker_id`, issuing until `issue_until_ms` within
+/// the persisted bound `bound_ms`.
+fn grant(worker_id: u32, issue_until_ms: i64, bound_ms: i64) -> Grant {
+    Grant {
+        worker_id,
+        issue_until_ms,
+        bound_ms,
+    }
 }
 
 /// The timestamp (ms since the Unix epoch) an ID carries, in the default layout.
@@ -178,14 +181,7 @@ async fn a_new_worker_id_never_goes_below_the_last_id_issued() {
     let g = generator(&clock, None);
     let last = g.next().await.unwrap();
     // Worker 1 < 3 in the same millisecond would give a smaller ID.
-    g.install(
-        Grant {
-            worker_id: 1,
-            issue_until_ms: i64::MAX,
-            bound_ms: i64::MAX,
-        },
-        Some(0),
-    );
+    g.install(grant(1, i64::MAX, i64::MAX), Some(0));
     let next = g.next().await.unwrap();
     assert!(next > last);
     assert_eq!(layout().decode(next).unwrap().worker, 1);
@@ -195,14 +191,7 @@ async fn a_new_worker_id_never_goes_below_the_last_id_issued() {
 async fn issuing_stops_at_the_lease_deadline_and_the_persisted_bound() {
     let clock = ManualWallClock::ticking(T);
     let g = Generator::new(layout(), Arc::new(clock.clone()), TOLERANCE);
-    g.install(
-        Grant {
-            worker_id: 0,
-            issue_until_ms: T + 100,
-            bound_ms: T + 50,
-        },
-        None,
-    );
+    g.install(grant(0, T + 100, T + 50), None);
     assert!(g.next().await.is_ok());
     clock.set(T + 51);
     assert_eq!(
@@ -223,14 +212,7 @@ async fn a_seconds_layout_waits_for_the_next_second_on_overflow() {
     let clock = ManualWallClock::ticking(T + 250);
     let l = layout_of("36/5/22", 1000, T);
     let g = Generator::new(l, Arc::new(clock.clone()), TOLERANCE);
-    g.install(
-        Grant {
-            worker_id: 31,
-            issue_until_ms: i64::MAX,
-            bound_ms: i64::MAX,
-        },
-        None,
-    );
+    g.install(grant(31, i64::MAX, i64::MAX), None);
     let first = g.next().await.unwrap();
     let started = tokio::time::Instant::now();
     // The rest of this second's 4,194,304 IDs, then one more.

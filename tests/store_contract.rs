@@ -386,19 +386,12 @@ async fn plan(db: &TestDb, sql: &str) -> Vec<String> {
                 .unwrap()
         }
         Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .fetch_all(&mut c)
-                .await
-                .unwrap();
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let rows = rows_of::<sqlx::SqliteConnection>(&db.url, &explain).await;
             rows.iter().map(|r| r.get::<String, _>("detail")).collect()
         }
         Backend::Mysql => {
-            let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-            let rows = sqlx::query(&format!("EXPLAIN {sql}"))
-                .fetch_all(&mut c)
-                .await
-                .unwrap();
+            let rows = rows_of::<sqlx::MySqlConnection>(&db.url, &format!("EXPLAIN {sql}")).await;
             let text = |r: &sqlx::mysql::MySqlRow, col: &str| {
                 r.try_get::<Option<String>, _>(col)
                     .ok()
@@ -423,6 +416,17 @@ async fn plan(db: &TestDb, sql: &str) -> Vec<String> {
                 .collect()
         }
     }
+}
+
+/// The rows `statement` answers on a new connection of type `C` to `url`.
+async fn rows_of<C>(url: &str, statement: &str) -> Vec<<C::Database as sqlx::Database>::Row>
+where
+    C: sqlx::Connection,
+    for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+    for<'q> <C::Database as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, C::Database>,
+{
+    let mut c = C::connect(url).await.unwrap();
+    sqlx::query(statement).fetch_all(&mut c).await.unwrap()
 }
 
 /// The statement `list_page` runs on `db`'s backend, its lower bound

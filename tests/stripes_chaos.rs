@@ -37,11 +37,9 @@ struct Got {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn() {
-    let (Some(pg0), Some(pg1), Some(my)) = (
-        common::test_db(Backend::Postgres).await,
-        common::test_db(Backend::Postgres).await,
-        common::test_db(Backend::Mysql).await,
-    ) else {
+    let Some([pg0, pg1, my]) =
+        common::test_dbs([Backend::Postgres, Backend::Postgres, Backend::Mysql]).await
+    else {
         return;
     };
     let proxies = [
@@ -280,10 +278,7 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
 /// start although no fetch ever went there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
-    let (Some(pg), Some(lite)) = (
-        common::test_db(Backend::Postgres).await,
-        common::test_db(Backend::Sqlite).await,
-    ) else {
+    let Some([pg, lite]) = common::test_dbs([Backend::Postgres, Backend::Sqlite]).await else {
         return;
     };
     let urls = format!("{} {}", pg.url, lite.url);

@@ -233,10 +233,7 @@ async fn postgres_mariadb_and_sqlite_stripes_are_checked_alike() {
 /// every later start or `stripes init` with them was refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_refuses_one_postgres_database_given_twice_and_leaves_no_record() {
-    let (Some(pg), Some(my)) = (
-        common::test_db(Backend::Postgres).await,
-        common::test_db(Backend::Mysql).await,
-    ) else {
+    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
         return;
     };
     // The same schema under a second URL (another application name).
@@ -555,16 +552,12 @@ async fn the_record_is_one_row_claimed_once_and_replaced_keeping_its_id(db: Test
     }
     assert_eq!(ids.len(), 1, "{ids:?}");
     let first = store.stripe_record().await.unwrap().unwrap();
-    let replaced = store
-        .put_stripe_record(&StripeRecord::new(2, 3, 70), true)
-        .await
-        .unwrap();
+    // Replaced by stripe 2 of 3, kept its ID; stripe 3 of 3 does not exist.
+    let (record, impossible) = (StripeRecord::new(2, 3, 70), StripeRecord::new(3, 3, 70));
+    let replaced = store.put_stripe_record(&record, true).await.unwrap();
     assert_eq!((replaced.index, replaced.count, replaced.block), (2, 3, 70));
     assert_eq!(replaced.database_id, first.database_id);
-    assert!(store
-        .put_stripe_record(&StripeRecord::new(3, 3, 70), true)
-        .await
-        .is_err());
+    assert!(store.put_stripe_record(&impossible, true).await.is_err());
     // The table refuses a second row or an impossible one, by SQL too.
     for sql in [
         "INSERT INTO seqd_stripe (id, stripe_index, stripe_count, block, database_id) VALUES (2, 0, 1, 1, 'x')",

@@ -16,15 +16,16 @@ use server::{fetch_json, Process};
 /// The block size of a stripe set created without `--block`.
 const BLOCK: i64 = seqd::store::stripes::DEFAULT_BLOCK;
 
+/// Whether the database of `db` holds the row of `name`.
+async fn has_row(db: &TestDb, name: &str) -> bool {
+    let store = common::connect(db).await;
+    store.get(&common::name(name)).await.unwrap().is_some()
+}
+
 /// A fresh PostgreSQL schema (stripe 1) and MariaDB database (stripe 2,
 /// reached through the proxy) and the URLs of both, space-separated.
 async fn pg_and_proxied_mariadb() -> Option<(TestDb, TestDb, Proxy, String)> {
-    let (Some(pg), Some(my)) = (
-        common::test_db(Backend::Postgres).await,
-        common::test_db(Backend::Mysql).await,
-    ) else {
-        return None;
-    };
+    let [pg, my] = common::test_dbs([Backend::Postgres, Backend::Mysql]).await?;
     let proxy = Proxy::start(upstream_of(&my.url)).await;
     let urls = format!("{} {}", pg.url, proxy.url_for(&my.url));
     Some((pg, my, proxy, urls))
@@ -116,12 +117,7 @@ async fn a_create_cut_short_by_a_stripe_is_finished_by_the_same_post_retried() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(status, 201, "the retried create finishes the sequence");
-    let row = common::connect(&my)
-        .await
-        .get(&common::name("hc4"))
-        .await
-        .unwrap();
-    assert!(row.is_some(), "stripe 2 has the row");
+    assert!(has_row(&my, "hc4").await, "stripe 2 has the row");
     assert_eq!(
         missing_rows(&http, &seqd.base).await,
         [json!([]), json!([])]
@@ -197,12 +193,7 @@ async fn an_instance_starts_while_a_stripe_is_down_and_takes_it_when_it_answers(
     proxy.heal();
     wait_until_up(&http, &seqd.base, 1).await;
     assert_eq!(post().await.unwrap().status(), 201);
-    let row = common::connect(&my)
-        .await
-        .get(&common::name("t"))
-        .await
-        .unwrap();
-    assert!(row.is_some(), "the create reached stripe 2");
+    assert!(has_row(&my, "t").await, "the create reached stripe 2");
     seqd.kill().await;
 }
 

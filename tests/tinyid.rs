@@ -244,12 +244,8 @@ async fn bad_input_gets_a_clear_error_and_issues_nothing(db: TestDb) {
 /// neither (its IDs are serial numbers): 409, nothing reserved.
 async fn global_and_serial_sequences(db: TestDb) {
     let s = TestServer::on(&db.url).await;
-    for body in [
-        json!({"name": "tg", "step": 10, "ordering": "global"}),
-        json!({"name": "ts", "format": "T{yyyy}{seq:06}", "reset": "year"}),
-    ] {
-        assert_eq!(s.post_sequence(&body).await.status(), StatusCode::CREATED);
-    }
+    s.create_global_and_serial("tg", "ts", "T{yyyy}{seq:06}")
+        .await;
     let ids = ids_simple(&tinyid(&s, "nextIdSimple", "bizType=tg&batchSize=3", Carry::Get).await);
     assert_eq!(ids.len(), 3);
     let next = s.next("tg").await;

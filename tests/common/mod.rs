@@ -707,6 +707,27 @@ pub fn assert_recent(what: &str, t: chrono::DateTime<chrono::Utc>) {
     assert!(delta <= 60, "{what} = {t} is {delta}s away from now (UTC)");
 }
 
+/// Waits for `tasks`, each answering the IDs it drew in the order it drew
+/// them; asserts each task's IDs increase and that no ID came twice, across
+/// all of them (panics saying `what`): every ID drawn.
+pub async fn unique_increasing(
+    what: &str,
+    tasks: Vec<tokio::task::JoinHandle<Vec<i64>>>,
+) -> std::collections::HashSet<i64> {
+    let mut all = std::collections::HashSet::new();
+    for t in tasks {
+        let ids = t.await.unwrap();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{what}: per-task order: {ids:?}"
+        );
+        for id in ids {
+            assert!(all.insert(id), "{what}: {id} twice");
+        }
+    }
+    all
+}
+
 /// A fresh `seqd_t_<unixsecs>_<random>` name.
 fn fresh_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

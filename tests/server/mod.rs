@@ -234,6 +234,19 @@ impl TestServer {
         create_at(&self.http, &self.base, name, start, step).await
     }
 
+    /// Creates `global`, a sequence of global ordering by 10, and `serial`,
+    /// a serial one of `format` reset every year (asserting 201 each).
+    #[allow(dead_code)] // not every test binary creates these
+    pub async fn create_global_and_serial(&self, global: &str, serial: &str, format: &str) {
+        for body in [
+            serde_json::json!({"name": global, "step": 10, "ordering": "global"}),
+            serde_json::json!({"name": serial, "format": format, "reset": "year"}),
+        ] {
+            let created = self.post_sequence(&body).await.status();
+            assert_eq!(created, reqwest::StatusCode::CREATED, "{body}");
+        }
+    }
+
     /// The next ID of `name` (asserting 200).
     #[allow(dead_code)] // not every test binary draws IDs over HTTP
     pub async fn next(&self, name: &str) -> i64 {
@@ -353,6 +366,23 @@ pub async fn send_as_to(
         req = req.json(body);
     }
     req.send().await.unwrap()
+}
+
+/// Asserts `resp` is the documented JSON error body of `code` with
+/// `status`: its message (panics if there is none).
+#[allow(dead_code)] // not every test binary checks error bodies
+pub async fn expect_error(
+    resp: reqwest::Response,
+    status: reqwest::StatusCode,
+    code: &str,
+) -> String {
+    assert_eq!(resp.status(), status, "status for {code}");
+    let body: serde_json::Value = resp.json().await.expect("JSON body");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    body["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_string()
 }
 
 /// Sends `req` (to a server a test reaches by address only); the answer's
