@@ -7,7 +7,8 @@
 //! first did. Keys and values sit in the table's own bucket arrays: a lookup
 //! reads the bucket (the key's bytes are behind its `Arc<str>`, fetched beside
 //! the buffer pointer, not after it) and then the buffer, whose first bytes
-//! hold the current segment (docs/design.md, "Memory layout").
+//! hold the current segment (docs/design.md, "The hot path and the memory of
+//! one sequence").
 //!
 //! Entries are removed only for a serial sequence's period counter whose
 //! period is over ([`super::Allocator::retire`]); any other live buffer stays
