@@ -94,7 +94,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         sequences::BufferDoc,
         sequences::SerialDoc,
         sequences::ProblemDoc,
-        sequences::PeriodDoc,
+        sequences::PeriodView,
         sequences::FetchFailureDoc,
         sequences::FetchFailureKindDoc,
         sequences::SegmentDoc,

@@ -31,18 +31,20 @@ pub struct SequenceView {
     pub period: Option<PeriodView>,
 }
 
-/// A serial sequence's current period as this instance sees it.
-#[derive(Debug, Serialize)]
+/// A serial sequence's current period in this instance.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Period)]
 pub struct PeriodView {
-    /// The period's key (`20261130`; empty for `reset: never`).
+    /// The key: `20261130` (day), `202611` (month), `2026` (year), empty
+    /// for `never`.
     pub key: String,
-    /// Its first instant, UTC (`None` for `never`).
+    /// Its first instant, UTC; `null` for `never`.
     pub start: Option<String>,
-    /// The first instant of the next period, UTC (`None` for `never`).
+    /// The first instant of the next period, UTC; `null` for `never`.
     pub end: Option<String>,
-    /// The highest counter this instance reserved in it.
+    /// The highest counter this instance reserved in the period.
     pub reserved_up_to: Option<i64>,
-    /// The largest counter `{seq:0N}` holds (`None` for `{seq}`).
+    /// The largest counter `{seq:0N}` holds; `null` for `{seq}`.
     pub capacity: Option<u64>,
     /// The share of the capacity reserved by this instance, 0 to 1.
     pub fill: Option<f64>,
@@ -470,7 +472,7 @@ pub struct SequenceDoc {
     pub buffer: Option<BufferDoc>,
     /// A serial sequence's current period in this instance; `null` until
     /// this instance served it.
-    pub period: Option<PeriodDoc>,
+    pub period: Option<PeriodView>,
 }
 
 /// What is wrong with a row seqd cannot use.
@@ -498,25 +500,6 @@ pub struct SerialDoc {
     /// `refuse` or `widen`.
     #[schema(pattern = "^(refuse|widen)$")]
     pub overflow: String,
-}
-
-/// A serial sequence's current period in this instance.
-#[derive(ToSchema)]
-#[schema(as = Period)]
-pub struct PeriodDoc {
-    /// The key: `20261130` (day), `202611` (month), `2026` (year), empty
-    /// for `never`.
-    pub key: String,
-    /// Its first instant, UTC; `null` for `never`.
-    pub start: Option<String>,
-    /// The first instant of the next period, UTC; `null` for `never`.
-    pub end: Option<String>,
-    /// The highest counter this instance reserved in the period.
-    pub reserved_up_to: Option<i64>,
-    /// The largest counter `{seq:0N}` holds; `null` for `{seq}`.
-    pub capacity: Option<u64>,
-    /// The share of the capacity reserved by this instance.
-    pub fill: Option<f64>,
 }
 
 /// `{"sequences":[...],"next":"NAME"}`: one page of sequences.
