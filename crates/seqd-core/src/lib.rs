@@ -9,7 +9,7 @@
 //! The seqd service re-exports these modules unchanged (`seqd::allocator`,
 //! `seqd::domain`, `seqd::store`); its `docs/design.md` describes them.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 #[cfg(not(seqd_loom))]
 pub mod allocator;
