@@ -12,6 +12,21 @@ use std::time::Duration;
 use seqd_client::{Client, CloseSummary, Error};
 use support::{guarded, in_tasks, Server};
 
+/// A server holding the sequence `name` (from 1 by `step`), and a client
+/// of it leasing `lease_size` IDs at a time.
+async fn serving(name: &str, step: i64, lease_size: u64) -> (Server, Client) {
+    let s = Server::with_sequence(name, step).await;
+    let c = s.client(lease_size);
+    (s, c)
+}
+
+/// A new client's first ID of `name` is `expected`: where the closed one
+/// left off. Stops the server.
+async fn goes_on_at(s: Server, name: &str, expected: i64) {
+    assert_eq!(s.client(100).next(name).await.unwrap(), expected);
+    s.stop().await;
+}
+
 /// Closes `c`, asserting what it gave back and what it kept.
 async fn close_gives(c: &Client, returned: u64, kept: u64) {
     let summary = guarded(c.close()).await;
@@ -23,8 +38,7 @@ async fn close_gives(c: &Client, returned: u64, kept: u64) {
 /// strictly increase, and no ID comes out twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_tasks_of_one_client_get_unique_increasing_ids() {
-    let s = Server::with_sequence("c", 100).await;
-    let c = s.client(37);
+    let (s, c) = serving("c", 100, 37).await;
     let handle = c.sequence("c").unwrap();
     let each = in_tasks(16, |t| {
         let (c, handle) = (c.clone(), handle.clone());
@@ -60,8 +74,7 @@ async fn many_tasks_of_one_client_get_unique_increasing_ids() {
 /// (in any task) gets a higher ID, across lease switches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_call_after_another_returned_gets_a_higher_id_whatever_the_task() {
-    let s = Server::with_sequence("o", 10).await;
-    let c = s.client(10);
+    let (s, c) = serving("o", 10, 10).await;
     // The highest ID returned so far, by any task.
     let returned = Arc::new(AtomicI64::new(0));
     in_tasks(8, |t| {
@@ -123,8 +136,7 @@ async fn two_clients_and_http_next_never_share_an_id() {
 /// serves them all (the row moved by one lease only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn callers_that_find_both_leases_empty_share_one_fetch() {
-    let s = Server::with_sequence("herd", 100).await;
-    let c = s.client(100);
+    let (s, c) = serving("herd", 100, 100).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(40));
     let mut ids = in_tasks(40, |_| {
         let (c, barrier) = (c.clone(), barrier.clone());
@@ -145,8 +157,7 @@ async fn callers_that_find_both_leases_empty_share_one_fetch() {
 /// only once that one is half used.
 #[tokio::test]
 async fn the_next_lease_is_fetched_once_half_is_used() {
-    let s = Server::with_sequence("ahead", 100).await;
-    let c = s.client(100);
+    let (s, c) = serving("ahead", 100, 100).await;
     for expected in 1..=49 {
         assert_eq!(c.next("ahead").await.unwrap(), expected);
     }
@@ -173,8 +184,7 @@ async fn the_next_lease_is_fetched_once_half_is_used() {
 /// last ID handed out. Once closed, every call is `Closed`.
 #[tokio::test]
 async fn a_closed_and_reopened_client_goes_on_where_it_stopped() {
-    let s = Server::with_sequence("g", 100).await;
-    let c = s.client(100);
+    let (s, c) = serving("g", 100, 100).await;
     let handle = c.sequence("g").unwrap();
     let first: Vec<i64> = guarded(c.batch("g", 10)).await.unwrap();
     assert_eq!(first, (1..=10).collect::<Vec<_>>());
@@ -188,10 +198,7 @@ async fn a_closed_and_reopened_client_goes_on_where_it_stopped() {
     assert_eq!(c.next("other").await, Err(Error::Closed));
     assert!(matches!(c.sequence("other"), Err(Error::Closed)));
     assert_eq!(c.close().await, CloseSummary::default(), "a second close");
-
-    let again = s.client(100);
-    assert_eq!(again.next("g").await.unwrap(), 12);
-    s.stop().await;
+    goes_on_at(s, "g", 12).await;
 }
 
 /// With a lease fetched ahead, the close gives that one back whole (it is
@@ -199,25 +206,21 @@ async fn a_closed_and_reopened_client_goes_on_where_it_stopped() {
 /// gap: a new client goes on after the current lease.
 #[tokio::test]
 async fn a_close_with_a_lease_fetched_ahead_gives_that_one_back() {
-    let s = Server::with_sequence("h", 100).await;
-    let c = s.client(100);
+    let (s, c) = serving("h", 100, 100).await;
     for expected in 1..=60 {
         assert_eq!(c.next("h").await.unwrap(), expected);
     }
     s.wait_for_max_id("h", 200).await;
     close_gives(&c, 100, 40).await;
     assert_eq!(s.max_id("h").await, 100);
-    let again = s.client(100);
-    assert_eq!(again.next("h").await.unwrap(), 101);
-    s.stop().await;
+    goes_on_at(s, "h", 101).await;
 }
 
 /// A close gives nothing back once something was reserved above the
 /// client's lease: the IDs stay unused and are never handed out twice.
 #[tokio::test]
 async fn a_close_after_others_reserved_above_keeps_the_rest_unused() {
-    let s = Server::with_sequence("k", 100).await;
-    let c = s.client(100);
+    let (s, c) = serving("k", 100, 100).await;
     assert_eq!(c.next("k").await.unwrap(), 1);
     // The server's own buffer reserves above the client's lease.
     let above = s.next("k").await;
@@ -232,8 +235,7 @@ async fn a_close_after_others_reserved_above_keeps_the_rest_unused() {
 /// fetch brought before), and the fetched lease goes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_during_a_fetch_waits_for_it_and_gives_it_back() {
-    let s = Server::with_sequence("w", 100).await;
-    let c = s.client(100);
+    let (s, c) = serving("w", 100, 100).await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let c = c.clone();
