@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use seqd_client::Client;
 
 fn next(c: &mut Criterion) {
     // One worker for the server and the fetches; the measured loop runs on
@@ -23,18 +22,10 @@ fn next(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let server = rt.block_on(async {
-        let s = support::Server::start().await;
-        s.create("bench", 1, 1000).await;
-        s
-    });
+    let server = rt.block_on(support::Server::with_sequence("bench", 1000));
     // The largest lease the server allows by default: a fetch every
     // million IDs, made ahead in the background.
-    let client = Client::builder()
-        .server(&server.base)
-        .lease_size(1_000_000)
-        .build()
-        .unwrap();
+    let client = server.client(1_000_000);
     let seq = client.sequence("bench").unwrap();
     rt.block_on(async {
         seq.next().await.unwrap();

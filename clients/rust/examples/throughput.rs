@@ -14,8 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seqd_client::Client;
-
 const TASKS: usize = 8;
 
 /// Runs `TASKS` copies of `draw` for `secs`; IDs per second. Each call of
@@ -58,11 +56,7 @@ async fn main() {
     server.create("tp-client", 1, 1000).await;
     server.create("tp-http", 1, 1000).await;
 
-    let client = Client::builder()
-        .server(&server.base)
-        .lease_size(100_000)
-        .build()
-        .unwrap();
+    let client = server.client(100_000);
     let seq = client.sequence("tp-client").unwrap();
     seq.next().await.unwrap();
     let via_client = run(secs, move || {

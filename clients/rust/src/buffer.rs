@@ -1,43 +1,42 @@
-//! One sequence's double buffer over leases: the lease IDs are handed out
-//! from (current), the one fetched ahead (next), the switch between them,
-//! and the one fetch in flight. Modelled on the server's own double buffer
-//! (crates/seqd-core, `allocator/double.rs`), with leases instead of
-//! segments of the row.
+//! One sequence's buffer over leases: the core's double buffer
+//! (`seqd_core::allocator::double::DoubleBuffer`, the server's own, whose
+//! every operation this file calls is model-checked by
+//! `crates/seqd-core/tests/loom_double.rs`) holds the leased ranges, the
+//! current one and the one fetched ahead, and switches between them. Around
+//! it, what only the client does: the lease behind each range (its key and
+//! its server, for the give-back), the one fetch in flight, the callers
+//! waiting for it, and the close. docs/design.md, "The double buffer",
+//! explains the lock-free part.
 //!
-//! The current lease lives inline as two atomics, `cursor` (the next ID to
-//! hand out) and `end` (one past its last ID). Taking IDs is a load of both
-//! and one compare-and-swap that never moves `cursor` past `end`: no lock,
-//! no reference count, no await. Only when the current lease is used up does
-//! a caller take the mutex, to make the next lease current (the switch) or to
-//! wait for the fetch in flight.
+//! Taking an ID is the core's `take_fast(1)`: one compare-and-swap, no lock,
+//! no await. Only when the current lease is used up does a caller take this
+//! buffer's mutex, to take through the core's `take` (which switches to the
+//! lease ahead) or to wait for the fetch in flight.
 //!
-//! Why IDs come out in increasing order and never twice: `cursor` only ever
-//! grows. Each lease starts above every ID of the leases before it (the
-//! server reserves each lease above the row's top, and the buffer serves a
-//! lease only from above what it held before, see [`Slow::install`]); the
-//! switch stores the new lease's first ID, which is at least the old `end`,
-//! and the close stores `end`. So a compare-and-swap from a value `c`
-//! succeeds only while `c` is still the cursor of the lease it was read from,
-//! and every ID handed out is the cursor's value at one point of its single
-//! modification order: a call that starts after another one returned gets a
-//! higher ID, whichever tasks made them. The switch stores the new `cursor`
-//! before the new `end` (release); a taker that read the new `end` (acquire)
-//! finds the new `cursor` in its compare-and-swap, which fails if it still
-//! holds an old value; one that read an old `end` with a new `cursor` sees
-//! `cursor >= end`, empty, and takes the slow path.
+//! Why IDs come out in increasing order and never twice: the core's cursor
+//! only ever grows, because each lease is served from above every ID of the
+//! leases before it (the server reserves each lease above the row's top, and
+//! [`Buffer::install`] serves a lease only above what this buffer held
+//! before). Every ID handed out is the cursor's value at one point of its
+//! single modification order: a call that starts after another one returned
+//! gets a higher ID, whichever tasks made them.
 //!
-//! Fetches: once `prefetch_at` IDs of the current lease are handed out, the
-//! taker that passes the mark starts the next lease's fetch in a task of its
-//! own (one at a time per sequence: the mark is set to `i64::MAX` under the
-//! mutex when a fetch starts). Callers that find both leases empty wait for
-//! the fetch in flight, or start one if none is; a fetch that lands while the
-//! current lease is used up is made current at once.
+//! Fetches: once the claims of the current lease pass its prefetch mark
+//! (`prefetch_at` of it handed out), the taker that sees it starts the next
+//! lease's fetch in a task of its own, one at a time per sequence: `hold` is
+//! set while a fetch is in flight (and during the pause after a failed fetch
+//! ahead, and once closed), and a fetch starts only under the mutex with no
+//! lease ahead and none in flight. Callers that find both leases empty wait
+//! for the fetch in flight, or start one if none is.
 
 use std::pin::pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use seqd_core::allocator::double::DoubleBuffer;
+use seqd_core::allocator::segment::{IdRange, Segment};
+use seqd_core::domain::SeqName;
 use tokio::sync::Notify;
 
 use crate::error::{Attempt, Error};
@@ -56,17 +55,16 @@ pub(crate) struct Shared {
 
 /// A sequence's buffer. See the module docs.
 pub(crate) struct Buffer {
-    /// The next ID of the current lease; `end` once used up or closed.
-    cursor: AtomicI64,
-    /// One past the last ID of the current lease.
-    end: AtomicI64,
-    /// The cursor value whose taking starts the next fetch; `i64::MAX` when
-    /// none is wanted (a fetch in flight, a lease waiting, closed).
-    prefetch_at: AtomicI64,
+    /// The leased ranges: current and next.
+    ids: DoubleBuffer,
+    /// No fetch ahead may start: one is in flight, a failed one pauses, or
+    /// the buffer is closed. A hint read without the mutex; the mutex
+    /// decides.
+    hold: AtomicBool,
     slow: Mutex<Slow>,
     /// Wakes the callers waiting for a fetch (or the close).
     landed: Notify,
-    name: Box<str>,
+    name: SeqName,
     shared: Arc<Shared>,
 }
 
@@ -82,14 +80,13 @@ struct Held {
 /// The part behind the mutex.
 #[derive(Debug, Default)]
 struct Slow {
-    /// The current lease (its cursor is [`Buffer::cursor`]).
-    current: Option<Held>,
-    /// The prefetch mark of the current lease.
-    mark: i64,
-    /// The lease fetched ahead.
+    /// The lease installed last (the core's next segment until it is
+    /// switched to), and the one before it (current, or used up).
     next: Option<Held>,
-    /// One past the highest ID this buffer held: leases are served above it.
-    high: Option<i64>,
+    before: Option<Held>,
+    /// One past the highest ID this buffer held: leases are served above it
+    /// (IDs below 0 are never served).
+    high: i64,
     /// A fetch is in flight.
     fetching: bool,
     /// Fetches started; the number of the one in flight.
@@ -97,9 +94,6 @@ struct Slow {
     /// The last fetch finished, and its error if it failed.
     finished: u64,
     failed: Option<(u64, Error)>,
-    /// Switches made: tells a fetch that failed whether its lease is still
-    /// the current one when it re-arms the prefetch mark.
-    switches: u64,
     closed: bool,
 }
 
@@ -110,44 +104,27 @@ pub(crate) struct Sealed {
     pub rests: Vec<(Lease, i64)>,
 }
 
-impl Slow {
-    /// Takes `lease` as the lease ahead, served from above every ID held
-    /// before; `Err` (why) when all of it lies at or below them: a server
-    /// that broke its guarantee, never served.
-    fn install(&mut self, lease: Lease) -> Result<(), String> {
-        let from = match self.high {
-            Some(h) if lease.end <= h => {
-                return Err(format!(
-                    "a lease [{}, {}) not above the IDs this client held (up to {})",
-                    lease.start,
-                    lease.end,
-                    h - 1
-                ))
-            }
-            Some(h) => lease.start.max(h),
-            None => lease.start,
-        };
-        self.high = Some(lease.end);
-        self.next = Some(Held { lease, from });
-        Ok(())
-    }
+/// How many IDs of a lease of `len` are handed out before the one whose
+/// taking starts the next fetch: the `ceil(len * ratio)`-th ID (at least the
+/// first, at most the last) starts it.
+fn prefetch_mark(len: u64, ratio: f64) -> u64 {
+    ((len as f64 * ratio).ceil() as u64).clamp(1, len) - 1
 }
 
 impl Buffer {
-    pub(crate) fn new(name: &str, shared: Arc<Shared>) -> Buffer {
+    pub(crate) fn new(name: SeqName, shared: Arc<Shared>) -> Buffer {
         Buffer {
-            cursor: AtomicI64::new(0),
-            end: AtomicI64::new(0),
-            prefetch_at: AtomicI64::new(i64::MAX),
+            ids: DoubleBuffer::new(Segment::EMPTY),
+            hold: AtomicBool::new(false),
             slow: Mutex::new(Slow::default()),
             landed: Notify::new(),
-            name: name.into(),
+            name,
             shared,
         }
     }
 
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        self.name.as_str()
     }
 
     fn lock(&self) -> MutexGuard<'_, Slow> {
@@ -158,178 +135,157 @@ impl Buffer {
     /// Hot path: one ID from the current lease, if it has one left.
     #[inline]
     pub(crate) fn take_one(self: &Arc<Self>) -> Option<i64> {
-        let mut c = self.cursor.load(Ordering::Relaxed);
-        loop {
-            let end = self.end.load(Ordering::Acquire);
-            if c >= end {
-                return None;
-            }
-            match self
-                .cursor
-                .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => {
-                    if c >= self.prefetch_at.load(Ordering::Relaxed) {
-                        self.want_next();
-                    }
-                    return Some(c);
-                }
-                Err(now) => c = now,
-            }
+        let taken = self.ids.take_fast(1);
+        let run = taken.range?;
+        if taken.past_prefetch_mark && !self.ids.has_next() && !self.hold.load(Ordering::Relaxed) {
+            self.want_next();
         }
+        Some(run.first)
     }
 
-    /// Up to `n` (>= 1) consecutive IDs from the current lease: `(first,
-    /// count)`.
-    #[inline]
-    fn take_run(self: &Arc<Self>, n: u64) -> Option<(i64, u64)> {
-        let mut c = self.cursor.load(Ordering::Relaxed);
-        loop {
-            let end = self.end.load(Ordering::Acquire);
-            if c >= end {
-                return None;
-            }
-            let got = n.min((end - c) as u64);
-            match self.cursor.compare_exchange_weak(
-                c,
-                c + got as i64,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    if c + got as i64 > self.prefetch_at.load(Ordering::Relaxed) {
-                        self.want_next();
-                    }
-                    return Some((c, got));
-                }
-                Err(now) => c = now,
-            }
-        }
-    }
-
-    /// The current lease passed its prefetch mark: starts the next fetch
-    /// unless one is in flight or waiting (checked under the mutex, so there
-    /// is only ever one).
+    /// The current lease passed its prefetch mark: starts the next fetch.
     #[cold]
     #[inline(never)]
     fn want_next(self: &Arc<Self>) {
         let mut slow = self.lock();
-        if slow.fetching || slow.next.is_some() || slow.closed {
-            self.prefetch_at.store(i64::MAX, Ordering::Relaxed);
+        self.fetch_ahead(&mut slow);
+    }
+
+    /// Starts the fetch ahead unless one is in flight or waiting, or a failed
+    /// one pauses (checked under the mutex, so there is only ever one), or
+    /// the mark that was passed is a stale one (of the lease before a
+    /// switch).
+    fn fetch_ahead(self: &Arc<Self>, slow: &mut Slow) {
+        if slow.fetching || slow.closed || self.hold.load(Ordering::Relaxed) || self.ids.has_next()
+        {
             return;
         }
-        // A stale mark (of the lease before a switch) read by the taker.
-        if self.cursor.load(Ordering::Relaxed) <= slow.mark {
-            self.prefetch_at.store(slow.mark, Ordering::Relaxed);
-            return;
+        let (current, used) = self.ids.current();
+        if used > current.prefetch_at() {
+            self.start_fetch(slow, true);
         }
-        self.start_fetch(&mut slow, true);
     }
 
     /// Starts a fetch in a task of its own (so that a caller giving up its
     /// wait does not abandon a lease half-fetched); its number.
     fn start_fetch(self: &Arc<Self>, slow: &mut Slow, ahead: bool) -> u64 {
-        debug_assert!(!slow.fetching && slow.next.is_none() && !slow.closed);
+        debug_assert!(!slow.fetching && !self.ids.has_next() && !slow.closed);
         slow.fetching = true;
         slow.started += 1;
         let number = slow.started;
-        let switches = slow.switches;
-        self.prefetch_at.store(i64::MAX, Ordering::Relaxed);
+        self.hold.store(true, Ordering::Relaxed);
         let buffer = self.clone();
-        tokio::spawn(async move { buffer.fetch(number, switches, ahead).await });
+        tokio::spawn(async move { buffer.fetch(number, ahead).await });
         number
     }
 
-    /// The fetch task: one lease (the transport tries every server), made
-    /// current at once if the current one is used up; the waiters woken.
-    async fn fetch(self: Arc<Self>, number: u64, switches: u64, ahead: bool) {
-        let result = self.shared.transport.lease(&self.name).await;
-        let retry = {
+    /// The fetch task: one lease (the transport tries every server),
+    /// installed as the next one; the waiters woken.
+    async fn fetch(self: Arc<Self>, number: u64, ahead: bool) {
+        let result = self.shared.transport.lease(self.name()).await;
+        let pause = {
             let mut slow = self.lock();
             slow.fetching = false;
             slow.finished = number;
-            let result = result.and_then(|lease| {
-                let server = lease.server;
-                slow.install(lease).map_err(|reason| Error::Unavailable {
-                    name: self.name.to_string(),
-                    attempts: vec![Attempt {
-                        server: self.shared.transport.servers()[server].clone(),
-                        reason,
-                    }],
-                })
-            });
-            match result {
+            match result.and_then(|lease| self.install(&mut slow, lease)) {
                 Ok(()) => {
                     slow.failed = None;
-                    if !slow.closed {
-                        self.switch(&mut slow);
-                    }
+                    self.release_hold(&slow);
                     false
                 }
                 Err(e) => {
                     slow.failed = Some((number, e));
+                    if !ahead {
+                        self.release_hold(&slow);
+                    }
                     ahead
                 }
             }
         };
         self.landed.notify_waiters();
-        if retry {
+        if pause {
             // A fetch ahead failed: the next taker past the mark starts
             // another one, not before a pause (callers that run out do not
             // wait for it: they start a fetch of their own).
             tokio::time::sleep(self.shared.retry_after).await;
             let slow = self.lock();
-            if slow.switches == switches && !slow.fetching && slow.next.is_none() && !slow.closed {
-                self.prefetch_at.store(slow.mark, Ordering::Relaxed);
+            if slow.started == number {
+                self.release_hold(&slow);
             }
         }
     }
 
-    /// If the current lease is used up, makes the next one current. True
-    /// when there are IDs to take now.
-    fn switch(&self, slow: &mut Slow) -> bool {
-        // Under the mutex no one else switches, and takers never move the
-        // cursor past `end`.
-        if self.cursor.load(Ordering::Relaxed) < self.end.load(Ordering::Relaxed) {
-            return true;
+    /// Lets the next fetch ahead start, unless closed.
+    fn release_hold(&self, slow: &Slow) {
+        if !slow.closed {
+            self.hold.store(false, Ordering::Relaxed);
         }
-        if slow.closed {
-            return false;
-        }
-        let Some(held) = slow.next.take() else {
-            return false;
-        };
-        let (from, end) = (held.from, held.lease.end);
-        let len = (end - from) as f64;
-        let claimed = ((len * self.shared.prefetch_ratio).ceil() as i64).clamp(1, end - from);
-        // The mark is the cursor value whose taking passes it.
-        slow.mark = from + claimed - 1;
-        slow.current = Some(held);
-        slow.switches += 1;
-        // Never a fetch in flight here: one starts only with no lease ahead.
-        self.prefetch_at.store(slow.mark, Ordering::Relaxed);
-        // The cursor first, then the end: see the module docs.
-        self.cursor.store(from, Ordering::Release);
-        self.end.store(end, Ordering::Release);
-        true
     }
 
-    /// The slow path of `next`: the current lease is used up (or there is
-    /// none yet). Switches, or waits for the fetch in flight, or starts one.
-    pub(crate) async fn next_slow(self: &Arc<Self>) -> Result<i64, Error> {
+    /// Takes `lease` as the lease ahead, served from above every ID held
+    /// before; an error when all of it lies at or below them: a server that
+    /// broke its guarantee, never served. Once closed, it is only kept for
+    /// the give-back, whole.
+    fn install(&self, slow: &mut Slow, lease: Lease) -> Result<(), Error> {
+        if lease.end <= slow.high {
+            let reason = if slow.high == 0 {
+                format!("a lease [{}, {}) of negative IDs", lease.start, lease.end)
+            } else {
+                format!(
+                    "a lease [{}, {}) not above the IDs this client held (up to {})",
+                    lease.start,
+                    lease.end,
+                    slow.high - 1
+                )
+            };
+            return Err(Error::Unavailable {
+                name: self.name().to_owned(),
+                attempts: vec![Attempt {
+                    server: self.shared.transport.servers()[lease.server].clone(),
+                    reason,
+                }],
+            });
+        }
+        let from = lease.start.max(slow.high);
+        slow.high = lease.end;
+        let len = (lease.end - from) as u64;
+        let held = Held { lease, from };
+        if !slow.closed {
+            let mark = prefetch_mark(len, self.shared.prefetch_ratio);
+            // A fetch starts only with no segment ahead (under this mutex,
+            // where installs happen): the core takes it.
+            let installed = self
+                .ids
+                .install_next(Segment::with_prefetch_at(from, len, mark));
+            debug_assert!(installed.is_ok(), "a second lease ahead");
+            slow.before = slow.next.take();
+        }
+        slow.next = Some(held);
+        Ok(())
+    }
+
+    /// The slow path of `next` and `batch`: `n` (>= 1) IDs in increasing
+    /// order, across as many leases as it takes, switching to the lease
+    /// ahead, or waiting for the fetch in flight, or starting one. On an
+    /// error the IDs already taken are dropped (never handed out: a gap).
+    async fn take(self: &Arc<Self>, n: u64) -> Result<Vec<IdRange>, Error> {
+        let mut runs = Vec::new();
+        let mut missing = n;
         let mut waited = None;
         loop {
-            if let Some(id) = self.take_one() {
-                return Ok(id);
-            }
             let mut landed = pin!(self.landed.notified());
             {
                 let mut slow = self.lock();
                 if slow.closed {
                     return Err(Error::Closed);
                 }
-                if self.switch(&mut slow) {
-                    continue;
+                let progress = self.ids.take(missing, &mut runs);
+                missing = progress.missing;
+                if missing == 0 {
+                    if progress.past_prefetch_mark {
+                        self.fetch_ahead(&mut slow);
+                    }
+                    return Ok(runs);
                 }
                 waited = Some(self.fetch_to_wait_for(&mut slow, waited)?);
                 landed.as_mut().enable();
@@ -338,32 +294,18 @@ impl Buffer {
         }
     }
 
-    /// The slow path of `batch`: `n` IDs in increasing order, across as many
-    /// leases as it takes. On an error the IDs already taken are dropped
-    /// (never handed out: a gap).
+    /// The slow path of `next`: one ID.
+    pub(crate) async fn next_slow(self: &Arc<Self>) -> Result<i64, Error> {
+        Ok(self.take(1).await?[0].first)
+    }
+
+    /// The slow path of `batch`: `n` (>= 1) IDs in increasing order.
     pub(crate) async fn batch(self: &Arc<Self>, n: usize) -> Result<Vec<i64>, Error> {
-        let mut out = Vec::with_capacity(n);
-        let mut waited = None;
-        while out.len() < n {
-            if let Some((first, got)) = self.take_run((n - out.len()) as u64) {
-                out.extend(first..first + got as i64);
-                continue;
-            }
-            let mut landed = pin!(self.landed.notified());
-            {
-                let mut slow = self.lock();
-                if slow.closed {
-                    return Err(Error::Closed);
-                }
-                if self.switch(&mut slow) {
-                    continue;
-                }
-                waited = Some(self.fetch_to_wait_for(&mut slow, waited)?);
-                landed.as_mut().enable();
-            }
-            landed.await;
+        let mut ids = Vec::with_capacity(n);
+        for run in self.take(n as u64).await? {
+            ids.extend(run.iter());
         }
-        Ok(out)
+        Ok(ids)
     }
 
     /// Both leases are empty: the fetch to wait for (the one in flight, or
@@ -388,50 +330,41 @@ impl Buffer {
 
     /// Ends handing out: claims what is left of the current lease (a taker
     /// racing it gets its ID first, or nothing), waits for the fetch in
-    /// flight, and takes both leases out, with the first ID of each not
+    /// flight, and takes every lease out, with the first ID of each not
     /// handed out.
     pub(crate) async fn seal(&self) -> Sealed {
-        let unissued = {
+        let mut rests = {
             let mut slow = self.lock();
             slow.closed = true;
-            self.prefetch_at.store(i64::MAX, Ordering::Relaxed);
-            let end = self.end.load(Ordering::Relaxed);
-            let mut c = self.cursor.load(Ordering::Relaxed);
-            while c < end {
-                match self.cursor.compare_exchange_weak(
-                    c,
-                    end,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(now) => c = now,
+            self.hold.store(true, Ordering::Relaxed);
+            let (current, unissued, next) = self.ids.seal();
+            let mut rests = Vec::with_capacity(2);
+            // Leases are told apart by their first ID served: no two share one.
+            for held in [slow.next.take(), slow.before.take()].into_iter().flatten() {
+                if next.is_some_and(|s| s.first() == held.from) {
+                    rests.push((held.lease, held.from));
+                } else if !current.is_empty() && current.first() == held.from {
+                    rests.push((held.lease, unissued));
                 }
             }
-            c.min(end)
+            rests
         };
-        // A fetch in flight lands in `next` (never made current once closed).
+        // A fetch in flight lands whole in `next` (never served once closed).
         loop {
             let mut landed = pin!(self.landed.notified());
             {
-                let slow = self.lock();
+                let mut slow = self.lock();
                 if !slow.fetching {
+                    if let Some(late) = slow.next.take() {
+                        rests.insert(0, (late.lease, late.from));
+                    }
                     break;
                 }
                 landed.as_mut().enable();
             }
             landed.await;
         }
-        let mut slow = self.lock();
-        let mut rests = Vec::with_capacity(2);
-        if let Some(next) = slow.next.take() {
-            rests.push((next.lease, next.from));
-        }
-        if let Some(current) = slow.current.take() {
-            rests.push((current.lease, unissued));
-        }
         // Wakes the callers that were waiting: they find it closed.
-        drop(slow);
         self.landed.notify_waiters();
         Sealed { rests }
     }
@@ -439,10 +372,11 @@ impl Buffer {
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (issued, left) = self.ids.counts();
         f.debug_struct("Buffer")
             .field("name", &self.name)
-            .field("cursor", &self.cursor.load(Ordering::Relaxed))
-            .field("end", &self.end.load(Ordering::Relaxed))
+            .field("issued", &issued)
+            .field("left", &left)
             .finish_non_exhaustive()
     }
 }

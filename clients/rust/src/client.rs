@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::buffer::{Buffer, Shared};
-use crate::error::{check_name, Error};
+use crate::error::{seq_name, Error};
 use crate::names::Names;
 use crate::transport::{Tls, Transport};
 
@@ -300,7 +300,7 @@ impl Client {
     pub async fn batch(&self, name: &str, n: usize) -> Result<Vec<i64>, Error> {
         check_batch(n, self.inner.max_batch)?;
         if n == 0 {
-            check_name(name)?;
+            seq_name(name)?;
             return Ok(Vec::new());
         }
         self.buffer(name)?.batch(n).await
@@ -322,11 +322,11 @@ impl Client {
         if let Some(b) = names.get(name) {
             return Ok(b.clone());
         }
-        check_name(name)?;
+        let name = seq_name(name)?;
         let shared = &self.inner.shared;
         names
-            .get_or_insert(&mut names.adding(), name, || {
-                Buffer::new(name, shared.clone())
+            .get_or_insert(&mut names.adding(), name.as_str(), || {
+                Buffer::new(name.clone(), shared.clone())
             })
             .ok_or(Error::Closed)
     }

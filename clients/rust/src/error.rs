@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use seqd_core::domain::{name_problem, SeqName};
+
 /// Why a call of the client failed. `Clone`, so that every caller waiting
 /// for the same lease fetch gets the same error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,31 +132,14 @@ impl fmt::Display for Attempts<'_> {
     }
 }
 
-/// `name` checked against seqd's name rule, so that a name is never put into
-/// a URL it could change the meaning of.
-pub(crate) fn check_name(name: &str) -> Result<(), Error> {
-    let invalid = |reason| {
-        Err(Error::InvalidName {
-            name: name.chars().take(200).collect(),
-            reason,
-        })
-    };
-    let bytes = name.as_bytes();
-    match bytes.first() {
-        None => return invalid("empty"),
-        Some(b) if !b.is_ascii_alphanumeric() => {
-            return invalid("must start with a letter or a digit")
-        }
-        _ => {}
-    }
-    if bytes.len() > 128 {
-        return invalid("longer than 128 characters");
-    }
-    let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-');
-    if !bytes.iter().all(allowed) {
-        return invalid("only letters, digits and . _ : - are allowed");
-    }
-    Ok(())
+/// `name` checked against seqd's name rule (the core's [`SeqName::parse`],
+/// explained by [`name_problem`]), so that a name is never put into a
+/// URL it could change the meaning of.
+pub(crate) fn seq_name(name: &str) -> Result<SeqName, Error> {
+    SeqName::parse(name).map_err(|_| Error::InvalidName {
+        name: name.chars().take(200).collect(),
+        reason: name_problem(name).unwrap_or("not a sequence name"),
+    })
 }
 
 #[cfg(test)]
@@ -164,11 +149,11 @@ mod tests {
     #[test]
     fn names_follow_the_server_rule() {
         for ok in ["a", "order", "shop-42:order.v2_x", &"a".repeat(128)] {
-            assert_eq!(check_name(ok), Ok(()), "{ok}");
+            assert_eq!(seq_name(ok).map(|n| n.to_string()), Ok(ok.to_string()));
         }
         for bad in ["", "-a", ".a", "a/b", "a b", "a?x", "é", &"a".repeat(129)] {
             assert!(
-                matches!(check_name(bad), Err(Error::InvalidName { .. })),
+                matches!(seq_name(bad), Err(Error::InvalidName { .. })),
                 "{bad}"
             );
         }

@@ -148,6 +148,7 @@ mod tests {
     use super::*;
     use crate::buffer::Shared;
     use crate::transport::Transport;
+    use seqd_core::domain::SeqName;
     use std::time::Duration;
 
     #[test]
@@ -173,7 +174,7 @@ mod tests {
             let name = format!("s{i}");
             let b = names
                 .get_or_insert(&mut names.adding(), &name, || {
-                    Buffer::new(&name, shared.clone())
+                    Buffer::new(SeqName::parse(&name).unwrap(), shared.clone())
                 })
                 .unwrap();
             made.push(b);

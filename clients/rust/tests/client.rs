@@ -10,27 +10,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use seqd_client::{Client, CloseSummary, Error};
-use support::Server;
+use support::{guarded, in_tasks, Server};
 
-/// Hang guard of every test: far above what any of them takes.
-const GUARD: Duration = Duration::from_secs(120);
-
-fn client(s: &Server, lease_size: u64) -> Client {
-    Client::builder()
-        .server(&s.base)
-        .lease_size(lease_size)
-        .build()
-        .unwrap()
+/// A server holding the sequence `name` (from 1 by `step`), and a client
+/// of it leasing `lease_size` IDs at a time.
+async fn serving(name: &str, step: i64, lease_size: u64) -> (Server, Client) {
+    let s = Server::with_sequence(name, step).await;
+    let c = s.client(lease_size);
+    (s, c)
 }
 
-/// Awaits `f`, failing the test if it hangs.
-async fn guarded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(GUARD, f).await.expect("hung")
+/// A new client's first ID of `name` is `expected`: where the closed one
+/// left off. Stops the server.
+async fn goes_on_at(s: Server, name: &str, expected: i64) {
+    assert_eq!(s.client(100).next(name).await.unwrap(), expected);
+    s.stop().await;
 }
 
-/// The row's `max_id`.
-async fn max_id(s: &Server, name: &str) -> i64 {
-    s.row(name).await["max_id"].as_i64().unwrap()
+/// Closes `c`, asserting what it gave back and what it kept.
+async fn close_gives(c: &Client, returned: u64, kept: u64) {
+    let summary = guarded(c.close()).await;
+    assert_eq!(summary, CloseSummary { returned, kept });
 }
 
 /// Many tasks of one client, through `next`, `batch` and a `Sequence`
@@ -38,14 +38,11 @@ async fn max_id(s: &Server, name: &str) -> i64 {
 /// strictly increase, and no ID comes out twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_tasks_of_one_client_get_unique_increasing_ids() {
-    let s = Server::start().await;
-    s.create("c", 1, 100).await;
-    let c = client(&s, 37);
+    let (s, c) = serving("c", 100, 37).await;
     let handle = c.sequence("c").unwrap();
-    let mut tasks = Vec::new();
-    for t in 0..16 {
+    let each = in_tasks(16, |t| {
         let (c, handle) = (c.clone(), handle.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let mut ids = Vec::new();
             for i in 0..300 {
                 match (t + i) % 4 {
@@ -56,11 +53,11 @@ async fn many_tasks_of_one_client_get_unique_increasing_ids() {
                 }
             }
             ids
-        }));
-    }
+        }
+    })
+    .await;
     let mut seen = HashSet::new();
-    for t in tasks {
-        let ids = guarded(t).await.unwrap();
+    for ids in each {
         assert!(
             ids.windows(2).all(|w| w[0] < w[1]),
             "one task's IDs not strictly increasing"
@@ -77,15 +74,12 @@ async fn many_tasks_of_one_client_get_unique_increasing_ids() {
 /// (in any task) gets a higher ID, across lease switches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_call_after_another_returned_gets_a_higher_id_whatever_the_task() {
-    let s = Server::start().await;
-    s.create("o", 1, 10).await;
-    let c = client(&s, 10);
+    let (s, c) = serving("o", 10, 10).await;
     // The highest ID returned so far, by any task.
     let returned = Arc::new(AtomicI64::new(0));
-    let mut tasks = Vec::new();
-    for t in 0..8 {
+    in_tasks(8, |t| {
         let (c, returned) = (c.clone(), returned.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..400 {
                 let before = returned.load(Ordering::SeqCst);
                 let id = if (t + i) % 5 == 0 {
@@ -99,11 +93,9 @@ async fn a_call_after_another_returned_gets_a_higher_id_whatever_the_task() {
                 };
                 returned.fetch_max(id, Ordering::SeqCst);
             }
-        }));
-    }
-    for t in tasks {
-        guarded(t).await.unwrap();
-    }
+        }
+    })
+    .await;
     s.stop().await;
 }
 
@@ -113,12 +105,10 @@ async fn a_call_after_another_returned_gets_a_higher_id_whatever_the_task() {
 async fn two_clients_and_http_next_never_share_an_id() {
     let s = Arc::new(Server::start().await);
     s.create("shared", 1, 20).await;
-    let clients = [client(&s, 25), client(&s, 40)];
-    let mut tasks = Vec::new();
-    for t in 0..12 {
-        let c = clients[t % 2].clone();
-        let s = s.clone();
-        tasks.push(tokio::spawn(async move {
+    let clients = [s.client(25), s.client(40)];
+    let each = in_tasks(12, |t| {
+        let (c, s) = (clients[t % 2].clone(), s.clone());
+        async move {
             let mut ids = Vec::new();
             for i in 0..120 {
                 match (t / 2 + i) % 3 {
@@ -128,11 +118,12 @@ async fn two_clients_and_http_next_never_share_an_id() {
                 }
             }
             ids
-        }));
-    }
+        }
+    })
+    .await;
     let mut seen = HashSet::new();
-    for t in tasks {
-        for id in guarded(t).await.unwrap() {
+    for ids in each {
+        for id in ids {
             assert!(seen.insert(id), "ID {id} handed out twice");
         }
     }
@@ -145,26 +136,20 @@ async fn two_clients_and_http_next_never_share_an_id() {
 /// serves them all (the row moved by one lease only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn callers_that_find_both_leases_empty_share_one_fetch() {
-    let s = Server::start().await;
-    s.create("herd", 1, 100).await;
-    let c = client(&s, 100);
+    let (s, c) = serving("herd", 100, 100).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(40));
-    let mut tasks = Vec::new();
-    for _ in 0..40 {
+    let mut ids = in_tasks(40, |_| {
         let (c, barrier) = (c.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             barrier.wait().await;
             c.next("herd").await.unwrap()
-        }));
-    }
-    let mut ids = Vec::new();
-    for t in tasks {
-        ids.push(guarded(t).await.unwrap());
-    }
+        }
+    })
+    .await;
     ids.sort();
     assert_eq!(ids, (1..=40).collect::<Vec<_>>());
     // 40 of 100 IDs: below the prefetch mark, so one lease in all.
-    assert_eq!(max_id(&s, "herd").await, 100, "more than one lease fetched");
+    assert_eq!(s.max_id("herd").await, 100, "more than one lease fetched");
     s.stop().await;
 }
 
@@ -172,21 +157,14 @@ async fn callers_that_find_both_leases_empty_share_one_fetch() {
 /// only once that one is half used.
 #[tokio::test]
 async fn the_next_lease_is_fetched_once_half_is_used() {
-    let s = Server::start().await;
-    s.create("ahead", 1, 100).await;
-    let c = client(&s, 100);
+    let (s, c) = serving("ahead", 100, 100).await;
     for expected in 1..=49 {
         assert_eq!(c.next("ahead").await.unwrap(), expected);
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(max_id(&s, "ahead").await, 100, "fetched before the mark");
+    assert_eq!(s.max_id("ahead").await, 100, "fetched before the mark");
     assert_eq!(c.next("ahead").await.unwrap(), 50);
-    guarded(async {
-        while max_id(&s, "ahead").await != 200 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    s.wait_for_max_id("ahead", 200).await;
     // The rest of the first lease, then the second, with no third fetch
     // before its mark.
     for expected in 51..=149 {
@@ -194,7 +172,7 @@ async fn the_next_lease_is_fetched_once_half_is_used() {
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
-        max_id(&s, "ahead").await,
+        s.max_id("ahead").await,
         200,
         "a second fetch ahead too soon"
     );
@@ -206,22 +184,13 @@ async fn the_next_lease_is_fetched_once_half_is_used() {
 /// last ID handed out. Once closed, every call is `Closed`.
 #[tokio::test]
 async fn a_closed_and_reopened_client_goes_on_where_it_stopped() {
-    let s = Server::start().await;
-    s.create("g", 1, 100).await;
-    let c = client(&s, 100);
+    let (s, c) = serving("g", 100, 100).await;
     let handle = c.sequence("g").unwrap();
     let first: Vec<i64> = guarded(c.batch("g", 10)).await.unwrap();
     assert_eq!(first, (1..=10).collect::<Vec<_>>());
     assert_eq!(handle.next().await.unwrap(), 11);
-    let summary = guarded(c.close()).await;
-    assert_eq!(
-        summary,
-        CloseSummary {
-            returned: 89,
-            kept: 0
-        }
-    );
-    assert_eq!(max_id(&s, "g").await, 11);
+    close_gives(&c, 89, 0).await;
+    assert_eq!(s.max_id("g").await, 11);
     assert_eq!(c.next("g").await, Err(Error::Closed));
     assert_eq!(c.batch("g", 3).await, Err(Error::Closed));
     assert_eq!(handle.next().await, Err(Error::Closed));
@@ -229,10 +198,7 @@ async fn a_closed_and_reopened_client_goes_on_where_it_stopped() {
     assert_eq!(c.next("other").await, Err(Error::Closed));
     assert!(matches!(c.sequence("other"), Err(Error::Closed)));
     assert_eq!(c.close().await, CloseSummary::default(), "a second close");
-
-    let again = client(&s, 100);
-    assert_eq!(again.next("g").await.unwrap(), 12);
-    s.stop().await;
+    goes_on_at(s, "g", 12).await;
 }
 
 /// With a lease fetched ahead, the close gives that one back whole (it is
@@ -240,52 +206,27 @@ async fn a_closed_and_reopened_client_goes_on_where_it_stopped() {
 /// gap: a new client goes on after the current lease.
 #[tokio::test]
 async fn a_close_with_a_lease_fetched_ahead_gives_that_one_back() {
-    let s = Server::start().await;
-    s.create("h", 1, 100).await;
-    let c = client(&s, 100);
+    let (s, c) = serving("h", 100, 100).await;
     for expected in 1..=60 {
         assert_eq!(c.next("h").await.unwrap(), expected);
     }
-    guarded(async {
-        while max_id(&s, "h").await != 200 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
-    let summary = guarded(c.close()).await;
-    assert_eq!(
-        summary,
-        CloseSummary {
-            returned: 100,
-            kept: 40
-        }
-    );
-    assert_eq!(max_id(&s, "h").await, 100);
-    let again = client(&s, 100);
-    assert_eq!(again.next("h").await.unwrap(), 101);
-    s.stop().await;
+    s.wait_for_max_id("h", 200).await;
+    close_gives(&c, 100, 40).await;
+    assert_eq!(s.max_id("h").await, 100);
+    goes_on_at(s, "h", 101).await;
 }
 
 /// A close gives nothing back once something was reserved above the
 /// client's lease: the IDs stay unused and are never handed out twice.
 #[tokio::test]
 async fn a_close_after_others_reserved_above_keeps_the_rest_unused() {
-    let s = Server::start().await;
-    s.create("k", 1, 100).await;
-    let c = client(&s, 100);
+    let (s, c) = serving("k", 100, 100).await;
     assert_eq!(c.next("k").await.unwrap(), 1);
     // The server's own buffer reserves above the client's lease.
     let above = s.next("k").await;
     assert!(above > 100, "{above}");
-    let summary = guarded(c.close()).await;
-    assert_eq!(
-        summary,
-        CloseSummary {
-            returned: 0,
-            kept: 99
-        }
-    );
-    let again = client(&s, 100);
+    close_gives(&c, 0, 99).await;
+    let again = s.client(100);
     assert!(again.next("k").await.unwrap() > above);
     s.stop().await;
 }
@@ -294,9 +235,7 @@ async fn a_close_after_others_reserved_above_keeps_the_rest_unused() {
 /// fetch brought before), and the fetched lease goes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_during_a_fetch_waits_for_it_and_gives_it_back() {
-    let s = Server::start().await;
-    s.create("w", 1, 100).await;
-    let c = client(&s, 100);
+    let (s, c) = serving("w", 100, 100).await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let c = c.clone();
@@ -324,8 +263,7 @@ async fn a_close_during_a_fetch_waits_for_it_and_gives_it_back() {
 /// `InvalidCount`; a batch of many leases is served whole, increasing.
 #[tokio::test]
 async fn batches_of_zero_of_many_leases_and_too_many() {
-    let s = Server::start().await;
-    s.create("b", 1, 100).await;
+    let s = Server::with_sequence("b", 100).await;
     let c = Client::builder()
         .server(&s.base)
         .lease_size(100)
@@ -333,7 +271,7 @@ async fn batches_of_zero_of_many_leases_and_too_many() {
         .build()
         .unwrap();
     assert_eq!(c.batch("b", 0).await, Ok(Vec::new()));
-    assert_eq!(max_id(&s, "b").await, 0, "batch(0) reserved IDs");
+    assert_eq!(s.max_id("b").await, 0, "batch(0) reserved IDs");
     let err = c.batch("b", 5001).await.unwrap_err();
     assert_eq!(
         err,
@@ -358,10 +296,9 @@ async fn batches_of_zero_of_many_leases_and_too_many() {
 /// Without `lease_size`, each lease is the sequence's step.
 #[tokio::test]
 async fn leases_default_to_the_step() {
-    let s = Server::start().await;
-    s.create("st", 1, 30).await;
+    let s = Server::with_sequence("st", 30).await;
     let c = Client::builder().server(&s.base).build().unwrap();
     assert_eq!(c.next("st").await.unwrap(), 1);
-    assert_eq!(max_id(&s, "st").await, 30);
+    assert_eq!(s.max_id("st").await, 30);
     s.stop().await;
 }

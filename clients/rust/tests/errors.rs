@@ -7,15 +7,8 @@ mod support;
 use std::time::Duration;
 
 use seqd_client::{Client, Error};
-use support::Server;
+use support::{guarded, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Hang guard of every test: far above what any of them takes.
-const GUARD: Duration = Duration::from_secs(120);
-
-async fn guarded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(GUARD, f).await.expect("hung")
-}
 
 fn client_of(servers: &[&str]) -> Client {
     Client::builder()
@@ -174,13 +167,8 @@ async fn global_and_serial_sequences_are_not_leasable() {
 /// not a failover.
 #[tokio::test]
 async fn a_lease_size_above_max_lease_is_rejected() {
-    let s = Server::start().await;
-    s.create("big", 1, 10).await;
-    let c = Client::builder()
-        .server(&s.base)
-        .lease_size(1_000_001)
-        .build()
-        .unwrap();
+    let s = Server::with_sequence("big", 10).await;
+    let c = s.client(1_000_001);
     let err = guarded(c.next("big")).await.unwrap_err();
     let Error::Rejected { code, message, .. } = &err else {
         panic!("{err}");
@@ -194,8 +182,7 @@ async fn a_lease_size_above_max_lease_is_rejected() {
 /// and goes on asking it first.
 #[tokio::test]
 async fn a_dead_first_server_fails_over_to_the_second() {
-    let s = Server::start().await;
-    s.create("f", 1, 10).await;
+    let s = Server::with_sequence("f", 10).await;
     let dead = support::dead_url().await;
     let c = client_of(&[&dead, &s.base]);
     // 34: the last lease is short of its prefetch mark, so nothing is
@@ -209,8 +196,7 @@ async fn a_dead_first_server_fails_over_to_the_second() {
 /// A server answering 503 is passed over like a dead one.
 #[tokio::test]
 async fn a_server_answering_503_fails_over() {
-    let s = Server::start().await;
-    s.create("f5", 1, 10).await;
+    let s = Server::with_sequence("f5", 10).await;
     let busy = always_503().await;
     let c = client_of(&[&busy, &s.base]);
     assert_eq!(guarded(c.next("f5")).await.unwrap(), 1);

@@ -22,6 +22,29 @@ pub const MAX_DESCRIPTION_LEN: usize = 256;
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeqName(Arc<str>);
 
+/// Why `s` is not a sequence name, in a few words, or `None` when it is one:
+/// the rule of [`SeqNameRef::parse`] and [`SeqName::parse`],
+/// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`. For callers that explain a refusal
+/// (the Rust client's `Error::InvalidName`, checked before any request).
+pub fn name_problem(s: &str) -> Option<&'static str> {
+    let bytes = s.as_bytes();
+    match bytes.first() {
+        None => return Some("empty"),
+        Some(b) if !b.is_ascii_alphanumeric() => {
+            return Some("must start with a letter or a digit")
+        }
+        _ => {}
+    }
+    if bytes.len() > MAX_NAME_LEN {
+        return Some("longer than 128 characters");
+    }
+    let allowed = |&b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-');
+    if !bytes.iter().all(allowed) {
+        return Some("only letters, digits and . _ : - are allowed");
+    }
+    None
+}
+
 /// A valid sequence name borrowed from elsewhere (a request path): what the
 /// allocator's hot path looks up, without allocating a [`SeqName`].
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -30,15 +53,9 @@ pub struct SeqNameRef<'a>(&'a str);
 impl<'a> SeqNameRef<'a> {
     /// Checks `s` against `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
     pub fn parse(s: &'a str) -> Result<Self, ParseError> {
-        let bytes = s.as_bytes();
-        let first_ok = bytes.first().is_some_and(|b| b.is_ascii_alphanumeric());
-        let rest_ok = bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-        if first_ok && rest_ok && bytes.len() <= MAX_NAME_LEN {
-            Ok(SeqNameRef(s))
-        } else {
-            Err(ParseError::Name)
+        match name_problem(s) {
+            None => Ok(SeqNameRef(s)),
+            Some(_) => Err(ParseError::Name),
         }
     }
 

@@ -1,7 +1,22 @@
-//! Model checking of the allocator's lock-free core (`allocator::double`) with loom: every interleaving (up to a preemption
-//! bound) of takers racing across a segment switch, a batch racing single
-//! takes, the installation of the next segment racing takers that found
-//! the current one empty, and a run racing single takes.
+//! Model checking of the allocator's lock-free core (`allocator::double`)
+//! with loom: every interleaving (up to a preemption bound) of takers racing
+//! across a segment switch, a batch racing single takes, the installation of
+//! the next segment racing takers that found the current one empty, a run
+//! racing single takes, the seal racing a taker, and prefetch marks passed
+//! across a switch.
+//!
+//! Two users run this buffer, and the scenarios cover every operation each
+//! runs on it:
+//!
+//! - the server's per-sequence buffer (`allocator/buffer/`): `take_fast` then
+//!   `take` for a request ([`request`]), `take_run` for `INCRBY`,
+//!   `install_next` from its fetch, `seal` at the give-back, `issued`,
+//!   `counts` and `current` for monitoring;
+//! - the Rust client (`clients/rust/src/buffer.rs`): `take_fast(1)` then
+//!   `take(1)` for `next` ([`client_next`], reading `past_prefetch_mark` to
+//!   start the fetch ahead, and `has_next` and `current` to check it),
+//!   `take(n)` for a batch, `install_next` from its lease fetch, `seal` at the
+//!   close, on segments made by `Segment::with_prefetch_at`.
 //!
 //! Built only under `--cfg seqd_loom` (plain `cargo test` compiles this file
 //! to nothing). Run with a separate target directory:
@@ -36,19 +51,39 @@ fn seg(first: i64, len: u64) -> Segment {
     Segment::new(first, len, 0.1)
 }
 
-/// A buffer serving `first..first+len` with `next` installed (if any).
-fn buffer(first: i64, len: u64, next: Option<(i64, u64)>) -> Arc<DoubleBuffer> {
-    let b = DoubleBuffer::new(seg(first, len));
-    if let Some((f, l)) = next {
-        b.install_next(seg(f, l))
-            .map_err(|_| ())
-            .expect("no next yet");
+/// A buffer serving `current` with `next` installed (if any).
+fn buffer_of(current: Segment, next: Option<Segment>) -> Arc<DoubleBuffer> {
+    let b = DoubleBuffer::new(current);
+    if let Some(next) = next {
+        install(&b, next);
     }
     Arc::new(b)
 }
 
-/// What the allocator does for one request of `n` IDs: the lock-free
-/// `take_fast` first, then `take` (switching segments) for the rest.
+/// A buffer serving `first..first+len` with `next` installed (if any).
+fn buffer(first: i64, len: u64, next: Option<(i64, u64)>) -> Arc<DoubleBuffer> {
+    buffer_of(seg(first, len), next.map(|(f, l)| seg(f, l)))
+}
+
+/// Installs `next`, which the scenario knows to be accepted.
+fn install(b: &DoubleBuffer, next: Segment) {
+    b.install_next(next)
+        .map_err(|_| ())
+        .expect("nothing waiting");
+}
+
+/// A thread running `f` on its own handle of `b`.
+fn spawn<T: Send + 'static>(
+    b: &Arc<DoubleBuffer>,
+    f: impl FnOnce(&DoubleBuffer) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let b = b.clone();
+    thread::spawn(move || f(&b))
+}
+
+/// What the server's allocator does for one request of `n` IDs: the
+/// lock-free `take_fast` first, then `take` (switching segments) for the
+/// rest. Appends the runs to `out`; how many IDs were missing.
 fn request(b: &DoubleBuffer, n: u64, out: &mut Vec<IdRange>) -> u64 {
     let mut missing = n;
     if let Some(r) = b.take_fast(n).range {
@@ -61,15 +96,55 @@ fn request(b: &DoubleBuffer, n: u64, out: &mut Vec<IdRange>) -> u64 {
     missing
 }
 
+/// Requests of `sizes` IDs one after another: the runs obtained and how
+/// many IDs were missing in all (each request got or missed every ID).
+fn requests(b: &DoubleBuffer, sizes: &[u64]) -> (Vec<IdRange>, u64) {
+    let mut out = Vec::new();
+    let missing = sizes.iter().map(|&n| request(b, n, &mut out)).sum();
+    assert_eq!(
+        ids(&out).len() as u64 + missing,
+        sizes.iter().sum::<u64>(),
+        "a request got more or fewer IDs than it reports"
+    );
+    (out, missing)
+}
+
+/// What the Rust client's `next` does: `take_fast(1)`, then `take(1)` when
+/// it comes back empty. The ID and whether its claim passed its segment's
+/// prefetch mark (the client then starts the fetch ahead).
+fn client_next(b: &DoubleBuffer) -> Option<(i64, bool)> {
+    let taken = b.take_fast(1);
+    if let Some(r) = taken.range {
+        return Some((r.first, taken.past_prefetch_mark));
+    }
+    let mut out = Vec::new();
+    let progress = b.take(1, &mut out);
+    out.first().map(|r| (r.first, progress.past_prefetch_mark))
+}
+
 fn ids(runs: &[IdRange]) -> Vec<i64> {
     runs.iter().flat_map(|r| r.iter()).collect()
 }
 
-fn assert_increasing(ids: &[i64], who: &str) {
-    assert!(
-        ids.windows(2).all(|w| w[0] < w[1]),
-        "{who}: not strictly increasing: {ids:?}"
-    );
+/// The IDs of every thread's runs, each thread's strictly increasing.
+fn increasing(threads: &[(&str, &[IdRange])]) -> Vec<i64> {
+    let mut all = Vec::new();
+    for (who, runs) in threads {
+        let ids = ids(runs);
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{who}: not strictly increasing: {ids:?}"
+        );
+        all.extend(ids);
+    }
+    all
+}
+
+/// Takes what is left, one ID at a time, until both segments are used up.
+fn drain(b: &DoubleBuffer) -> Vec<i64> {
+    let mut rest = Vec::new();
+    while b.take(1, &mut rest).missing == 0 {}
+    ids(&rest)
 }
 
 /// Every ID of `all` once, and exactly `expected`.
@@ -90,23 +165,14 @@ fn assert_exactly(mut all: Vec<i64>, expected: std::ops::RangeInclusive<i64>) {
 fn two_takers_racing_across_a_switch_get_every_id_once_in_order() {
     model(|| {
         let b = buffer(1, 2, Some((3, 2)));
-        let b1 = b.clone();
-        let t1 = thread::spawn(move || {
-            let mut out = Vec::new();
-            for _ in 0..2 {
-                assert_eq!(request(&b1, 1, &mut out), 0, "an ID was available");
-            }
-            ids(&out)
-        });
+        let t1 = spawn(&b, |b| requests(b, &[1, 1]));
         let mut out = Vec::new();
         for _ in 0..2 {
             assert_eq!(b.take(1, &mut out).missing, 0, "an ID was available");
         }
-        let mine = ids(&out);
-        let theirs = t1.join().unwrap();
-        assert_increasing(&mine, "main");
-        assert_increasing(&theirs, "t1");
-        assert_exactly(mine.into_iter().chain(theirs).collect(), 1..=4);
+        let (theirs, missing) = t1.join().unwrap();
+        assert_eq!(missing, 0, "an ID was available");
+        assert_exactly(increasing(&[("main", &out), ("t1", &theirs)]), 1..=4);
         assert_eq!(b.issued(), 4);
         assert!(!b.has_next(), "the next segment was switched to");
         assert_eq!(b.current().0.first(), 3);
@@ -120,31 +186,22 @@ fn two_takers_racing_across_a_switch_get_every_id_once_in_order() {
 fn fast_path_takers_racing_across_two_switches_lose_and_double_nothing() {
     model(|| {
         let b = buffer(1, 1, Some((2, 1)));
-        let b1 = b.clone();
-        let t1 = thread::spawn(move || {
-            // Either request may find nothing: main can drain both segments
-            // before t1 runs, or t1 can outrun main's install.
-            let mut out = Vec::new();
-            let missing = request(&b1, 1, &mut out) + request(&b1, 1, &mut out);
-            (ids(&out), missing)
-        });
-        let mut out = Vec::new();
-        let mut missing = request(&b, 1, &mut out);
+        // Either request may find nothing: main can drain both segments
+        // before t1 runs, or t1 can outrun main's install.
+        let t1 = spawn(&b, |b| requests(b, &[1, 1]));
+        let (mut mine, mut missing) = requests(&b, &[1]);
         // The third segment arrives while t1 may still be switching; it is
         // refused while the second one is still waiting.
         let installed = b.install_next(seg(3, 1)).is_ok();
-        missing += request(&b, 1, &mut out);
-        let mine = ids(&out);
+        let (more, more_missing) = requests(&b, &[1]);
+        mine.extend(more);
+        missing += more_missing;
         let (theirs, their_missing) = t1.join().unwrap();
-        assert_increasing(&mine, "main");
-        assert_increasing(&theirs, "t1");
+        let mut all = increasing(&[("main", &mine), ("t1", &theirs)]);
         // Every request of one ID got it or reported it missing.
-        let mut all: Vec<i64> = mine.into_iter().chain(theirs).collect();
         assert_eq!(missing + their_missing + all.len() as u64, 4);
-        // Whatever is left is still obtainable: drain it.
-        let mut rest = Vec::new();
-        while b.take(1, &mut rest).missing == 0 {}
-        all.extend(ids(&rest));
+        // Whatever is left is still obtainable.
+        all.extend(drain(&b));
         assert_exactly(all, 1..=if installed { 3 } else { 2 });
     });
 }
@@ -157,26 +214,16 @@ fn fast_path_takers_racing_across_two_switches_lose_and_double_nothing() {
 fn a_batch_racing_single_takes_across_a_boundary_is_increasing_and_disjoint() {
     model(|| {
         let b = buffer(1, 3, Some((4, 3)));
-        let b1 = b.clone();
-        let batcher = thread::spawn(move || {
-            let mut out = Vec::new();
-            assert_eq!(request(&b1, 4, &mut out), 0, "6 IDs for 6 asked");
-            out
-        });
-        let mut singles = Vec::new();
-        for _ in 0..2 {
-            assert_eq!(request(&b, 1, &mut singles), 0);
-        }
-        let runs = batcher.join().unwrap();
-        let batch = ids(&runs);
-        assert_eq!(batch.len(), 4);
+        let batcher = spawn(&b, |b| requests(b, &[4]));
+        let (singles, missing) = requests(&b, &[1, 1]);
+        assert_eq!(missing, 0);
+        let (runs, batch_missing) = batcher.join().unwrap();
+        assert_eq!(batch_missing, 0, "6 IDs for 6 asked");
         for w in runs.windows(2) {
             assert!(w[0].last < w[1].first, "runs in increasing order: {runs:?}");
         }
-        assert_increasing(&batch, "batch");
-        let singles = ids(&singles);
-        assert_increasing(&singles, "singles");
-        assert_exactly(batch.into_iter().chain(singles).collect(), 1..=6);
+        let all = increasing(&[("batch", &runs), ("singles", &singles)]);
+        assert_exactly(all, 1..=6);
     });
 }
 
@@ -186,62 +233,43 @@ fn a_batch_racing_single_takes_across_a_boundary_is_increasing_and_disjoint() {
 fn two_batches_racing_across_a_boundary_split_the_ids_without_overlap() {
     model(|| {
         let b = buffer(1, 2, Some((3, 2)));
-        let b1 = b.clone();
-        let t = thread::spawn(move || {
-            let mut out = Vec::new();
-            assert_eq!(request(&b1, 2, &mut out), 0);
-            out
-        });
-        let mut mine = Vec::new();
-        assert_eq!(request(&b, 2, &mut mine), 0);
-        let theirs = t.join().unwrap();
-        let (m, o) = (ids(&mine), ids(&theirs));
-        assert_increasing(&m, "main");
-        assert_increasing(&o, "t");
-        assert_exactly(m.into_iter().chain(o).collect(), 1..=4);
+        let t = spawn(&b, |b| requests(b, &[2]));
+        let (mine, missing) = requests(&b, &[2]);
+        let (theirs, their_missing) = t.join().unwrap();
+        assert_eq!(missing + their_missing, 0);
+        assert_exactly(increasing(&[("main", &mine), ("t", &theirs)]), 1..=4);
     });
 }
 
-/// (c) `install_next` races two takers that find the current segment (the
-/// empty placeholder of a sequence not loaded yet) empty. A taker may come
-/// back with `missing > 0` (it would then wait for the fetch), but no ID is
-/// handed out twice, and after the install every ID is obtainable.
+/// `install_next` of `next` races a taker of 2 and a taker of 1 on a
+/// buffer serving `current`. A taker may come back with IDs missing (it
+/// would then wait for the fetch), but no ID is handed out twice, and after
+/// the install every ID is obtainable: exactly those of both segments.
+fn install_racing_two_takers(current: Segment, next: Segment) {
+    model(move || {
+        let b = buffer_of(current, None);
+        let installer = spawn(&b, move |b| install(b, next));
+        let taker = spawn(&b, |b| requests(b, &[2]));
+        let (mine, _) = requests(&b, &[1]);
+        installer.join().unwrap();
+        let (theirs, _) = taker.join().unwrap();
+        let mut all = increasing(&[("main", &mine), ("taker", &theirs)]);
+        all.extend(drain(&b));
+        let first = if current.is_empty() {
+            next.first()
+        } else {
+            current.first()
+        };
+        assert_exactly(all, first..=next.last());
+        assert_eq!(b.issued(), current.len() + next.len());
+    });
+}
+
+/// (c) The install races two takers that find the current segment (the
+/// empty placeholder of a sequence not loaded yet) empty.
 #[test]
 fn install_next_racing_takers_on_an_empty_current_loses_nothing() {
-    model(|| {
-        let b = Arc::new(DoubleBuffer::new(Segment::EMPTY));
-        let installer = {
-            let b = b.clone();
-            thread::spawn(move || {
-                b.install_next(seg(1, 2))
-                    .map_err(|_| ())
-                    .expect("nothing waiting");
-            })
-        };
-        let taker = {
-            let b = b.clone();
-            thread::spawn(move || {
-                let mut out = Vec::new();
-                let missing = request(&b, 2, &mut out);
-                assert_eq!(missing + ids(&out).len() as u64, 2);
-                ids(&out)
-            })
-        };
-        let mut out = Vec::new();
-        let missing = request(&b, 1, &mut out);
-        assert_eq!(missing + ids(&out).len() as u64, 1);
-        let mut all = ids(&out);
-        installer.join().unwrap();
-        let theirs = taker.join().unwrap();
-        assert_increasing(&theirs, "taker");
-        all.extend(theirs);
-        // After the install, the rest is obtainable.
-        let mut rest = Vec::new();
-        while b.take(1, &mut rest).missing == 0 {}
-        all.extend(ids(&rest));
-        assert_exactly(all, 1..=2);
-        assert_eq!(b.issued(), 2);
-    });
+    install_racing_two_takers(Segment::EMPTY, seg(1, 2));
 }
 
 /// (c') The next segment lands while a taker is mid-switch on a current
@@ -249,41 +277,7 @@ fn install_next_racing_takers_on_an_empty_current_loses_nothing() {
 /// races the install of 2..=3 against another single taker.
 #[test]
 fn install_next_racing_a_drained_current_hands_out_each_id_once() {
-    model(|| {
-        let b = buffer(1, 1, None);
-        let installer = {
-            let b = b.clone();
-            thread::spawn(move || {
-                b.install_next(seg(2, 2))
-                    .map_err(|_| ())
-                    .expect("nothing waiting");
-            })
-        };
-        let taker = {
-            let b = b.clone();
-            thread::spawn(move || {
-                let mut out = Vec::new();
-                let missing = request(&b, 2, &mut out);
-                (ids(&out), missing)
-            })
-        };
-        let mut out = Vec::new();
-        let missing = request(&b, 1, &mut out);
-        let mut all = ids(&out);
-        installer.join().unwrap();
-        let (theirs, their_missing) = taker.join().unwrap();
-        assert_increasing(&theirs, "taker");
-        assert_eq!(
-            missing + their_missing + (all.len() + theirs.len()) as u64,
-            3
-        );
-        all.extend(theirs);
-        let mut rest = Vec::new();
-        while b.take(1, &mut rest).missing == 0 {}
-        all.extend(ids(&rest));
-        assert_exactly(all, 1..=3);
-        assert_eq!(b.issued(), 3);
-    });
+    install_racing_two_takers(seg(1, 1), seg(2, 2));
 }
 
 /// (d) Segments with a hole between them (1..=1, then 5..=6: the row was
@@ -294,23 +288,11 @@ fn install_next_racing_a_drained_current_hands_out_each_id_once() {
 fn takers_racing_a_switch_over_a_hole_never_hand_out_an_id_of_the_hole() {
     model(|| {
         let b = buffer(1, 1, Some((5, 2)));
-        let b1 = b.clone();
-        let t = thread::spawn(move || {
-            let mut out = Vec::new();
-            request(&b1, 2, &mut out);
-            ids(&out)
-        });
-        let mut out = Vec::new();
-        request(&b, 1, &mut out);
-        request(&b, 1, &mut out);
-        let mine = ids(&out);
+        let t = spawn(&b, |b| requests(b, &[2]).0);
+        let (mine, _) = requests(&b, &[1, 1]);
         let theirs = t.join().unwrap();
-        assert_increasing(&mine, "main");
-        assert_increasing(&theirs, "t");
-        let mut all: Vec<i64> = mine.into_iter().chain(theirs).collect();
-        let mut rest = Vec::new();
-        while b.take(1, &mut rest).missing == 0 {}
-        all.extend(ids(&rest));
+        let mut all = increasing(&[("main", &mine), ("t", &theirs)]);
+        all.extend(drain(&b));
         all.sort_unstable();
         assert_eq!(all, vec![1, 5, 6], "an ID of the hole, or one twice");
     });
@@ -332,20 +314,14 @@ fn got(run: Run) -> Option<IdRange> {
 fn a_run_racing_single_takes_is_whole_and_leaves_only_the_rest_it_gave_up() {
     model(|| {
         let b = buffer(1, 3, Some((4, 3)));
-        let b1 = b.clone();
-        let t = thread::spawn(move || got(b1.take_run(2)));
-        let mut singles = Vec::new();
-        for _ in 0..2 {
-            assert_eq!(request(&b, 1, &mut singles), 0);
-        }
+        let t = spawn(&b, |b| got(b.take_run(2)));
+        let (singles, missing) = requests(&b, &[1, 1]);
+        assert_eq!(missing, 0);
         let run = t.join().unwrap().expect("a segment of 3 holds a run of 2");
         assert_eq!(run.len(), 2);
         assert_eq!((run.first - 1) / 3, (run.last - 1) / 3, "one segment");
-        let singles = ids(&singles);
-        assert_increasing(&singles, "singles");
-        let mut rest = Vec::new();
-        while b.take(1, &mut rest).missing == 0 {}
-        let all: Vec<i64> = run.iter().chain(singles).chain(ids(&rest)).collect();
+        let singles = increasing(&[("singles", &singles)]);
+        let all: Vec<i64> = run.iter().chain(singles).chain(drain(&b)).collect();
         let mut seen = all.clone();
         seen.sort_unstable();
         seen.dedup();
@@ -368,17 +344,83 @@ fn a_run_racing_single_takes_is_whole_and_leaves_only_the_rest_it_gave_up() {
 fn a_refused_run_racing_a_take_claims_nothing() {
     model(|| {
         let b = buffer(1, 2, Some((3, 1)));
-        let b1 = b.clone();
-        let t = thread::spawn(move || got(b1.take_run(2)));
-        let mut out = Vec::new();
-        assert_eq!(request(&b, 1, &mut out), 0);
+        let t = spawn(&b, |b| got(b.take_run(2)));
+        let (out, missing) = requests(&b, &[1]);
+        assert_eq!(missing, 0);
         let run = t.join().unwrap();
-        while b.take(1, &mut out).missing == 0 {}
         let mut all = ids(&out);
+        all.extend(drain(&b));
         if let Some(run) = run {
             assert_eq!((run.first, run.last), (1, 2));
             all.extend(run.iter());
         }
         assert_exactly(all, 1..=3);
+    });
+}
+
+/// (f) The seal (the server's give-back, the client's close) races a taker
+/// of two single IDs across a switch: current 1..=1, next 2..=3. The taker's
+/// IDs of the sealed current segment are exactly those before the first ID
+/// the seal reports unissued; the next segment comes back whole unless it
+/// was switched to; every ID is handed out or given back, once; after the
+/// seal nothing comes out. Monitoring's `current` reads a consistent count
+/// meanwhile.
+#[test]
+fn the_seal_racing_a_taker_gives_back_exactly_what_was_not_handed_out() {
+    model(|| {
+        let b = buffer(1, 1, Some((2, 2)));
+        let taker = spawn(&b, |b| requests(b, &[1, 1]).0);
+        let (seen, used) = b.current();
+        assert!(used <= seen.len(), "{used} used of {seen:?}");
+        let (current, unissued, next) = b.seal();
+        let handed = increasing(&[("taker", &taker.join().unwrap())]);
+        assert!(drain(&b).is_empty(), "IDs after the seal");
+        let of_current: Vec<i64> = handed
+            .iter()
+            .copied()
+            .filter(|id| (current.first()..=current.last()).contains(id))
+            .collect();
+        assert_eq!(of_current, (current.first()..unissued).collect::<Vec<_>>());
+        let mut all = handed;
+        all.extend(unissued..=current.last());
+        match next {
+            Some(next) => {
+                assert_eq!((current, next), (seg(1, 1), seg(2, 2)), "not switched");
+                all.extend(next.first()..=next.last());
+            }
+            None => assert_eq!(current, seg(2, 2), "switched to the next"),
+        }
+        assert_exactly(all, 1..=3);
+    });
+}
+
+/// (g) Two clients' `next` calls race across a switch between segments
+/// whose prefetch marks the client placed (`Segment::with_prefetch_at`):
+/// 1..=2 starting the fetch ahead at its second ID, 3..=4 (the last, no
+/// segment ahead of it) at its first. Whoever takes an ID past the last
+/// segment's mark is told so: with no segment ahead, the fetch ahead is
+/// never missed. (The mark of 1..=2 may go unseen by the taker of 2 when
+/// the switch to 3..=4 came first: the segment that fetch would bring is
+/// there already.) Every ID is handed out once, each caller's increasing.
+#[test]
+fn the_client_s_next_calls_never_miss_the_last_segment_s_prefetch_mark() {
+    model(|| {
+        let b = buffer_of(
+            Segment::with_prefetch_at(1, 2, 1),
+            Some(Segment::with_prefetch_at(3, 2, 0)),
+        );
+        let t = spawn(&b, |b| [client_next(b), client_next(b)]);
+        let mine = [client_next(&b), client_next(&b)];
+        let theirs = t.join().unwrap();
+        let mut all = Vec::new();
+        for calls in [mine, theirs] {
+            let calls: Vec<(i64, bool)> = calls.into_iter().map(|c| c.expect("4 IDs")).collect();
+            assert!(calls[0].0 < calls[1].0, "not increasing: {calls:?}");
+            for (id, past) in calls {
+                assert!(past || id < 3, "ID {id} passed the last mark unseen");
+                all.push(id);
+            }
+        }
+        assert_exactly(all, 1..=4);
     });
 }

@@ -9,10 +9,34 @@ use std::time::Duration;
 
 use seqd::config::{Secret, Settings};
 use seqd::service::ClientAuth;
+use seqd_client::Client;
 use tokio::sync::oneshot;
+
+/// Hang guard of every test: far above what any of them takes.
+pub const GUARD: Duration = Duration::from_secs(120);
+
+/// Awaits `f`, failing the test if it hangs.
+pub async fn guarded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(GUARD, f).await.expect("hung")
+}
 
 /// The admin token of servers started with [`Server::with_client_auth`].
 pub const ADMIN: &str = "admin-secret-for-client-tests";
+
+/// `n` tasks at once, the `t`-th running `task(t)`: what each returned, in
+/// that order (guarded: a task that hangs fails the test).
+pub async fn in_tasks<T, F>(n: usize, task: impl Fn(usize) -> F) -> Vec<T>
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let handles: Vec<_> = (0..n).map(|t| tokio::spawn(task(t))).collect();
+    let mut out = Vec::with_capacity(n);
+    for h in handles {
+        out.push(guarded(h).await.expect("task"));
+    }
+    out
+}
 
 /// A running server and its database.
 pub struct Server {
@@ -44,6 +68,14 @@ impl Server {
         let (dir, url) = sqlite();
         let mut s = Self::on(Settings::for_database(url)).await;
         s._dir = Some(dir);
+        s
+    }
+
+    /// A server with the default settings on a fresh database, holding the
+    /// plain sequence `name` from 1 by `step`.
+    pub async fn with_sequence(name: &str, step: i64) -> Server {
+        let s = Self::start().await;
+        s.create(name, 1, step).await;
         s
     }
 
@@ -151,11 +183,40 @@ impl Server {
         resp.json().await.unwrap()
     }
 
-    /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
+    /// The row's `max_id`.
+    pub async fn max_id(&self, name: &str) -> i64 {
+        self.row(name).await["max_id"].as_i64().unwrap()
+    }
+
+    /// Waits (guarded) until the row's `max_id` is `value`: a lease fetched.
+    pub async fn wait_for_max_id(&self, name: &str, value: i64) {
+        guarded(async {
+            while self.max_id(name).await != value {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+    }
+
+    /// A client of this server alone, leasing `lease_size` IDs at a time.
+    pub fn client(&self, lease_size: u64) -> Client {
+        Client::builder()
+            .server(&self.base)
+            .lease_size(lease_size)
+            .build()
+            .unwrap()
+    }
+
+    /// Tells the server to stop (once).
+    fn signal_stop(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        self.signal_stop();
         if let Some(task) = self.task.take() {
             task.await.expect("server task").expect("server result");
         }
@@ -164,9 +225,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
+        self.signal_stop();
     }
 }
 

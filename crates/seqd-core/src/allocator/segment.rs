@@ -57,11 +57,21 @@ impl Segment {
     /// A segment of `len` IDs starting at `first`, prefetching once `ratio`
     /// of it is used. `first + len - 1` must not overflow.
     pub fn new(first: i64, len: u64, ratio: f64) -> Self {
+        Segment::with_prefetch_at(first, len, ((len as f64) * ratio).ceil() as u64)
+    }
+
+    /// A segment of `len` IDs starting at `first` whose prefetch mark is
+    /// given as a count of claimed IDs: the take that moves
+    /// the claims past `prefetch_at` reports it ([`Taken::past_prefetch_mark`]).
+    /// [`Segment::new`] computes the mark from a ratio; the Rust client
+    /// (`clients/rust`) places it on the ID whose taking starts the next
+    /// lease's fetch. `first + len - 1` must not overflow.
+    pub fn with_prefetch_at(first: i64, len: u64, prefetch_at: u64) -> Self {
         debug_assert!(len == 0 || first.checked_add(len as i64 - 1).is_some());
         Segment {
             first,
             len,
-            prefetch_at: ((len as f64) * ratio).ceil() as u64,
+            prefetch_at,
         }
     }
 

@@ -945,59 +945,6 @@ impl SeqBuffer {
     pub fn high_water(&self) -> Option<i64> {
         self.state.lock().unwrap().high_water.map(NonZeroI64::get)
     }
-
-    /// The numbers `/metrics` reads (no allocation).
-    pub fn stats(&self) -> SeqStats {
-        let (issued, ids_available) = self.segments.counts();
-        let st = self.state.lock().unwrap();
-        SeqStats {
-            issued,
-            fetches: self.fetches.load(Ordering::Relaxed),
-            fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
-            waits: self.waits.load(Ordering::Relaxed),
-            regressions: self.regressions.load(Ordering::Relaxed),
-            step: st.last_size,
-            ids_available,
-            high_water: st.high_water.map(NonZeroI64::get),
-        }
-    }
-
-    /// A point-in-time view for monitoring.
-    pub fn snapshot(&self) -> BufferSnapshot {
-        let view = |s: &Segment, used: u64| {
-            let remaining = s.len() - used;
-            SegmentView {
-                first: s.first(),
-                last: s.last(),
-                cursor: (remaining > 0).then(|| s.first() + used as i64),
-                remaining,
-            }
-        };
-        let (cur, used) = self.segments.current();
-        let next = self.segments.next();
-        let now = self.shared.clock.now();
-        let st = self.state.lock().unwrap();
-        BufferSnapshot {
-            name: self.name.clone(),
-            current: (!cur.is_empty()).then(|| view(&cur, used)),
-            next: next.map(|n| view(&n, 0)),
-            loading: self.fetching.load(Ordering::Relaxed),
-            current_step: st.last_size,
-            row_step: st.row_step,
-            rate_per_sec: st.rate_per_sec,
-            issued: self.segments.issued(),
-            fetches: self.fetches.load(Ordering::Relaxed),
-            fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
-            waits: self.waits.load(Ordering::Relaxed),
-            last_fetch_ago_ms: st
-                .last_fetch_at
-                .map(|t| now.saturating_sub(t.get()).as_millis() as u64),
-            last_fetch_latency_ms: st
-                .last_fetch_latency
-                .map(|d| d.get().as_secs_f64() * 1000.0),
-            last_error: st.last_error,
-        }
-    }
 }
 
 #[cfg(all(test, not(seqd_loom)))]
