@@ -1,0 +1,282 @@
+//! [`sql_sequences!`]: the storage traits of a SQL backend's store, each
+//! method passed on to [`Sequences`](super::Sequences) over the store's
+//! pool, the stripe record's statements ([`crate::store::stripes::record`])
+//! and the migrator. One line per backend, in its `sequences.rs`.
+
+#[allow(unused_imports)] // for the links of the documentation
+use super::{SequenceDb, Sequences};
+#[allow(unused_imports)] // for the links of the documentation
+use crate::store::{BumpSql, Catalog, Schema, Segments, StripeRecords};
+
+/// Implements [`Segments`], its reserving statements
+/// ([`ReserveOnce`](crate::store::sql::ReserveOnce)) and [`Catalog`] for a
+/// SQL backend's store `$store` (with a `pool` field of the sqlx database
+/// `$db`, a [`SequenceDb`]) over [`Sequences`], its bump's statements
+/// ([`BumpSql`]), [`Schema`] and [`StripeRecords`]. `schema $field` names
+/// the field holding `--schema` (PostgreSQL), which [`Schema::migrate`]
+/// creates if missing.
+macro_rules! sql_sequences {
+    ($store:ty, $db:ty $(, schema $schema:ident)?) => {
+        impl $store {
+            /// The sequence store over the pool.
+            fn sequences(&self) -> $crate::store::sequences::Sequences<'_, $db> {
+                $crate::store::sequences::Sequences(&self.pool)
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::sql::ReserveOnce for $store {
+            async fn reserve_once(
+                &self,
+                name: &$crate::domain::SeqName,
+                size: i64,
+                how: $crate::store::sql::Reserve,
+            ) -> Result<Option<$crate::store::Reservation>, $crate::store::StoreError> {
+                self.sequences().reserve(name, size, how).await
+            }
+
+            async fn refusal(
+                &self,
+                name: &$crate::domain::SeqName,
+                how: $crate::store::sql::Reserve,
+            ) -> Result<$crate::store::StoreError, $crate::store::StoreError> {
+                self.sequences().refusal(name, how).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::Segments for $store {
+            async fn reserve(
+                &self,
+                name: &$crate::domain::SeqName,
+                min_size: i64,
+            ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
+                $crate::store::sql::reserve_flow(self, name, min_size).await
+            }
+
+            async fn reserve_within(&self, name: &$crate::domain::SeqName, n: i64, cap: i64) -> $crate::store::Reserved {
+                let how = $crate::store::sql::Reserve::Exact(cap);
+                $crate::store::sql::reserve_exact_flow(self, name, n, how).await
+            }
+
+            async fn reserve_lease(&self, name: &$crate::domain::SeqName, n: i64, cap: i64) -> $crate::store::Reserved {
+                let how = $crate::store::sql::Reserve::Lease(cap);
+                $crate::store::sql::reserve_exact_flow(self, name, n, how).await
+            }
+
+            async fn compare_and_set_max_id(
+                &self,
+                name: &$crate::domain::SeqName,
+                expected: i64,
+                new: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                self.sequences().compare_and_set(name, expected, new).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::Catalog for $store {
+            async fn create(
+                &self,
+                seq: &$crate::domain::NewSequence,
+            ) -> Result<$crate::store::SequenceRow, $crate::store::StoreError> {
+                self.sequences().create(seq).await
+            }
+
+            async fn get(
+                &self,
+                name: &$crate::domain::SeqName,
+            ) -> Result<Option<$crate::store::SequenceRow>, $crate::store::StoreError> {
+                self.sequences().get(name).await
+            }
+
+            async fn settings_of(
+                &self,
+                names: &[$crate::domain::SeqName],
+            ) -> Result<Vec<$crate::store::SequenceRow>, $crate::store::StoreError> {
+                self.sequences().settings_of(names).await
+            }
+
+            async fn list(
+                &self,
+            ) -> Result<Vec<$crate::store::SequenceRow>, $crate::store::StoreError> {
+                self.sequences().list().await
+            }
+
+            async fn list_page(
+                &self,
+                prefix: Option<&$crate::domain::NamePrefix>,
+                after: Option<&$crate::domain::SeqName>,
+                limit: u32,
+            ) -> Result<$crate::store::SequencePage, $crate::store::StoreError> {
+                self.sequences().list_page(prefix, after, limit).await
+            }
+
+            async fn update(
+                &self,
+                name: &$crate::domain::SeqName,
+                patch: &$crate::store::SequencePatch,
+            ) -> Result<$crate::store::SequenceRow, $crate::store::StoreError> {
+                self.sequences().update(name, patch).await
+            }
+
+            async fn create_period(
+                &self,
+                parent: &$crate::domain::SeqName,
+                key: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                self.sequences().create_period(parent, key).await
+            }
+
+            async fn list_periods(
+                &self,
+                parent: &$crate::domain::SeqName,
+            ) -> Result<Vec<$crate::store::PeriodRow>, $crate::store::StoreError> {
+                self.sequences().list_periods(parent).await
+            }
+
+            async fn delete_periods(
+                &self,
+                parent: &$crate::domain::SeqName,
+                keys: &[String],
+            ) -> Result<u64, $crate::store::StoreError> {
+                self.sequences().delete_periods(parent, keys).await
+            }
+
+            async fn bump(
+                &self,
+                names: Option<&[$crate::domain::SeqName]>,
+                by: i64,
+                mode: $crate::store::BumpMode,
+            ) -> Result<Vec<$crate::store::Bumped>, $crate::store::StoreError> {
+                $crate::store::run_bump::<Self>(&self.pool, names, by, mode).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::BumpSql for $store {
+            type Db = $db;
+            const BEGIN: &'static str = $crate::store::sequences::begin_bump(
+                <$db as $crate::store::workers::LeaseDb>::DIALECT,
+            );
+
+            async fn widen_bound(
+                conn: &mut <$db as ::sqlx::Database>::Connection,
+            ) -> Result<(), ::sqlx::Error> {
+                $crate::store::sequences::Sequences::<$db>::widen_bound(conn).await
+            }
+
+            async fn read_bump(
+                conn: &mut <$db as ::sqlx::Database>::Connection,
+                names: Option<&[$crate::domain::SeqName]>,
+                lock: bool,
+            ) -> Result<Vec<(String, i64)>, ::sqlx::Error> {
+                $crate::store::sequences::Sequences::<$db>::read_bump(conn, names, lock).await
+            }
+
+            async fn add_bump(
+                conn: &mut <$db as ::sqlx::Database>::Connection,
+                names: Option<&[$crate::domain::SeqName]>,
+                by: i64,
+            ) -> Result<u64, ::sqlx::Error> {
+                $crate::store::sequences::Sequences::<$db>::add_bump(conn, names, by).await
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::Schema for $store {
+            async fn migrate(&self) -> Result<(), $crate::store::StoreError> {
+                let schema: Option<&str> = None $(.or(self.$schema.as_deref()))?;
+                $crate::store::migrator::Migrator::prepare(
+                    <$db as $crate::store::workers::LeaseDb>::pool_ref(&self.pool),
+                    $crate::store::MigrateMode::Auto,
+                    $crate::store::migrator::create_schema_sql(schema),
+                )
+                .await
+            }
+
+            async fn check_schema(&self) -> Result<(), $crate::store::StoreError> {
+                $crate::store::migrator::Migrator::prepare(
+                    <$db as $crate::store::workers::LeaseDb>::pool_ref(&self.pool),
+                    $crate::store::MigrateMode::Check,
+                    None,
+                )
+                .await
+            }
+
+            async fn prepare_schema(
+                &self,
+                mode: $crate::store::MigrateMode,
+            ) -> Result<(), $crate::store::StoreError> {
+                match mode {
+                    $crate::store::MigrateMode::Auto => {
+                        $crate::store::sequences::fence::refuse_tables_on_promoted::<$db>(&self.fence, &self.pool)
+                            .await?;
+                        self.migrate().await?
+                    }
+                    $crate::store::MigrateMode::Check => self.check_schema().await?,
+                    $crate::store::MigrateMode::Off => {}
+                }
+                $crate::store::sequences::fence::verify::<$db>(&self.fence, &self.pool).await
+            }
+
+            fn fence_status(&self) -> Option<$crate::store::FenceStatus> {
+                self.fence.enabled().then(|| self.fence.status())
+            }
+
+            async fn ping(&self) -> Result<(), $crate::store::StoreError> {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::schema_ready(&self.pool, dialect, self.check_schema()).await
+            }
+
+            fn backend(&self) -> &'static str {
+                <$db as $crate::store::workers::LeaseDb>::DIALECT.name()
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl $crate::store::StripeRecords for $store {
+            async fn stripe_record(
+                &self,
+            ) -> Result<
+                Option<$crate::store::stripes::record::StripeRecord>,
+                $crate::store::StoreError,
+            > {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::read_record(&self.pool, dialect).await
+            }
+
+            async fn put_stripe_record(
+                &self,
+                record: &$crate::store::stripes::record::StripeRecord,
+                replace: bool,
+            ) -> Result<$crate::store::stripes::record::StripeRecord, $crate::store::StoreError>
+            {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::put_record(&self.pool, dialect, record, replace)
+                    .await
+            }
+
+            async fn drop_stripe_record(
+                &self,
+                database_id: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::delete_record(&self.pool, dialect, database_id)
+                    .await
+            }
+
+            async fn join_stripe_set(
+                &self,
+                set_id: &str,
+            ) -> Result<
+                Option<$crate::store::stripes::record::StripeRecord>,
+                $crate::store::StoreError,
+            > {
+                let dialect = <$db as $crate::store::workers::LeaseDb>::DIALECT;
+                $crate::store::stripes::record::join_set(&self.pool, dialect, set_id).await
+            }
+        }
+    };
+}
+pub(crate) use sql_sequences;
