@@ -26,7 +26,7 @@
 //! - Below every feature: [`domain`] (validated values), [`log_throttle`],
 //!   [`telemetry`].
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub use seqd_core::allocator;
 
