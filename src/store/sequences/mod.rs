@@ -17,7 +17,7 @@
 pub(crate) mod fence;
 mod stores;
 
-pub(crate) use stores::sql_sequences;
+pub(crate) use stores::{on_sequences, sql_sequences};
 
 use sqlx::{Connection, Pool};
 

@@ -8,6 +8,30 @@ use super::{SequenceDb, Sequences};
 #[allow(unused_imports)] // for the links of the documentation
 use crate::store::{BumpSql, Catalog, Schema, Segments, StripeRecords};
 
+/// Writes `impl $trait for $store` (under `async_trait`) for
+/// [`sql_sequences!`]: each method listed as `fn name(args) -> T;` passes
+/// its arguments on to the same method of [`Sequences`] over the store's
+/// pool; what follows the list is written into the impl as it is.
+macro_rules! on_sequences {
+    (
+        $store:ty => $trait:path {
+            $(fn $name:ident($($arg:ident: $ty:ty),*) -> $t:ty;)*
+        }
+        $($rest:tt)*
+    ) => {
+        #[::async_trait::async_trait]
+        impl $trait for $store {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> Result<$t, $crate::store::StoreError> {
+                    self.sequences().$name($($arg),*).await
+                }
+            )*
+            $($rest)*
+        }
+    };
+}
+pub(crate) use on_sequences;
+
 /// Implements [`Segments`], its reserving statements
 /// ([`ReserveOnce`](crate::store::sql::ReserveOnce)) and [`Catalog`] for a
 /// SQL backend's store `$store` (with a `pool` field of the sqlx database
@@ -74,73 +98,24 @@ macro_rules! sql_sequences {
             }
         }
 
-        #[::async_trait::async_trait]
-        impl $crate::store::Catalog for $store {
-            async fn create(
-                &self,
-                seq: &$crate::domain::NewSequence,
-            ) -> Result<$crate::store::SequenceRow, $crate::store::StoreError> {
-                self.sequences().create(seq).await
-            }
-
-            async fn get(
-                &self,
-                name: &$crate::domain::SeqName,
-            ) -> Result<Option<$crate::store::SequenceRow>, $crate::store::StoreError> {
-                self.sequences().get(name).await
-            }
-
-            async fn settings_of(
-                &self,
-                names: &[$crate::domain::SeqName],
-            ) -> Result<Vec<$crate::store::SequenceRow>, $crate::store::StoreError> {
-                self.sequences().settings_of(names).await
-            }
-
-            async fn list(
-                &self,
-            ) -> Result<Vec<$crate::store::SequenceRow>, $crate::store::StoreError> {
-                self.sequences().list().await
-            }
-
-            async fn list_page(
-                &self,
-                prefix: Option<&$crate::domain::NamePrefix>,
-                after: Option<&$crate::domain::SeqName>,
-                limit: u32,
-            ) -> Result<$crate::store::SequencePage, $crate::store::StoreError> {
-                self.sequences().list_page(prefix, after, limit).await
-            }
-
-            async fn update(
-                &self,
-                name: &$crate::domain::SeqName,
-                patch: &$crate::store::SequencePatch,
-            ) -> Result<$crate::store::SequenceRow, $crate::store::StoreError> {
-                self.sequences().update(name, patch).await
-            }
-
-            async fn create_period(
-                &self,
-                parent: &$crate::domain::SeqName,
-                key: &str,
-            ) -> Result<bool, $crate::store::StoreError> {
-                self.sequences().create_period(parent, key).await
-            }
-
-            async fn list_periods(
-                &self,
-                parent: &$crate::domain::SeqName,
-            ) -> Result<Vec<$crate::store::PeriodRow>, $crate::store::StoreError> {
-                self.sequences().list_periods(parent).await
-            }
-
-            async fn delete_periods(
-                &self,
-                parent: &$crate::domain::SeqName,
-                keys: &[String],
-            ) -> Result<u64, $crate::store::StoreError> {
-                self.sequences().delete_periods(parent, keys).await
+        $crate::store::sequences::on_sequences! {
+            $store => $crate::store::Catalog {
+                fn create(seq: &$crate::domain::NewSequence) -> $crate::store::SequenceRow;
+                fn get(name: &$crate::domain::SeqName) -> Option<$crate::store::SequenceRow>;
+                fn settings_of(names: &[$crate::domain::SeqName])
+                    -> Vec<$crate::store::SequenceRow>;
+                fn list() -> Vec<$crate::store::SequenceRow>;
+                fn list_page(
+                    prefix: Option<&$crate::domain::NamePrefix>,
+                    after: Option<&$crate::domain::SeqName>,
+                    limit: u32
+                ) -> $crate::store::SequencePage;
+                fn update(name: &$crate::domain::SeqName, patch: &$crate::store::SequencePatch)
+                    -> $crate::store::SequenceRow;
+                fn create_period(parent: &$crate::domain::SeqName, key: &str) -> bool;
+                fn list_periods(parent: &$crate::domain::SeqName)
+                    -> Vec<$crate::store::PeriodRow>;
+                fn delete_periods(parent: &$crate::domain::SeqName, keys: &[String]) -> u64;
             }
 
             async fn bump(
