@@ -32,7 +32,8 @@ macro_rules! on_sequences {
 }
 pub(crate) use on_sequences;
 
-/// Implements [`Segments`], its reserving statements
+/// Implements `connect`, `from_pool` and `pool` of a SQL backend's store,
+/// [`Segments`], its reserving statements
 /// ([`ReserveOnce`](crate::store::sql::ReserveOnce)) and [`Catalog`] for a
 /// SQL backend's store `$store` (with a `pool` field of the sqlx database
 /// `$db`, a [`SequenceDb`]) over [`Sequences`], its bump's statements
@@ -42,6 +43,26 @@ pub(crate) use on_sequences;
 macro_rules! sql_sequences {
     ($store:ty, $db:ty $(, schema $schema:ident)?) => {
         impl $store {
+            /// Connects to `url` with the default
+            /// [`StoreOptions`]($crate::store::StoreOptions). Fails if the
+            /// database cannot be reached. Does not run the migrations.
+            pub async fn connect(url: &str) -> Result<Self, $crate::store::StoreError> {
+                Self::connect_with(url, &$crate::store::StoreOptions::default()).await
+            }
+
+            /// Wraps an existing pool, without the failover fence (on
+            /// PostgreSQL, the pool's `search_path` as it is).
+            pub fn from_pool(pool: ::sqlx::Pool<$db>) -> Self {
+                let options = $crate::store::StoreOptions::default();
+                let fence = $crate::store::sequences::fence::Fence::off();
+                <Self as $crate::store::database::Backend>::over_pool(pool, &options, fence)
+            }
+
+            /// The underlying pool.
+            pub fn pool(&self) -> &::sqlx::Pool<$db> {
+                &self.pool
+            }
+
             /// The sequence store over the pool.
             fn sequences(&self) -> $crate::store::sequences::Sequences<'_, $db> {
                 $crate::store::sequences::Sequences(&self.pool)
