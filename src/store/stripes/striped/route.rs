@@ -1,184 +1,22 @@
-//! [`StripedStore`]: one [`Store`] over several databases (stripes).
-//!
-//! Reservations: each stripe's row is read, the range is computed by the
-//! stripe's [`StripeLayout`] (lifted past the caller's high-water mark), and
-//! written with one compare-and-set of `max_id`; a lost race reads again.
-//! The stripes are tried in order, stripe 0 first (every sequence and every
-//! instance prefers the same stripe, so IDs stay dense and trend upward
-//! across instances); one that fails is marked down and the next one is
-//! tried at once; one that has not answered after `failover_after` is raced
-//! by the next (the first answer wins, the loser is dropped, which closes its
-//! connection, and is marked down as slow). A stripe marked down is skipped
-//! (tried last) until a background probe (`ping`, backing off from 250 ms to
-//! 5 s) finds it answering again. docs/design.md, "Stripes".
-//!
-//! Admin writes (create, patch, bump) go to every stripe and are refused
-//! while one is down; reads (get, list) take the first stripe that answers.
+//! How an operation reaches the stripes of a [`StripedStore`]: in order,
+//! stripe 0 first, one that fails marked down and the next tried at once,
+//! one slower than `failover_after` raced by the next; admin writes on
+//! every stripe. docs/design.md, "Stripes".
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::task::JoinSet;
 
-use super::layout::StripeLayout;
-use super::record::StripeRecord;
-use crate::domain::SeqName;
-use crate::store::{FenceStatus, Store, StoreError};
-
-mod calls;
-mod missing;
-
-/// Counter: operations raced to the next stripe because the one tried had
-/// not answered within `--failover-after`. (The state, reservations and
-/// failures of each stripe are read from [`StripedStore::status`] at scrape
-/// time: `seqd_stripe_up`, `seqd_stripe_reservations_total`,
-/// `seqd_stripe_failures_total`.)
-pub const STRIPE_HEDGES: &str = "seqd_stripe_hedges_total";
-
-/// Default of `--failover-after`.
-pub const DEFAULT_FAILOVER_AFTER: Duration = Duration::from_millis(200);
-
-/// First wait of a down stripe's probe; doubled after each failed probe.
-const PROBE_FIRST: Duration = Duration::from_millis(250);
-/// Longest wait between two probes of a down stripe.
-const PROBE_MAX: Duration = Duration::from_secs(5);
-/// Bound of one probe.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Bound of one stripe's answer to [`StripedStore::ping`] (`/readyz`).
-const PING_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often the background audit walks the stripes' rows.
-pub const AUDIT_EVERY: Duration = Duration::from_secs(300);
-
-/// One stripe: its store, its layout and its health.
-struct Stripe {
-    /// Replaced once by [`StripedStore::connect_stripe`] for a stripe that
-    /// was not reachable at start.
-    store: Mutex<Arc<dyn Store>>,
-    layout: StripeLayout,
-    up: AtomicBool,
-    probing: AtomicBool,
-    reservations: AtomicU64,
-    failures: AtomicU64,
-    last_error: Mutex<Option<String>>,
-    /// Its stripe record as the first audit after start (or after it was
-    /// connected) read it; later audits compare.
-    record: Mutex<Option<StripeRecord>>,
-    /// Set when an audit found another record than that: the database at
-    /// this URL is no longer the stripe the set was started with, and the
-    /// stripe stays down until a restart checks the set again.
-    fenced: AtomicBool,
-}
-
-impl Stripe {
-    fn store(&self) -> Arc<dyn Store> {
-        self.store.lock().unwrap().clone()
-    }
-
-    fn index(&self) -> usize {
-        self.layout.index() as usize
-    }
-
-    fn is_up(&self) -> bool {
-        self.up.load(Ordering::Acquire)
-    }
-
-    fn set_up(&self, up: bool) {
-        let up = up && !self.fenced.load(Ordering::Acquire);
-        if self.up.swap(up, Ordering::AcqRel) != up && up {
-            tracing::info!(stripe = self.index(), "stripe answers again; using it");
-        }
-    }
-}
-
-/// What `/readyz`, the monitor and the CLI show of one stripe.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StripeStatus {
-    /// Position in the set, from 0.
-    pub index: u32,
-    /// The backend ("postgres", "mysql", "sqlite").
-    pub backend: &'static str,
-    /// Its failover fence (each stripe is fenced on its own); `None` when
-    /// off.
-    pub fence: Option<FenceStatus>,
-    /// False while marked down (failed or slow, until a probe answers).
-    pub up: bool,
-    /// Ranges reserved from it by this instance.
-    pub reservations: u64,
-    /// Operations on it that failed or were overtaken.
-    pub failures: u64,
-    /// seqd's words for the last failure (no driver text), if any.
-    pub last_error: Option<String>,
-    /// Names this instance found missing on it (reservations that got "no
-    /// such row" there while another stripe had one), at most 1000.
-    pub missing_rows: Vec<String>,
-}
-
-struct Inner {
-    stripes: Vec<Stripe>,
-    failover_after: Duration,
-    /// Names found missing on a stripe, by stripe index.
-    missing: Mutex<BTreeMap<u32, BTreeSet<SeqName>>>,
-}
-
-/// A [`Store`] over several stripes. See the module docs.
-#[derive(Clone)]
-pub struct StripedStore {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for StripedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StripedStore")
-            .field("stripes", &self.inner.stripes.len())
-            .field("failover_after", &self.inner.failover_after)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A boxed operation on one stripe's store.
-type StripeOp<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
-
-/// What one stripe's answer means for the others.
-enum Verdict {
-    /// This stripe cannot do it, the next one may (no row there, exhausted
-    /// there): try the next, the stripe stays up.
-    NextMay,
-    /// The stripe failed (unreachable, timed out): mark it down, try the next.
-    Down,
-    /// The request itself is wrong (bad value, configuration): stop.
-    Final,
-}
-
-fn verdict(e: &StoreError) -> Verdict {
-    match e {
-        StoreError::NotFound | StoreError::Exhausted => Verdict::NextMay,
-        StoreError::Unavailable(_) => Verdict::Down,
-        _ => Verdict::Final,
-    }
-}
-
-/// Of two errors from different stripes, the one to answer with: an outage
-/// (the caller retries) over exhaustion over a missing row.
-fn worse(a: StoreError, b: StoreError) -> StoreError {
-    fn rank(e: &StoreError) -> u8 {
-        match e {
-            StoreError::NotFound => 0,
-            StoreError::Exhausted => 1,
-            StoreError::Unavailable(_) => 2,
-            _ => 3,
-        }
-    }
-    if rank(&b) > rank(&a) {
-        b
-    } else {
-        a
-    }
-}
+use super::{
+    describe, probe, verdict, worse, Inner, Stripe, StripeOp, StripeStatus, StripedStore, Verdict,
+    STRIPE_HEDGES,
+};
+use crate::store::stripes::StripeLayout;
+use crate::store::{Store, StoreError};
 
 impl StripedStore {
     /// A striped store over `stripes` (store and layout, in stripe order:
@@ -261,7 +99,7 @@ impl StripedStore {
     /// The stripes in the order to try them: those up by index, then those
     /// marked down (a probe may not have caught up with their recovery);
     /// never a fenced one.
-    fn order(&self) -> Vec<usize> {
+    pub(super) fn order(&self) -> Vec<usize> {
         let stripes = &self.inner.stripes;
         let usable = |i: &usize| !stripes[*i].fenced.load(Ordering::Acquire);
         let up = (0..stripes.len()).filter(|&i| stripes[i].is_up());
@@ -326,7 +164,7 @@ impl StripedStore {
     /// starts at once; one that has not answered after `failover_after` is
     /// raced by the next one. Returns the stripe that answered and its
     /// answer, or the worst error when every stripe failed.
-    async fn first_answer<T: Send + 'static>(
+    pub(super) async fn first_answer<T: Send + 'static>(
         &self,
         what: &'static str,
         op: impl Fn(Arc<dyn Store>, StripeLayout) -> StripeOp<T>,
@@ -401,7 +239,7 @@ impl StripedStore {
 
     /// Refuses an admin write while a stripe is marked down: it must reach
     /// every stripe.
-    fn all_up(&self) -> Result<(), StoreError> {
+    pub(super) fn all_up(&self) -> Result<(), StoreError> {
         match self.inner.stripes.iter().find(|s| !s.is_up()) {
             Some(s) => Err(StoreError::Unavailable(format!(
                 "stripe {} is down; admin changes need every stripe",
@@ -413,7 +251,7 @@ impl StripedStore {
 
     /// Runs an admin write on every stripe in order; a stripe that fails to
     /// answer is marked down. Returns each stripe's result.
-    async fn on_every_stripe<T, F, Fut>(
+    pub(super) async fn on_every_stripe<T, F, Fut>(
         &self,
         op: F,
     ) -> Result<Vec<Result<T, StoreError>>, StoreError>
@@ -431,65 +269,5 @@ impl StripedStore {
             out.push(r);
         }
         Ok(out)
-    }
-}
-
-/// The store of a stripe that did not answer at start, until
-/// [`StripedStore::connect_stripe`] replaces it: every call fails with
-/// `why` as an outage, and it reports `backend` (the URL's).
-pub fn stand_in(backend: &'static str, why: String) -> Arc<dyn Store> {
-    struct NotConnected {
-        backend: &'static str,
-        why: String,
-    }
-    impl crate::store::forwarding::Hook for NotConnected {
-        fn before(&self, _: crate::store::forwarding::Call) -> Result<(), StoreError> {
-            Err(StoreError::Unavailable(self.why.clone()))
-        }
-        fn backend(&self) -> Option<&'static str> {
-            Some(self.backend)
-        }
-    }
-    crate::store::forwarding::Forwarding::new(
-        Arc::new(crate::store::memory::MemoryStore::new()),
-        NotConnected { backend, why },
-    )
-}
-
-/// seqd's words for a store error (the variant, not the driver's text).
-fn describe(e: &StoreError) -> &'static str {
-    match e {
-        StoreError::NotFound => "no such row",
-        StoreError::AlreadyExists => "row exists",
-        StoreError::Exhausted => "exhausted",
-        StoreError::Unavailable(_) => "unreachable, timed out or failed",
-        StoreError::Config(_) => "configuration",
-        StoreError::Migration(_) => "schema",
-        StoreError::Invalid(_) => "value refused",
-        StoreError::BumpRefused(_) => "bump refused",
-        StoreError::Serial => "serial sequence",
-        StoreError::Global => "global sequence",
-    }
-}
-
-/// Probes down stripe `i` until it answers, then marks it up. Ends early
-/// when the store is dropped.
-async fn probe(inner: Weak<Inner>, i: usize) {
-    let mut wait = PROBE_FIRST;
-    loop {
-        tokio::time::sleep(wait).await;
-        let Some(inner) = inner.upgrade() else { return };
-        let s = &inner.stripes[i];
-        if s.is_up() {
-            s.probing.store(false, Ordering::Release);
-            return;
-        }
-        let store = s.store();
-        if let Ok(Ok(())) = tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await {
-            s.probing.store(false, Ordering::Release);
-            s.set_up(true);
-            return;
-        }
-        wait = (wait * 2).min(PROBE_MAX);
     }
 }
