@@ -432,8 +432,8 @@ where
         parent: &SeqName,
         key: &str,
     ) -> Result<bool, StoreError> {
-        let statements = Self::statements();
         check_period_key(key)?;
+        let statements = Self::statements();
         let counter = parent.period_counter(key);
         let done = retrying!(
             DB::DIALECT.name(),
