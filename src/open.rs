@@ -124,7 +124,7 @@ pub async fn open_stripes(
         let layouts = store::stripes::bind_stripes(&stores, urls, mode, block).await;
         layouts.map(|layouts| (layouts, Vec::new()))
     } else {
-        store::stripes::record::bind_stripes_without(&stores, &missing, urls, mode).await
+        store::stripes::bind::bind_stripes_without(&stores, &missing, urls, mode).await
     };
     let (layouts, late) = bound.context("checking the stripe records")?;
     if stores.len() == 1 {
@@ -171,7 +171,7 @@ const CONNECT_EVERY_MAX: std::time::Duration = std::time::Duration::from_secs(10
 /// stripe is logged and stays out of use until a restart.
 async fn connect_later(
     striped: StripedStore,
-    late: store::stripes::record::LateStripe,
+    late: store::stripes::bind::LateStripe,
     urls: Vec<String>,
     options: StoreOptions,
     mode: MigrateMode,

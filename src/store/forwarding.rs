@@ -10,9 +10,8 @@ use async_trait::async_trait;
 
 use super::stripes::{StripeRecord, StripeStatus};
 use super::{
-    BumpMode, Bumped, Catalog, FenceStatus, MigrateMode, PeriodRow, Reservation, Reserved, Schema,
-    Segments, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow,
-    Tokens,
+    BumpMode, Bumped, Catalog, FenceStatus, MigrateMode, PeriodRow, Reservation, Schema, Segments,
+    SequencePage, SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow, Tokens,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 
@@ -79,155 +78,75 @@ impl<H: Hook> Forwarding<H> {
     pub fn hook(&self) -> &H {
         &self.hook
     }
+}
 
-    fn moved(&self, set: bool, expected: i64, new: i64) -> bool {
-        if set {
-            self.hook.moved(expected, new);
+/// Writes `impl $trait for Forwarding<H>`: each method listed as
+/// `Call => fn name(args) -> T;` asks the hook about that [`Call`], then
+/// calls the same method of the inner store with the same arguments; with
+/// `moved(a, b)` after it, the hook also hears of a compare-and-set that
+/// moved `max_id` from `a` to `b`. What follows the list is written into
+/// the impl as it is (the methods that ask no hook).
+macro_rules! forwarded {
+    (
+        impl $trait:ident {
+            $($call:ident => fn $name:ident($($arg:ident: $ty:ty),*) -> $t:ty
+                $(, moved($from:ident, $to:ident))?;)*
         }
-        set
+        $($rest:tt)*
+    ) => {
+        #[async_trait]
+        impl<H: Hook> $trait for Forwarding<H> {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> Result<$t, StoreError> {
+                    self.hook.before(Call::$call)?;
+                    self.inner.$name($($arg),*).await
+                        $(.inspect(|&set| if set { self.hook.moved($from, $to) }))?
+                }
+            )*
+            $($rest)*
+        }
+    };
+}
+
+forwarded! {
+    impl Segments {
+        Reserve => fn reserve(name: &SeqName, min_size: i64) -> Reservation;
+        Reserve => fn reserve_above(name: &SeqName, min_size: i64, floor: i64) -> Reservation;
+        CompareAndSet => fn compare_and_set_max_id(name: &SeqName, expected: i64, new: i64) -> bool,
+            moved(expected, new);
+        ReserveExact => fn reserve_exact(name: &SeqName, n: i64) -> Reservation;
+        ReserveExact => fn reserve_within(name: &SeqName, n: i64, cap: i64) -> Reservation;
+        ReserveExact => fn reserve_lease(name: &SeqName, n: i64, cap: i64) -> Reservation;
+        CompareAndSet => fn give_back(name: &SeqName, top: i64, keep: i64) -> bool, moved(top, keep);
     }
 }
 
-#[async_trait]
-impl<H: Hook> Segments for Forwarding<H> {
-    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
-        self.hook.before(Call::Reserve)?;
-        self.inner.reserve(name, min_size).await
-    }
-
-    async fn reserve_above(
-        &self,
-        name: &SeqName,
-        min_size: i64,
-        floor: i64,
-    ) -> Result<Reservation, StoreError> {
-        self.hook.before(Call::Reserve)?;
-        self.inner.reserve_above(name, min_size, floor).await
-    }
-
-    async fn compare_and_set_max_id(
-        &self,
-        name: &SeqName,
-        expected: i64,
-        new: i64,
-    ) -> Result<bool, StoreError> {
-        self.hook.before(Call::CompareAndSet)?;
-        let set = self.inner.compare_and_set_max_id(name, expected, new);
-        Ok(self.moved(set.await?, expected, new))
-    }
-
-    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Result<Reservation, StoreError> {
-        self.hook.before(Call::ReserveExact)?;
-        self.inner.reserve_exact(name, n).await
-    }
-
-    async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
-        self.hook.before(Call::ReserveExact)?;
-        self.inner.reserve_within(name, n, cap).await
-    }
-
-    async fn reserve_lease(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
-        self.hook.before(Call::ReserveExact)?;
-        self.inner.reserve_lease(name, n, cap).await
-    }
-
-    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
-        self.hook.before(Call::CompareAndSet)?;
-        Ok(self.moved(self.inner.give_back(name, top, keep).await?, top, keep))
+forwarded! {
+    impl Catalog {
+        Write => fn create(seq: &NewSequence) -> SequenceRow;
+        Write => fn create_period(parent: &SeqName, key: &str) -> bool;
+        Read => fn list_periods(parent: &SeqName) -> Vec<PeriodRow>;
+        Write => fn delete_periods(parent: &SeqName, keys: &[String]) -> u64;
+        Read => fn get(name: &SeqName) -> Option<SequenceRow>;
+        Read => fn settings_of(names: &[SeqName]) -> Vec<SequenceRow>;
+        Read => fn list() -> Vec<SequenceRow>;
+        Read => fn list_page(prefix: Option<&NamePrefix>, after: Option<&SeqName>, limit: u32)
+            -> SequencePage;
+        Write => fn update(name: &SeqName, patch: &SequencePatch) -> SequenceRow;
+        Write => fn bump(names: Option<&[SeqName]>, by: i64, mode: BumpMode) -> Vec<Bumped>;
     }
 }
 
-#[async_trait]
-impl<H: Hook> Catalog for Forwarding<H> {
-    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
-        self.hook.before(Call::Write)?;
-        self.inner.create(seq).await
-    }
-
-    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
-        self.hook.before(Call::Write)?;
-        self.inner.create_period(parent, key).await
-    }
-
-    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
-        self.hook.before(Call::Read)?;
-        self.inner.list_periods(parent).await
-    }
-
-    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
-        self.hook.before(Call::Write)?;
-        self.inner.delete_periods(parent, keys).await
-    }
-
-    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        self.hook.before(Call::Read)?;
-        self.inner.get(name).await
-    }
-
-    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
-        self.hook.before(Call::Read)?;
-        self.inner.settings_of(names).await
-    }
-
-    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
-        self.hook.before(Call::Read)?;
-        self.inner.list().await
-    }
-
-    async fn list_page(
-        &self,
-        prefix: Option<&NamePrefix>,
-        after: Option<&SeqName>,
-        limit: u32,
-    ) -> Result<SequencePage, StoreError> {
-        self.hook.before(Call::Read)?;
-        self.inner.list_page(prefix, after, limit).await
-    }
-
-    async fn update(
-        &self,
-        name: &SeqName,
-        patch: &SequencePatch,
-    ) -> Result<SequenceRow, StoreError> {
-        self.hook.before(Call::Write)?;
-        self.inner.update(name, patch).await
-    }
-
-    async fn bump(
-        &self,
-        names: Option<&[SeqName]>,
-        by: i64,
-        mode: BumpMode,
-    ) -> Result<Vec<Bumped>, StoreError> {
-        self.hook.before(Call::Write)?;
-        self.inner.bump(names, by, mode).await
-    }
-}
-
-#[async_trait]
-impl<H: Hook> Schema for Forwarding<H> {
-    async fn migrate(&self) -> Result<(), StoreError> {
-        self.hook.before(Call::Schema)?;
-        self.inner.migrate().await
-    }
-
-    async fn check_schema(&self) -> Result<(), StoreError> {
-        self.hook.before(Call::Schema)?;
-        self.inner.check_schema().await
-    }
-
-    async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
-        self.hook.before(Call::Schema)?;
-        self.inner.prepare_schema(mode).await
+forwarded! {
+    impl Schema {
+        Schema => fn migrate() -> ();
+        Schema => fn check_schema() -> ();
+        Schema => fn prepare_schema(mode: MigrateMode) -> ();
+        Ping => fn ping() -> ();
     }
 
     fn fence_status(&self) -> Option<FenceStatus> {
         self.inner.fence_status()
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.hook.before(Call::Ping)?;
-        self.inner.ping().await
     }
 
     fn backend(&self) -> &'static str {
@@ -235,52 +154,24 @@ impl<H: Hook> Schema for Forwarding<H> {
     }
 }
 
-#[async_trait]
-impl<H: Hook> StripeRecords for Forwarding<H> {
+forwarded! {
+    impl StripeRecords {
+        StripeRecord => fn stripe_record() -> Option<StripeRecord>;
+        StripeRecord => fn put_stripe_record(record: &StripeRecord, replace: bool) -> StripeRecord;
+        StripeRecord => fn drop_stripe_record(database_id: &str) -> bool;
+        StripeRecord => fn join_stripe_set(set_id: &str) -> Option<StripeRecord>;
+    }
+
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.inner.stripe_status()
     }
-
-    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
-        self.hook.before(Call::StripeRecord)?;
-        self.inner.stripe_record().await
-    }
-
-    async fn put_stripe_record(
-        &self,
-        record: &StripeRecord,
-        replace: bool,
-    ) -> Result<StripeRecord, StoreError> {
-        self.hook.before(Call::StripeRecord)?;
-        self.inner.put_stripe_record(record, replace).await
-    }
-
-    async fn drop_stripe_record(&self, database_id: &str) -> Result<bool, StoreError> {
-        self.hook.before(Call::StripeRecord)?;
-        self.inner.drop_stripe_record(database_id).await
-    }
-
-    async fn join_stripe_set(&self, set_id: &str) -> Result<Option<StripeRecord>, StoreError> {
-        self.hook.before(Call::StripeRecord)?;
-        self.inner.join_stripe_set(set_id).await
-    }
 }
 
-#[async_trait]
-impl<H: Hook> Tokens for Forwarding<H> {
-    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
-        self.hook.before(Call::Tokens)?;
-        self.inner.token_rows().await
-    }
-
-    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
-        self.hook.before(Call::Tokens)?;
-        self.inner.insert_token(row).await
-    }
-
-    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
-        self.hook.before(Call::Tokens)?;
-        self.inner.revoke_token(label, at).await
+forwarded! {
+    impl Tokens {
+        Tokens => fn token_rows() -> Vec<TokenRow>;
+        Tokens => fn insert_token(row: &TokenRow) -> ();
+        Tokens => fn revoke_token(label: &str, at: i64) -> bool;
     }
 }
 

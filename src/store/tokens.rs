@@ -66,41 +66,11 @@ type Columns = (
     Option<i64>,
 );
 
-/// Every row of `seqd_tokens`, by label.
-pub(crate) async fn rows<DB>(pool: &Pool<DB>) -> Result<Vec<TokenRow>, StoreError>
-where
-    DB: LeaseDb,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
-{
-    let mut held = Held::acquire(pool).await?;
-    let read: Result<Vec<Columns>, _> = retrying!(
-        DB::DIALECT.name(),
-        sqlx::query_as::<DB, Columns>(&STATEMENTS.of(DB::DIALECT).list)
-            .fetch_all(held.conn())
-            .await
-    );
-    Ok(held
-        .finish(read)?
-        .into_iter()
-        .map(
-            |(label, hash, prefixes, rights, created_at, expires_at, revoked_at)| TokenRow {
-                label,
-                hash,
-                prefixes,
-                rights,
-                created_at,
-                expires_at,
-                revoked_at,
-            },
-        )
-        .collect())
-}
+/// The tokens over the pool of a SQL backend: each statement of
+/// `seqd_tokens`, once.
+pub(crate) struct SqlTokens<'p, DB: sqlx::Database>(pub(crate) &'p Pool<DB>);
 
-/// Inserts `row`; [`StoreError::AlreadyExists`] when its label (or hash)
-/// is taken.
-pub(crate) async fn insert<DB>(pool: &Pool<DB>, row: &TokenRow) -> Result<(), StoreError>
+impl<DB> SqlTokens<'_, DB>
 where
     DB: LeaseDb,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
@@ -108,60 +78,84 @@ where
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    let mut held = Held::acquire(pool).await?;
-    let done = retrying!(
-        DB::DIALECT.name(),
-        sqlx::query::<DB>(&STATEMENTS.of(DB::DIALECT).insert)
-            .bind(row.label.as_str())
-            .bind(row.hash.as_str())
-            .bind(row.prefixes.as_str())
-            .bind(row.rights.as_str())
-            .bind(row.created_at)
-            .bind(row.expires_at)
-            .bind(row.revoked_at)
-            .execute(held.conn())
-            .await
-    );
-    held.finish_with(done, insert_failed).map(drop)
-}
-
-/// Marks `label` revoked at `at` (milliseconds): `true` when this call
-/// revoked it, `false` when it was revoked already; [`StoreError::NotFound`]
-/// when there is no such token.
-pub(crate) async fn revoke<DB>(pool: &Pool<DB>, label: &str, at: i64) -> Result<bool, StoreError>
-where
-    DB: LeaseDb,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
     (Option<i64>,): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
-    let statements = STATEMENTS.of(DB::DIALECT);
-    let mut held = Held::acquire(pool).await?;
-    let done = retrying!(
-        DB::DIALECT.name(),
-        sqlx::query::<DB>(&statements.revoke)
-            .bind(at)
-            .bind(label)
-            .execute(held.conn())
-            .await
-    );
-    if DB::rows_affected(&held.finish(done)?) == 1 {
-        return Ok(true);
+    /// Every row of `seqd_tokens`, by label.
+    pub(crate) async fn rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        let mut held = Held::acquire(self.0).await?;
+        let read: Result<Vec<Columns>, _> = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as::<DB, Columns>(&STATEMENTS.of(DB::DIALECT).list)
+                .fetch_all(held.conn())
+                .await
+        );
+        Ok(held
+            .finish(read)?
+            .into_iter()
+            .map(
+                |(label, hash, prefixes, rights, created_at, expires_at, revoked_at)| TokenRow {
+                    label,
+                    hash,
+                    prefixes,
+                    rights,
+                    created_at,
+                    expires_at,
+                    revoked_at,
+                },
+            )
+            .collect())
     }
-    let mut held = Held::acquire(pool).await?;
-    let seen: Result<Option<(Option<i64>,)>, _> = retrying!(
-        DB::DIALECT.name(),
-        sqlx::query_as::<DB, (Option<i64>,)>(&statements.revoked_at)
-            .bind(label)
-            .fetch_optional(held.conn())
-            .await
-    );
-    match held.finish(seen)? {
-        Some(_) => Ok(false),
-        None => Err(StoreError::NotFound),
+
+    /// Inserts `row`; [`StoreError::AlreadyExists`] when its label (or hash)
+    /// is taken.
+    pub(crate) async fn insert(&self, row: &TokenRow) -> Result<(), StoreError> {
+        let mut held = Held::acquire(self.0).await?;
+        let done = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query::<DB>(&STATEMENTS.of(DB::DIALECT).insert)
+                .bind(row.label.as_str())
+                .bind(row.hash.as_str())
+                .bind(row.prefixes.as_str())
+                .bind(row.rights.as_str())
+                .bind(row.created_at)
+                .bind(row.expires_at)
+                .bind(row.revoked_at)
+                .execute(held.conn())
+                .await
+        );
+        held.finish_with(done, insert_failed).map(drop)
+    }
+
+    /// Marks `label` revoked at `at` (milliseconds): `true` when this call
+    /// revoked it, `false` when it was revoked already; [`StoreError::NotFound`]
+    /// when there is no such token.
+    pub(crate) async fn revoke(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+        let statements = STATEMENTS.of(DB::DIALECT);
+        let mut held = Held::acquire(self.0).await?;
+        let done = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query::<DB>(&statements.revoke)
+                .bind(at)
+                .bind(label)
+                .execute(held.conn())
+                .await
+        );
+        if DB::rows_affected(&held.finish(done)?) == 1 {
+            return Ok(true);
+        }
+        let mut held = Held::acquire(self.0).await?;
+        let seen: Result<Option<(Option<i64>,)>, _> = retrying!(
+            DB::DIALECT.name(),
+            sqlx::query_as::<DB, (Option<i64>,)>(&statements.revoked_at)
+                .bind(label)
+                .fetch_optional(held.conn())
+                .await
+        );
+        match held.finish(seen)? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound),
+        }
     }
 }
 
@@ -174,14 +168,18 @@ macro_rules! sql_tokens {
             async fn token_rows(
                 &self,
             ) -> Result<Vec<$crate::store::TokenRow>, $crate::store::StoreError> {
-                $crate::store::tokens::rows::<$db>(&self.pool).await
+                $crate::store::tokens::SqlTokens::<$db>(&self.pool)
+                    .rows()
+                    .await
             }
 
             async fn insert_token(
                 &self,
                 row: &$crate::store::TokenRow,
             ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::tokens::insert::<$db>(&self.pool, row).await
+                $crate::store::tokens::SqlTokens::<$db>(&self.pool)
+                    .insert(row)
+                    .await
             }
 
             async fn revoke_token(
@@ -189,7 +187,9 @@ macro_rules! sql_tokens {
                 label: &str,
                 at: i64,
             ) -> Result<bool, $crate::store::StoreError> {
-                $crate::store::tokens::revoke::<$db>(&self.pool, label, at).await
+                $crate::store::tokens::SqlTokens::<$db>(&self.pool)
+                    .revoke(label, at)
+                    .await
             }
         }
     };

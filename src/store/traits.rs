@@ -179,7 +179,7 @@ pub trait StripeRecords: Send + Sync + 'static {
 
     /// This database's stripe record (`seqd_stripe`), `None` when it has no
     /// row. A missing table is [`StoreError::Migration`] (the schema is
-    /// behind); [`stripes::record::bind_stripes`] decides what that means
+    /// behind); [`stripes::bind_stripes`] decides what that means
     /// (under `--migrate off`, with one database: no record).
     async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError>;
 

@@ -32,12 +32,7 @@ pub trait Segments: Send + Sync + 'static {
     /// it moves between databases. A single database ignores `floor`: its
     /// row below the mark is a regression, which the allocator detects,
     /// reports and skips.
-    async fn reserve_above(
-        &self,
-        name: &SeqName,
-        min_size: i64,
-        floor: i64,
-    ) -> Result<Reservation, StoreError> {
+    async fn reserve_above(&self, name: &SeqName, min_size: i64, floor: i64) -> Reserved {
         let _ = floor;
         self.reserve(name, min_size).await
     }

@@ -68,7 +68,8 @@ impl SequenceDb for sqlx::MySql {
     };
 }
 
-/// A [`Store`](crate::store::Store) on a MySQL or MariaDB database.
+/// A [`Store`](crate::store::Store) on a MySQL or MariaDB database, at a
+/// `mysql://` URL.
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
@@ -77,30 +78,11 @@ pub struct MySqlStore {
 }
 
 impl MySqlStore {
-    /// Connects to `url` (`mysql://`) with the default [`StoreOptions`].
-    /// Fails if the database cannot be reached. Does not run the migrations.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        Self::connect_with(url, &StoreOptions::default()).await
-    }
-
     /// Connects to `url` with `options`: every session gets the lock-wait and
     /// statement bounds from them (see [`crate::store::pool`] and `super::MySql`).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         let (pool, fence) = open_pool::<Self>(url, options).await?;
         Ok(MySqlStore { pool, fence })
-    }
-
-    /// Wraps an existing pool (no failover fence).
-    pub fn from_pool(pool: MySqlPool) -> Self {
-        MySqlStore {
-            pool,
-            fence: Fence::off(),
-        }
-    }
-
-    /// The underlying pool.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
     }
 }
 

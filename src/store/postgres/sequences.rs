@@ -73,7 +73,8 @@ impl SequenceDb for sqlx::Postgres {
     };
 }
 
-/// A [`Store`](crate::store::Store) on a PostgreSQL database.
+/// A [`Store`](crate::store::Store) on a PostgreSQL database, at a
+/// `postgres://` or `postgresql://` URL.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
@@ -84,13 +85,6 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (`postgres://` or `postgresql://`) with the default
-    /// [`StoreOptions`]. Fails if the database cannot be reached. Does not run
-    /// the migrations.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        Self::connect_with(url, &StoreOptions::default()).await
-    }
-
     /// Connects to `url` with `options`: every session gets `lock_timeout`
     /// and `statement_timeout` from them (see [`crate::store::pool`]).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
@@ -106,21 +100,6 @@ impl PostgresStore {
             fence,
             schema: options.schema.clone(),
         }
-    }
-
-    /// Wraps an existing pool (its `search_path` as it is; no failover
-    /// fence).
-    pub fn from_pool(pool: PgPool) -> Self {
-        PostgresStore {
-            pool,
-            fence: Fence::off(),
-            schema: None,
-        }
-    }
-
-    /// The underlying pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
     }
 }
 

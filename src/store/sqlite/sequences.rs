@@ -57,7 +57,9 @@ impl SequenceDb for sqlx::Sqlite {
     };
 }
 
-/// A [`Store`](crate::store::Store) on a SQLite database file.
+/// A [`Store`](crate::store::Store) on a SQLite database file, at a URL
+/// `sqlite://path?mode=rwc`, `sqlite:path` or `sqlite::memory:` (its
+/// parameters honoured; the file is created only with `mode=rwc`).
 ///
 /// Statements with `RETURNING` are read with `fetch_all`, stepped to the end
 /// (see `store/sequences/mod.rs`).
@@ -69,32 +71,12 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens `url` (`sqlite://path?mode=rwc`, `sqlite:path`, `sqlite::memory:`)
-    /// with the default [`StoreOptions`]. URL parameters are honoured; the
-    /// file is created only with `mode=rwc`. Does not run the migrations.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        Self::connect_with(url, &StoreOptions::default()).await
-    }
-
     /// Opens `url` with `options`: at most 4 connections plus one for the
     /// worker leases (SQLite has one writer at a time), `busy_timeout` from
     /// the lock bound, WAL journaling and `synchronous = FULL` (every commit
     /// is on disk before it returns).
     pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         Ok(Self::from_pool(open_pool::<Self>(url, options).await?.0))
-    }
-
-    /// Wraps an existing pool.
-    pub fn from_pool(pool: SqlitePool) -> Self {
-        SqliteStore {
-            pool,
-            fence: Fence::off(),
-        }
-    }
-
-    /// The underlying pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
     }
 }
 
@@ -120,8 +102,12 @@ impl Backend for SqliteStore {
         super::pool_options(url, options)
     }
 
+    /// A file has no replica to be promoted: the fence is off.
     fn over_pool(pool: SqlitePool, _: &StoreOptions, _: Arc<Fence>) -> Self {
-        Self::from_pool(pool)
+        SqliteStore {
+            pool,
+            fence: Fence::off(),
+        }
     }
 
     fn leases(pool: SqlitePool, options: &StoreOptions) -> SqliteWorkerLeases {

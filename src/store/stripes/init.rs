@@ -38,11 +38,9 @@
 use std::sync::Arc;
 
 use super::audit::MergeWalk;
+use super::bind::{at_url, distinct_records, refuse, same_database, stripe_count, url_at};
 use super::layout::{StripeLayout, DEFAULT_BLOCK};
-use super::record::{
-    at_url, distinct_records, new_database_id, refuse, same_database, stripe_count, url_at,
-    StripeRecord,
-};
+use super::record::{new_database_id, StripeRecord};
 use crate::domain::{IdOrdering, NewSequence, SeqName};
 use crate::store::memory::MemoryStore;
 use crate::store::{SequencePatch, SequenceRow, Store, StoreError};

@@ -344,7 +344,7 @@ impl Allocator {
 
     async fn next_slow(&self, name: SeqNameRef<'_>) -> Result<i64, AllocError> {
         let mut out = Vec::with_capacity(1);
-        self.take_into(name, 1, &mut out).await?;
+        self.take_into(name, 1, None, &mut out).await?;
         Ok(out[0].first)
     }
 
@@ -355,7 +355,7 @@ impl Allocator {
         count: Count,
     ) -> Result<Batch, AllocError> {
         let mut ranges = Vec::with_capacity(1);
-        self.take_into(name.into(), u64::from(count.get()), &mut ranges)
+        self.take_into(name.into(), u64::from(count.get()), None, &mut ranges)
             .await?;
         Ok(Batch { ranges })
     }
@@ -380,18 +380,23 @@ impl Allocator {
             .await
     }
 
-    /// Claims `n` IDs of `name` and appends their runs to `out`.
+    /// Claims `n` IDs of `name` and appends their runs to `out`; a buffer
+    /// made here for a period counter (`counter`: its bounds, and whether it
+    /// starts in global order) keeps within its bounds.
     async fn take_into(
         &self,
         name: SeqNameRef<'_>,
         n: u64,
+        counter: Option<(CounterBounds, bool)>,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
-        let live = self.inner.live.get(name.as_str());
-        if let Some(buf) = live {
-            return buf.take(n, out).await;
+        if let Some(buf) = self.inner.live.get(name.as_str()) {
+            return buf.take_counter(n, out).await;
         }
-        self.take_cold(name, n, None, out).await
+        self.cold(name, counter, |buf| async move {
+            buf.take_counter(n, out).await
+        })
+        .await
     }
 
     /// `n` counters of a serial sequence's period (the row `name`, made by
@@ -407,11 +412,7 @@ impl Allocator {
         global: bool,
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
-        let live = self.inner.live.get(name.as_str());
-        if let Some(buf) = live {
-            return buf.take_counter(n, out).await;
-        }
-        self.take_cold(name.into(), n, Some((bounds, global)), out)
+        self.take_into(name.into(), n, Some((bounds, global)), out)
             .await
     }
 
@@ -437,20 +438,6 @@ impl Allocator {
     /// The allocator's clock.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.inner.shared.clock
-    }
-
-    /// [`Allocator::cold`] drawing `n` IDs into `out` as runs.
-    async fn take_cold(
-        &self,
-        name: SeqNameRef<'_>,
-        n: u64,
-        counter: Option<(CounterBounds, bool)>,
-        out: &mut Vec<IdRange>,
-    ) -> Result<(), AllocError> {
-        self.cold(name, counter, |buf| async move {
-            buf.take_counter(n, out).await
-        })
-        .await
     }
 
     /// First use of a name in this instance: `draw` from its buffer, which
