@@ -1,7 +1,9 @@
 //! Client of the scale benchmark (`scripts/bench/scale.sh`): touches every
 //! one of `N` sequences once through a running seqd and reports, per block of
-//! names, the rate of first uses and the server's resident memory; then the
-//! time of a listing page and the size and time of a `/metrics` scrape.
+//! names, the rate of first uses, the slowest of them and the server's
+//! resident memory; then every name once more (the warm rate of the same
+//! run), the time of a listing page and the size and time of a `/metrics`
+//! scrape.
 //!
 //! `cargo run --release --example scale -- URL PID NAMES [BLOCK] [CONCURRENCY] [PREFIX]`
 //!
@@ -41,6 +43,40 @@ async fn median_get(client: &reqwest::Client, url: &str) -> (Duration, usize) {
     runs[2]
 }
 
+/// One `/next` of each name `{prefix}{i:07}` for `i` in `range`, with
+/// `concurrency` requests in flight: the rate per second and the slowest
+/// request.
+async fn pass(
+    client: &reqwest::Client,
+    base: &str,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+) -> (f64, Duration) {
+    let count = range.len();
+    let t0 = Instant::now();
+    let slowest = futures::stream::iter(range)
+        .map(|i| {
+            let url = format!("{base}/v1/sequences/{prefix}{i:07}/next");
+            async move {
+                let sent = Instant::now();
+                let resp = client
+                    .get(&url)
+                    .header("accept", "text/plain")
+                    .send()
+                    .await
+                    .expect("request");
+                assert_eq!(resp.status(), 200, "{url}");
+                resp.bytes().await.expect("body");
+                sent.elapsed()
+            }
+        })
+        .buffer_unordered(concurrency)
+        .fold(Duration::ZERO, |m, d| async move { m.max(d) })
+        .await;
+    (count as f64 / t0.elapsed().as_secs_f64(), slowest)
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -63,39 +99,30 @@ async fn main() {
 
     let rss_before = rss_kib(pid);
     println!("server RSS before the first use: {} KiB", rss_before);
-    println!("| names | first uses per second | RSS (MiB) | RSS growth per sequence (bytes) |");
-    println!("|---:|---:|---:|---:|");
+    println!(
+        "| names | first uses per second | slowest first use (ms) | RSS (MiB) | RSS growth per sequence (bytes) |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
     let mut start = 0;
     while start < names {
         let end = (start + block).min(names);
-        let t0 = Instant::now();
-        futures::stream::iter(start..end)
-            .map(|i| {
-                let url = format!("{base}/v1/sequences/{prefix}{i:07}/next");
-                let client = client.clone();
-                async move {
-                    let resp = client
-                        .get(&url)
-                        .header("accept", "text/plain")
-                        .send()
-                        .await
-                        .expect("request");
-                    assert_eq!(resp.status(), 200, "{url}");
-                    resp.bytes().await.expect("body");
-                }
-            })
-            .buffer_unordered(concurrency)
-            .collect::<()>()
-            .await;
-        let rate = (end - start) as f64 / t0.elapsed().as_secs_f64();
+        let (rate, slowest) = pass(&client, &base, &prefix, start..end, concurrency).await;
         let rss = rss_kib(pid);
         println!(
-            "| {start}..{end} | {rate:.0} | {:.1} | {:.0} |",
+            "| {start}..{end} | {rate:.0} | {:.0} | {:.1} | {:.0} |",
+            slowest.as_secs_f64() * 1e3,
             rss as f64 / 1024.0,
             (rss.saturating_sub(rss_before) * 1024) as f64 / end as f64
         );
         start = end;
     }
+    // The same names again, each now served from memory: the warm rate of
+    // the same run, to set the first uses beside.
+    let (warm, slowest) = pass(&client, &base, &prefix, 0..names, concurrency).await;
+    println!(
+        "warm: every name once more, {warm:.0} per second (slowest {:.1} ms)",
+        slowest.as_secs_f64() * 1e3
+    );
 
     let middle = format!("{prefix}{:07}", names / 2);
     let (first, first_len) = median_get(&client, &format!("{base}/v1/sequences?limit=100")).await;
