@@ -513,7 +513,9 @@ async fn raise(store: &AdminCalls, row: &SequenceRow, wanted: i64) -> Action {
             from: max_id - size,
             to: max_id,
         },
-        Ok((max_id, _)) => Action::Failed(format!("raised max_id only to {max_id}, below {wanted}")),
+        Ok((max_id, _)) => {
+            Action::Failed(format!("raised max_id only to {max_id}, below {wanted}"))
+        }
         Err(e) => Action::Failed(format!("raising max_id: {e}")),
     }
 }

@@ -139,8 +139,8 @@ async fn seqd_snowflake_draws_from_the_one_generator_under_the_token_rule() {
     let workers: std::collections::BTreeSet<i64> = {
         let mut w = std::collections::BTreeSet::new();
         for id in &all {
-            let d = server::fetch_json(http.get(format!("{}/v1/snowflake/decode/{id}", p.base)))
-                .await;
+            let d =
+                server::fetch_json(http.get(format!("{}/v1/snowflake/decode/{id}", p.base))).await;
             w.insert(d["worker"].as_i64().expect("a worker"));
         }
         w

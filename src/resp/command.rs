@@ -298,7 +298,12 @@ async fn batch(door: &Door, s: &Session, name: SeqNameRef<'_>, n: Count, out: &m
 async fn snowflake(door: &Door, s: &Session, n: Option<Count>, out: &mut Out) -> Answer {
     let service = &door.service;
     match n {
-        None => out.int(service.snowflake_next(presented(s)).await.map_err(error_reply)?),
+        None => out.int(
+            service
+                .snowflake_next(presented(s))
+                .await
+                .map_err(error_reply)?,
+        ),
         Some(n) => {
             let ids = service
                 .snowflake_batch(presented(s), n)

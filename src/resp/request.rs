@@ -196,9 +196,7 @@ pub(super) fn request<'a>(
         Cmd::Next if argc == 2 => Request::Next(seq_name(arg(1))?),
         Cmd::Batch if argc == 3 => Request::Batch(seq_name(arg(1))?, count(arg(2), "SEQD.BATCH")?),
         Cmd::Snowflake if argc == 1 => Request::Snowflake(None),
-        Cmd::Snowflake if argc == 2 => {
-            Request::Snowflake(Some(count(arg(1), "SEQD.SNOWFLAKE")?))
-        }
+        Cmd::Snowflake if argc == 2 => Request::Snowflake(Some(count(arg(1), "SEQD.SNOWFLAKE")?)),
         Cmd::Ping if argc == 1 => Request::Ping,
         Cmd::Ping | Cmd::Echo if argc == 2 => Request::Echo(arg(1)),
         Cmd::Hello => Request::Hello(Hello::read(&args[1..], buf)?),

@@ -16,9 +16,9 @@ pub mod purge;
 pub mod refresh;
 pub mod service;
 
+pub use crate::domain::clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use crate::domain::serial::{
     format, parse_time_zone, period, Exhausted, OutOfRange, Overflow, Part, Period, Reset,
     SerialError, SerialFormat, SerialSettings, MAX_WIDTH,
 };
-pub use crate::domain::clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use service::{IssueError, Issued, PeriodStatus, Serials, WeakSerials};

@@ -26,8 +26,8 @@ use std::time::Duration;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-use crate::domain::clock::WallClock;
 use crate::allocator::{AllocError, Allocator, CounterBounds, IdRange};
+use crate::domain::clock::WallClock;
 use crate::domain::serial::Period;
 use crate::domain::serial::{Exhausted, Overflow, Reset};
 use crate::domain::{IdOrdering, SeqName, SeqNameRef, SerialSettings};

@@ -22,8 +22,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::domain::clock::WallClock;
 use super::layout::Layout;
+use crate::domain::clock::WallClock;
 
 /// Counter: calls refused because the clock was behind by more than the tolerance.
 pub const CLOCK_BACKWARDS_METRIC: &str = "seqd_snowflake_clock_backwards_total";

@@ -47,9 +47,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::domain::clock::WallClock;
 use super::generator::{Generator, GeneratorStatus, Grant, SnowflakeError};
 use super::layout::Layout;
+use crate::domain::clock::WallClock;
 use crate::store::workers::{WorkerLeases, WorkerRow, MAX_OWNER_LEN};
 use crate::store::StoreError;
 

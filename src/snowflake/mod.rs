@@ -23,8 +23,8 @@ pub mod generator;
 pub mod layout;
 pub mod lease;
 
-pub use args::SnowflakeArgs;
 pub use crate::domain::clock::{ManualWallClock, SystemWallClock, WallClock};
+pub use args::SnowflakeArgs;
 pub use generator::{Generator, GeneratorStatus, Grant, SnowflakeError};
 pub use layout::{Bits, Decoded, Layout, LayoutError};
 pub use lease::{LeaseConfig, Snowflake, TickOutcome};
