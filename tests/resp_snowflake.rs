@@ -16,13 +16,18 @@ use server::Process;
 
 /// `redis-cli -h HOST -p PORT [-a TOKEN] args`: what it printed, trimmed.
 async fn cli(addr: &str, token: Option<&str>, args: &[&str]) -> String {
+    cli_with(addr, token, args, b"").await
+}
+
+/// [`cli`] with `stdin`: commands one per line, sent on one connection.
+async fn cli_with(addr: &str, token: Option<&str>, args: &[&str], stdin: &[u8]) -> String {
     let (host, port) = addr.rsplit_once(':').expect("HOST:PORT");
     let mut all = vec!["-h", host, "-p", port];
     if let Some(t) = token {
         all.extend_from_slice(&["-a", t, "--no-auth-warning"]);
     }
     all.extend_from_slice(args);
-    common::run("redis-cli", &all, b"").await.text()
+    common::run("redis-cli", &all, stdin).await.text()
 }
 
 /// The integers `redis-cli` printed, one per line (an integer reply, or an
@@ -147,11 +152,36 @@ async fn seqd_snowflake_draws_from_the_one_generator_under_the_token_rule() {
     };
     assert_eq!(workers.len(), 1, "one generator, one worker: {workers:?}");
 
+    // In a transaction: queued, then drawn at `EXEC`, after the IDs above.
+    let tx = cli_with(
+        &addr,
+        Some(&sf),
+        &[],
+        b"MULTI\nSEQD.SNOWFLAKE\nSEQD.SNOWFLAKE 2\nEXEC\n",
+    )
+    .await;
+    let mut lines = tx.lines();
+    assert_eq!(
+        [lines.next(), lines.next(), lines.next()],
+        [Some("OK"), Some("QUEUED"), Some("QUEUED")],
+        "{tx}"
+    );
+    let in_tx = integers("EXEC", &lines.collect::<Vec<_>>().join("\n"));
+    assert_eq!(in_tx.len(), 3, "{tx}");
+    assert!(
+        std::iter::once(&from_http)
+            .chain(&in_tx)
+            .collect::<Vec<_>>()
+            .windows(2)
+            .all(|w| w[0] < w[1]),
+        "EXEC's IDs follow the others: {from_http} then {in_tx:?}"
+    );
+
     let metrics = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
     assert_eq!(
         sample(&metrics, "seqd_ids_drawn_total{token=\"sf\"}"),
-        7.0,
-        "1 + 5 by RESP, 1 by HTTP:\n{metrics}"
+        10.0,
+        "1 + 5 + 3 (a transaction) by RESP, 1 by HTTP:\n{metrics}"
     );
     assert_eq!(
         sample(&metrics, "seqd_ids_drawn_total{token=\"ord\"}"),
@@ -163,8 +193,8 @@ async fn seqd_snowflake_draws_from_the_one_generator_under_the_token_rule() {
             &metrics,
             "seqd_resp_commands_total{command=\"seqd.snowflake\",outcome=\"ok\"}"
         ),
-        2.0,
-        "{metrics}"
+        4.0,
+        "two alone, two run by EXEC: {metrics}"
     );
     assert_eq!(
         sample(

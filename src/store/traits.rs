@@ -3,7 +3,8 @@
 //! `seqd_core::store`, with the [`Reservation`](super::Reservation) and
 //! [`StoreError`] it answers), [`Catalog`] for the
 //! service's admin calls, [`Schema`] and [`StripeRecords`] for start-up and
-//! the operators' tools, and [`Store`], all four together.
+//! the operators' tools, [`Tokens`] for the client tokens, and [`Store`],
+//! the five together.
 
 use async_trait::async_trait;
 
