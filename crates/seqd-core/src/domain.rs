@@ -35,14 +35,14 @@ pub fn name_problem(s: &str) -> Option<&'static str> {
         }
         _ => {}
     }
-    if bytes.len() > MAX_NAME_LEN {
-        return Some("longer than 128 characters");
-    }
+    // The characters first: once they are all ASCII, bytes and characters
+    // count the same for the length.
     let allowed = |&b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-');
     if !bytes.iter().all(allowed) {
         return Some("only letters, digits and . _ : - are allowed");
     }
-    None
+    const _: () = assert!(MAX_NAME_LEN == 128, "the message below says 128");
+    (bytes.len() > MAX_NAME_LEN).then_some("longer than 128 characters")
 }
 
 /// A valid sequence name borrowed from elsewhere (a request path): what the

@@ -391,7 +391,11 @@ impl Allocator {
         out: &mut Vec<IdRange>,
     ) -> Result<(), AllocError> {
         if let Some(buf) = self.inner.live.get(name.as_str()) {
-            return buf.take_counter(n, out).await;
+            // A plain name's batch skips the counter's check (one load).
+            return match counter {
+                Some(_) => buf.take_counter(n, out).await,
+                None => buf.take(n, out).await,
+            };
         }
         self.cold(name, counter, |buf| async move {
             buf.take_counter(n, out).await

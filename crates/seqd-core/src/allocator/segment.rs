@@ -61,8 +61,9 @@ impl Segment {
     }
 
     /// A segment of `len` IDs starting at `first` whose prefetch mark is
-    /// given as a count of claimed IDs: the take that moves
-    /// the claims past `prefetch_at` reports it ([`Taken::past_prefetch_mark`]).
+    /// given as a count of claimed IDs: every take once the claims are past
+    /// `prefetch_at` reports it ([`Taken::past_prefetch_mark`]; the buffer
+    /// starts one fetch ahead however often it is told).
     /// [`Segment::new`] computes the mark from a ratio; the Rust client
     /// (`clients/rust`) places it on the ID whose taking starts the next
     /// lease's fetch. `first + len - 1` must not overflow.

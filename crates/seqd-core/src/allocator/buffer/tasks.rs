@@ -98,9 +98,7 @@ pub(super) async fn reserve_global(
     .await;
     match reserved {
         Ok(Ok(r)) if r.first() >= 1 => {
-            buf.fetches.fetch_add(1, Ordering::Relaxed);
-            metrics::histogram!(FETCH_DURATION_METRIC)
-                .record(buf.shared.clock.now().saturating_sub(started).as_secs_f64());
+            buf.count_fetch(started, buf.shared.clock.now());
             // Every ID this instance hands out counts for the high-water
             // mark: a segment reserved before a switch and landing after
             // the switch back is then below it, and never served.
