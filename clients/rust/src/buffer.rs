@@ -25,7 +25,8 @@
 //! (`prefetch_at` of it handed out), the taker that sees it starts the next
 //! lease's fetch in a task of its own, one at a time per sequence: `hold` is
 //! set while a fetch is in flight (and during the pause after a failed fetch
-//! ahead, and once closed), and a fetch starts only under the mutex with no
+//! ahead, until that pause ends or a fetch of callers that ran out ends
+//! first, and once closed), and a fetch starts only under the mutex with no
 //! lease ahead and none in flight. Callers that find both leases empty wait
 //! for the fetch in flight, or start one if none is.
 
@@ -136,11 +137,17 @@ impl Buffer {
     #[inline]
     pub(crate) fn take_one(self: &Arc<Self>) -> Option<i64> {
         let taken = self.ids.take_fast(1);
-        let run = taken.range?;
-        if taken.past_prefetch_mark && !self.ids.has_next() && !self.hold.load(Ordering::Relaxed) {
+        self.passed_mark(taken.past_prefetch_mark);
+        Some(taken.range?.first)
+    }
+
+    /// After a take without the lock: when it passed the prefetch mark and
+    /// nothing is ahead or on its way, starts the next fetch.
+    #[inline]
+    fn passed_mark(self: &Arc<Self>, past_prefetch_mark: bool) {
+        if past_prefetch_mark && !self.ids.has_next() && !self.hold.load(Ordering::Relaxed) {
             self.want_next();
         }
-        Some(run.first)
     }
 
     /// The current lease passed its prefetch mark: starts the next fetch.
@@ -299,11 +306,21 @@ impl Buffer {
         Ok(self.take(1).await?[0].first)
     }
 
-    /// The slow path of `batch`: `n` (>= 1) IDs in increasing order.
+    /// `batch`: `n` (>= 1) IDs in increasing order, lock-free while the
+    /// current lease holds them.
     pub(crate) async fn batch(self: &Arc<Self>, n: usize) -> Result<Vec<i64>, Error> {
         let mut ids = Vec::with_capacity(n);
-        for run in self.take(n as u64).await? {
+        // From the current lease without the lock first, as `next` does;
+        // the rest (if any) after those IDs, under it.
+        let taken = self.ids.take_fast(n as u64);
+        self.passed_mark(taken.past_prefetch_mark);
+        if let Some(run) = taken.range {
             ids.extend(run.iter());
+        }
+        if ids.len() < n {
+            for run in self.take((n - ids.len()) as u64).await? {
+                ids.extend(run.iter());
+            }
         }
         Ok(ids)
     }
