@@ -13,10 +13,11 @@
 //!   `install_next` from its fetch, `seal` at the give-back, `issued`,
 //!   `counts` and `current` for monitoring;
 //! - the Rust client (`clients/rust/src/buffer.rs`): `take_fast(1)` then
-//!   `take(1)` for `next` ([`client_next`], reading `past_prefetch_mark` to
-//!   start the fetch ahead, and `has_next` and `current` to check it),
-//!   `take(n)` for a batch, `install_next` from its lease fetch, `seal` at the
-//!   close, on segments made by `Segment::with_prefetch_at`.
+//!   `take(1)` for `next` ([`client_next`], starting the fetch ahead when
+//!   `past_prefetch_mark` and no `has_next`), `take_fast(n)` then `take` for
+//!   a batch (as [`request`]), `install_next` from its lease fetch, `seal` at
+//!   the close (its `current` read meanwhile), on segments made by
+//!   `Segment::with_prefetch_at`.
 //!
 //! Built only under `--cfg seqd_loom` (plain `cargo test` compiles this file
 //! to nothing). Run with a separate target directory:
