@@ -106,7 +106,7 @@ async fn main() {
     let mut start = 0;
     while start < names {
         let end = (start + block).min(names);
-        let (rate, slowest) = pass(&client, &base, &prefix, start..end, concurrency).await;
+        let (rate, slowest) = pass(&client, base, &prefix, start..end, concurrency).await;
         let rss = rss_kib(pid);
         println!(
             "| {start}..{end} | {rate:.0} | {:.0} | {:.1} | {:.0} |",
@@ -118,7 +118,7 @@ async fn main() {
     }
     // The same names again, each now served from memory: the warm rate of
     // the same run, to set the first uses beside.
-    let (warm, slowest) = pass(&client, &base, &prefix, 0..names, concurrency).await;
+    let (warm, slowest) = pass(&client, base, &prefix, 0..names, concurrency).await;
     println!(
         "warm: every name once more, {warm:.0} per second (slowest {:.1} ms)",
         slowest.as_secs_f64() * 1e3

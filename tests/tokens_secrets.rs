@@ -7,7 +7,6 @@ mod common;
 mod metrics_text;
 mod server;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,8 +15,7 @@ use reqwest::{Method, StatusCode};
 use seqd::config::{Secret, Settings};
 use seqd::service::access::{NUDGE_EVERY, REFRESH_EVERY};
 use seqd::service::ClientAuth;
-use seqd::store::forwarding::{Call, Forwarding, Hook};
-use seqd::store::StoreError;
+use seqd::store::forwarding::{Call, Counting, Forwarding};
 use serde_json::json;
 use server::{fetch_text, send_as_to, Process, TestServer};
 
@@ -120,26 +118,13 @@ async fn no_token_in_logs_errors_or_metrics() {
     p.kill().await;
 }
 
-/// Counts the reads of the token table.
-#[derive(Default)]
-struct TokenReads(AtomicU64);
-
-impl Hook for TokenReads {
-    fn before(&self, call: Call) -> Result<(), StoreError> {
-        if call == Call::Tokens {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-}
-
 /// 100,000 requests with random tokens on an instance over each database,
 /// whose token reads are counted: no more reads than the refresh's own
 /// (one per [`REFRESH_EVERY`]) and the early ones unknown tokens may ask
 /// for (one per [`NUDGE_EVERY`]) over the time taken, every answer 401, and
 /// a good token served all along.
 async fn a_flood_of_random_tokens_costs_no_database_reads(db: TestDb) {
-    let store = Forwarding::new(common::store(&db).await, TokenReads::default());
+    let store = Forwarding::new(common::store(&db).await, Counting::of(Call::Tokens));
     let mut settings = Settings::for_database(db.url.clone());
     settings.snowflake.enabled = false;
     settings.admin_token = Some(Secret::new(ADMIN));
@@ -159,7 +144,7 @@ async fn a_flood_of_random_tokens_costs_no_database_reads(db: TestDb) {
         .as_str()
         .unwrap()
         .into();
-    let token_reads = || store.hook().0.load(Ordering::SeqCst);
+    let token_reads = || store.hook().count();
 
     const TASKS: usize = 32;
     const PER_TASK: usize = 100_000 / TASKS + 1;

@@ -14,7 +14,10 @@
 # 127.0.0.1:3306, user root), each made afresh per N; SCALE_BIN (a seqd
 # binary to measure instead of this tree's release build, e.g. an older build
 # for a before/after table), SCALE_CONCURRENCY [32] requests in flight,
-# SCALE_PORT [18411].
+# SCALE_PORT [18411], SCALE_CLIENT [scale] `scale` (examples/scale.rs: every
+# name once, per block of names) or `wrk` (wrk -t2, scripts/bench/first_uses.lua:
+# first uses for SCALE_SECONDS [3] seconds, then warm for as long; a lighter
+# client than the example's, so more of the two CPUs is left to the server).
 # Everything listens on 127.0.0.1; the server is stopped on exit.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -22,6 +25,8 @@ cd "$ROOT"
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(10000 100000 1000000)
 CONCURRENCY=${SCALE_CONCURRENCY:-32}
+CLIENT_KIND=${SCALE_CLIENT:-scale}
+SECONDS_PER_PASS=${SCALE_SECONDS:-3}
 PORT=${SCALE_PORT:-18411}
 BACKEND=${SCALE_BACKEND:-sqlite}
 case $BACKEND in
@@ -71,7 +76,21 @@ for N in "${SIZES[@]}"; do
   BLOCK=$(( N >= 100000 ? 100000 : N ))
   echo
   echo "## $N sequences ($BACKEND)"
-  "$CLIENT" "http://127.0.0.1:$PORT" "$PID" "$N" "$BLOCK" "$CONCURRENCY"
+  if [ "$CLIENT_KIND" = wrk ]; then
+    # Each name once for SECONDS (the names must last: at most N requests),
+    # then the names served, again and again: warm.
+    NAMES=$N
+    for pass in first warm; do
+      LINE=$(SCALE_NAMES=$NAMES wrk -t2 -c"$CONCURRENCY" -d"${SECONDS_PER_PASS}s" --timeout 10s \
+        -s scripts/bench/first_uses.lua "http://127.0.0.1:$PORT" | grep '^BENCH')
+      REQS=$(sed 's/.*requests=\([0-9]*\).*/\1/' <<<"$LINE")
+      [ "$pass" = warm ] || [ "$REQS" -le "$N" ] || echo "the $N names ran out: not all first uses; use fewer SCALE_SECONDS" >&2
+      echo "$pass: $LINE"
+      NAMES=$(( REQS < N ? REQS : N ))
+    done
+  else
+    "$CLIENT" "http://127.0.0.1:$PORT" "$PID" "$N" "$BLOCK" "$CONCURRENCY"
+  fi
   kill "$PID"; wait "$PID" 2>/dev/null || true
   PID=
 done

@@ -103,6 +103,9 @@ pub const HTTP_REQUEST_DURATION: &str = "seqd_http_request_duration_seconds";
 pub const STORE_RETRIES: &str = crate::store::retry::RETRIES_METRIC;
 /// Histogram: requests served by one reservation of a global sequence.
 pub const GLOBAL_MERGED: &str = crate::allocator::buffer::GLOBAL_MERGE_METRIC;
+/// Histogram: first reservations made by one operation of the store
+/// (grouped first fetches of names new to this instance).
+pub const FIRST_GROUPED: &str = crate::allocator::group::GROUP_SIZE_METRIC;
 /// Gauge: 1 while a stripe is up, per `stripe` and `backend` (stripes only).
 pub const STRIPE_UP: &str = "seqd_stripe_up";
 /// Gauge: the share of the current period's `{seq:0N}` capacity reserved by
@@ -144,7 +147,8 @@ const FETCH_BUCKETS: &[f64] = &[
 /// so that memory stays bounded when nobody scrapes.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// Buckets of [`GLOBAL_MERGED`]: requests per reservation.
+/// Buckets of [`GLOBAL_MERGED`] and [`FIRST_GROUPED`]: requests or names
+/// per reservation.
 const MERGE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
 
 struct Registry {
@@ -161,6 +165,7 @@ fn registry() -> &'static Registry {
             .set_buckets_for_metric(Matcher::Full(HTTP_REQUEST_DURATION.into()), HTTP_BUCKETS)
             .and_then(|b| b.set_buckets_for_metric(Matcher::Full(SEGMENT_FETCH_DURATION.into()), FETCH_BUCKETS))
             .and_then(|b| b.set_buckets_for_metric(Matcher::Full(GLOBAL_MERGED.into()), MERGE_BUCKETS))
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FIRST_GROUPED.into()), MERGE_BUCKETS))
             .expect("bucket lists are not empty")
             .build_recorder();
         let handle = recorder.handle();
@@ -224,6 +229,10 @@ fn describe() {
     describe_histogram!(
         GLOBAL_MERGED,
         "Requests of global sequences served by one reservation (merged while the previous one was in flight), all sequences together."
+    );
+    describe_histogram!(
+        FIRST_GROUPED,
+        "First reservations of names new to this instance made by one statement (grouped while earlier groups were in flight)."
     );
     describe_counter!(
         crate::allocator::GIVEN_BACK_METRIC,

@@ -10,8 +10,9 @@ use async_trait::async_trait;
 
 use super::stripes::{StripeRecord, StripeStatus};
 use super::{
-    BumpMode, Bumped, Catalog, FenceStatus, MigrateMode, PeriodRow, Reservation, Schema, Segments,
-    SequencePage, SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow, Tokens,
+    BumpMode, Bumped, Catalog, FenceStatus, MigrateMode, PeriodRow, Reservation, Reserved, Schema,
+    Segments, SequencePage, SequencePatch, SequenceRow, Store, StoreError, StripeRecords, TokenRow,
+    Tokens,
 };
 use crate::domain::{NamePrefix, NewSequence, SeqName};
 
@@ -58,6 +59,37 @@ pub trait Hook: Send + Sync + 'static {
     /// The backend name to report instead of the inner store's.
     fn backend(&self) -> Option<&'static str> {
         None
+    }
+}
+
+/// A [`Hook`] that counts the calls of one kind and lets every call through.
+#[derive(Debug)]
+pub struct Counting {
+    call: Call,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl Counting {
+    /// Counts the calls of `call`.
+    pub fn of(call: Call) -> Self {
+        Counting {
+            call,
+            count: Default::default(),
+        }
+    }
+
+    /// How many calls of its kind went through so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Hook for Counting {
+    fn before(&self, call: Call) -> Result<(), StoreError> {
+        if call == self.call {
+            self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
     }
 }
 
@@ -118,6 +150,19 @@ forwarded! {
         ReserveExact => fn reserve_within(name: &SeqName, n: i64, cap: i64) -> Reservation;
         ReserveExact => fn reserve_lease(name: &SeqName, n: i64, cap: i64) -> Reservation;
         CompareAndSet => fn give_back(name: &SeqName, top: i64, keep: i64) -> bool, moved(top, keep);
+    }
+
+    fn group_limit(&self) -> usize {
+        self.inner.group_limit()
+    }
+
+    /// One [`Call::Reserve`] for the whole group: refused, it is every
+    /// name's answer.
+    async fn reserve_group(&self, asks: &[(SeqName, i64)]) -> Vec<Reserved> {
+        match self.hook.before(Call::Reserve) {
+            Ok(()) => self.inner.reserve_group(asks).await,
+            Err(e) => vec![Err(e); asks.len()],
+        }
     }
 }
 
@@ -188,12 +233,16 @@ mod tests {
         reserves: AtomicU64,
         moves: Mutex<Vec<(i64, i64)>>,
         refuse_reads: std::sync::atomic::AtomicBool,
+        refuse_reserves: std::sync::atomic::AtomicBool,
     }
 
     impl Hook for Watch {
         fn before(&self, call: Call) -> Result<(), StoreError> {
             if call == Call::Reserve {
                 self.reserves.fetch_add(1, Ordering::SeqCst);
+                if self.refuse_reserves.load(Ordering::SeqCst) {
+                    return Err(StoreError::Unavailable("cut".into()));
+                }
             }
             if call == Call::Read && self.refuse_reads.load(Ordering::SeqCst) {
                 return Err(StoreError::Unavailable("cut".into()));
@@ -222,13 +271,34 @@ mod tests {
         store.reserve_above(&name, 10, 0).await.unwrap();
         assert_eq!(store.hook().reserves.load(Ordering::SeqCst), 2);
         assert_eq!(store.reserve_exact(&name, 3).await.unwrap().max_id, 23);
+        // A group is one call; the memory store groups nothing by default.
+        inner.set_group_limit(8);
+        assert_eq!(store.group_limit(), 8);
+        let asks = [(name.clone(), 1), (SeqName::parse("b").unwrap(), 1)];
+        let answers = store.reserve_group(&asks).await;
+        assert_eq!(answers[0].as_ref().unwrap().max_id, 33);
+        assert!(matches!(answers[1], Err(StoreError::NotFound)));
+        assert_eq!(store.hook().reserves.load(Ordering::SeqCst), 3);
+        assert_eq!(inner.groups(), [2]);
+        store.hook().refuse_reserves.store(true, Ordering::SeqCst);
+        let refused = store.reserve_group(&asks).await;
+        assert!(refused
+            .iter()
+            .all(|a| matches!(a, Err(StoreError::Unavailable(_)))));
+        assert_eq!(
+            inner.max_id("a"),
+            Some(33),
+            "a refused group reaches nothing"
+        );
+        store.hook().refuse_reserves.store(false, Ordering::SeqCst);
+        assert!(store.compare_and_set_max_id(&name, 33, 23).await.unwrap());
 
         assert!(store.compare_and_set_max_id(&name, 23, 30).await.unwrap());
         assert!(!store.compare_and_set_max_id(&name, 23, 40).await.unwrap());
         assert!(store.give_back(&name, 30, 25).await.unwrap());
         assert_eq!(
             *store.hook().moves.lock().unwrap(),
-            vec![(23, 30), (30, 25)]
+            vec![(33, 23), (23, 30), (30, 25)]
         );
         assert_eq!(inner.max_id("a"), Some(25));
 

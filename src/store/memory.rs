@@ -6,7 +6,7 @@
 //! for one name, so tests can assert "at most one fetch per sequence".
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -46,6 +46,10 @@ pub struct MemoryStore {
     total_reserves: AtomicU64,
     stripe: Mutex<Option<StripeRecord>>,
     tokens: Mutex<BTreeMap<String, TokenRow>>,
+    /// [`Segments::group_limit`]: 1 (no grouping) unless a test sets it.
+    group_limit: AtomicUsize,
+    /// The size of every group reserved, in order.
+    groups: Mutex<Vec<usize>>,
 }
 
 impl Default for MemoryStore {
@@ -64,7 +68,21 @@ impl MemoryStore {
             total_reserves: AtomicU64::new(0),
             stripe: Mutex::new(None),
             tokens: Mutex::new(BTreeMap::new()),
+            group_limit: AtomicUsize::new(1),
+            groups: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Lets the allocator group up to `limit` first reservations in one
+    /// [`Segments::reserve_group`] (1: none), as a SQL store does.
+    pub fn set_group_limit(&self, limit: usize) {
+        self.group_limit.store(limit, Ordering::Relaxed);
+    }
+
+    /// The size of every group [`Segments::reserve_group`] was asked, in
+    /// order.
+    pub fn groups(&self) -> Vec<usize> {
+        self.groups.lock().unwrap().clone()
     }
 
     /// Sets a row's ordering directly (like an operator's SQL `UPDATE`).
@@ -276,6 +294,21 @@ impl Segments for MemoryStore {
     async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
         let _in_flight = self.faulted(name.as_str()).await?;
         self.reserve_now(name, min_size)
+    }
+
+    fn group_limit(&self) -> usize {
+        self.group_limit.load(Ordering::Relaxed)
+    }
+
+    /// Each ask reserved in turn, as alone (faults, delays and the gate
+    /// apply to each); the group's size recorded.
+    async fn reserve_group(&self, asks: &[(SeqName, i64)]) -> Vec<Reserved> {
+        self.groups.lock().unwrap().push(asks.len());
+        let mut answers = Vec::with_capacity(asks.len());
+        for (name, min_size) in asks {
+            answers.push(self.reserve(name, *min_size).await);
+        }
+        answers
     }
 
     async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {

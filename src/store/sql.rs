@@ -651,6 +651,66 @@ pub(crate) trait ReserveOnce: Send + Sync {
 
     /// Why a reserving statement of `how` on `name` matched no row.
     async fn refusal(&self, name: &SeqName, how: Reserve) -> Result<StoreError, StoreError>;
+
+    /// One group's reserving statement: `names` (distinct, at most
+    /// [`GROUP_LIMIT`]) at `max(step, size)`; the names it reserved, each
+    /// with its reservation.
+    async fn reserve_group_once(
+        &self,
+        names: &[&str],
+        size: i64,
+    ) -> Result<Vec<(String, Reservation)>, StoreError>;
+}
+
+/// Most names in one group's reserving statement
+/// ([`Segments::group_limit`] of a SQL store): far under every dialect's
+/// bound on placeholders, and one statement of a few milliseconds.
+pub(crate) const GROUP_LIMIT: usize = 256;
+
+/// [`Segments::reserve_group`] over a backend's statements: the asks of
+/// one size in one statement ([`ReserveOnce::reserve_group_once`]), a name
+/// it left out (missing, serial, full) or asked twice reserved alone by
+/// [`reserve_flow`], which answers as it would have alone; a failed
+/// statement is every one of its names' answer.
+pub(crate) async fn reserve_group_flow<S: ReserveOnce + ?Sized>(
+    store: &S,
+    asks: &[(SeqName, i64)],
+) -> Vec<Result<Reservation, StoreError>> {
+    let mut answers: Vec<Option<Result<Reservation, StoreError>>> = vec![None; asks.len()];
+    let mut sizes: Vec<i64> = asks.iter().map(|(_, size)| *size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for size in sizes {
+        let mut seen = std::collections::HashSet::new();
+        let of_size: Vec<usize> = (0..asks.len())
+            .filter(|&i| asks[i].1 == size && seen.insert(asks[i].0.as_str()))
+            .collect();
+        for chunk in of_size.chunks(GROUP_LIMIT) {
+            let names: Vec<&str> = chunk.iter().map(|&i| asks[i].0.as_str()).collect();
+            match store.reserve_group_once(&names, size).await {
+                Ok(granted) => {
+                    let mut granted: std::collections::HashMap<String, Reservation> =
+                        granted.into_iter().collect();
+                    for &i in chunk {
+                        answers[i] = granted.remove(asks[i].0.as_str()).map(Ok);
+                    }
+                }
+                Err(e) => {
+                    for &i in chunk {
+                        answers[i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(asks.len());
+    for (answer, (name, size)) in answers.into_iter().zip(asks) {
+        out.push(match answer {
+            Some(answer) => answer,
+            None => reserve_flow(store, name, *size).await,
+        });
+    }
+    out
 }
 
 /// [`Segments::reserve`] over a backend's statements.

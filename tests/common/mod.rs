@@ -621,8 +621,8 @@ pub fn memory_with(name_: &str, max_id: i64, step: i64) -> Arc<seqd::store::memo
 
 /// An allocator on `store` that always fetches the row's step, on a manual
 /// clock.
-pub fn fixed_step_allocator(
-    store: &Arc<seqd::store::memory::MemoryStore>,
+pub fn fixed_step_allocator<S: seqd::store::Segments>(
+    store: &Arc<S>,
     config: seqd::allocator::AllocatorConfig,
 ) -> seqd::allocator::Allocator {
     seqd::allocator::Allocator::with_parts(

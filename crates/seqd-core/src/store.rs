@@ -37,6 +37,28 @@ pub trait Segments: Send + Sync + 'static {
         self.reserve(name, min_size).await
     }
 
+    /// Most first reservations this store makes in one operation
+    /// ([`Segments::reserve_group`]); 1, the default, groups none: the
+    /// allocator then reserves each name alone, as it always does.
+    fn group_limit(&self) -> usize {
+        1
+    }
+
+    /// [`Segments::reserve`] of each `(name, min_size)` of `asks`, one
+    /// answer per ask in the same order, each exactly what `reserve` alone
+    /// would have answered (its own step, its own error): the first
+    /// reservations of names that arrived together (docs/design.md,
+    /// "Grouped first reservations"). A store of [`Segments::group_limit`]
+    /// above 1 makes them in one operation; the default reserves each in
+    /// turn.
+    async fn reserve_group(&self, asks: &[(SeqName, i64)]) -> Vec<Reserved> {
+        let mut answers = Vec::with_capacity(asks.len());
+        for (name, min_size) in asks {
+            answers.push(self.reserve(name, *min_size).await);
+        }
+        answers
+    }
+
     /// Sets `max_id` of the row `name` to `new` if it is still `expected`,
     /// in one statement (a compare-and-set); true when it was set, false
     /// when the row holds another value. [`StoreError::NotFound`] when no
@@ -138,7 +160,7 @@ impl Reservation {
 }
 
 /// Storage failures, narrowed from the driver's errors.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No row has this name.
     #[error("sequence not found")]

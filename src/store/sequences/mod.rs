@@ -43,7 +43,12 @@ use super::{BumpSql, Catalog, Schema, Segments, StripeRecords};
 /// dialect and its count of changed rows).
 pub(crate) trait SequenceDb: LeaseDb {
     /// What `name` is read as: text, or its bytes ([`name_text`]).
-    type Name: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + Into<Vec<u8>> + Send + Unpin;
+    type Name: for<'r> sqlx::Decode<'r, Self>
+        + sqlx::Type<Self>
+        + Into<Vec<u8>>
+        + Clone
+        + Send
+        + Unpin;
 
     /// What `created_at` and `updated_at` are read as.
     type Time: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + ReadTime + Send + Unpin;
@@ -233,6 +238,23 @@ pub(crate) type Row<DB> = Columns<<DB as SequenceDb>::Name, <DB as SequenceDb>::
 /// and `ordering`.
 type Granted = (i64, i64, i64, String);
 
+/// What a group's reserving statement reads back per row: the name, then
+/// as [`Granted`].
+type Granting<DB> = (<DB as SequenceDb>::Name, i64, i64, i64, String);
+
+/// `names`, then its last name again up to the next power of two: a group's
+/// list of names, padded so that a few statements serve every group size
+/// (each prepared once per connection); `IN` ignores the repeats.
+fn padded<'a>(names: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
+    let last = names.last().copied().unwrap_or_default();
+    let len = names.len().next_power_of_two();
+    names
+        .iter()
+        .copied()
+        .chain(std::iter::repeat(last))
+        .take(len)
+}
+
 /// A counter row as read by `list_periods`.
 type Period<DB> = (
     <DB as SequenceDb>::Name,
@@ -259,6 +281,7 @@ where
     Row<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
     Period<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
     Granted: for<'r> sqlx::FromRow<'r, DB::Row>,
+    Granting<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
     (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
     (i64, String): for<'r> sqlx::FromRow<'r, DB::Row>,
     (DB::Name, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
@@ -623,6 +646,114 @@ where
             .await?;
         tx.commit().await?;
         Ok(Some(read))
+    }
+
+    /// One group of first reservations, all of `size` (docs/design.md,
+    /// "Grouped first reservations"): what [`Sequences::reserve`] at
+    /// [`Reserve::Step`] does to each of `names` (distinct), for all of
+    /// them in one statement (PostgreSQL, SQLite: `UPDATE ... WHERE name IN
+    /// (...) RETURNING`) or one transaction (MariaDB: the rows read `FOR
+    /// UPDATE`, then one `UPDATE` of those that fit). The rows are locked in
+    /// the order the database scans the list, the same for every group (a
+    /// deadlock reported all the same is retried). Answers the names
+    /// reserved with their reservation; a
+    /// name left out (missing, serial, full) is for the caller to reserve
+    /// alone, which says why.
+    pub(crate) async fn reserve_group(
+        &self,
+        names: &[&str],
+        size: i64,
+    ) -> Result<Vec<(String, Reservation)>, StoreError> {
+        let dialect = DB::DIALECT;
+        let greatest = match dialect {
+            Dialect::Sqlite => "MAX",
+            Dialect::Postgres | Dialect::Mysql => "GREATEST",
+        };
+        let mut held = Held::acquire(self.0).await?;
+        let granted = if Self::statements().returning {
+            let sql = in_dialect(
+                dialect,
+                &format!(
+                    "UPDATE sequences SET max_id = max_id + {greatest}(step, ?), \
+                     updated_at = CURRENT_TIMESTAMP WHERE name {} AND format IS NULL \
+                     AND max_id <= 9223372036854775807 - {greatest}(step, ?) \
+                     RETURNING name, max_id, {greatest}(step, ?) AS size, step, ordering",
+                    in_list(padded(names).count())
+                ),
+            );
+            let rows = retrying!(dialect.name(), {
+                let mut query = sqlx::query_as::<DB, Granting<DB>>(&sql).bind(size);
+                for name in padded(names) {
+                    query = query.bind(name);
+                }
+                query.bind(size).bind(size).fetch_all(held.conn()).await
+            });
+            held.finish(rows)?
+        } else {
+            let rows = retrying!(
+                dialect.name(),
+                Self::lock_then_update(held.conn(), names, size).await
+            );
+            held.finish(rows)?
+        };
+        granted
+            .into_iter()
+            .map(|(name, max_id, size, step, ordering)| {
+                Ok((name_text(name), reservation(max_id, size, step, &ordering)?))
+            })
+            .collect()
+    }
+
+    /// [`Sequences::reserve_group`] where no `UPDATE` returns its rows: in
+    /// one transaction, the rows of `names` read and locked, then one
+    /// `UPDATE` of those whose range fits under `i64::MAX`; answers them as
+    /// updated.
+    async fn lock_then_update(
+        conn: &mut DB::Connection,
+        names: &[&str],
+        size: i64,
+    ) -> Result<Vec<Granting<DB>>, sqlx::Error> {
+        let mut tx = conn.begin().await?;
+        let read = format!(
+            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
+             FROM sequences WHERE name {} AND format IS NULL FOR UPDATE",
+            in_list(padded(names).count())
+        );
+        let mut query = sqlx::query_as::<DB, Granting<DB>>(&read).bind(size);
+        for name in padded(names) {
+            query = query.bind(name);
+        }
+        let mut rows = query.fetch_all(&mut *tx).await?;
+        rows.retain(|&(_, max_id, grant, _, _)| max_id <= i64::MAX - grant);
+        if rows.is_empty() {
+            tx.rollback().await?;
+            return Ok(rows);
+        }
+        let fit: Vec<String> = rows.iter().map(|r| name_text(r.0.clone())).collect();
+        let fit: Vec<&str> = fit.iter().map(String::as_str).collect();
+        let update = format!(
+            "UPDATE sequences SET max_id = max_id + GREATEST(step, ?), \
+             updated_at = CURRENT_TIMESTAMP WHERE name {}",
+            in_list(padded(&fit).count())
+        );
+        let mut query = sqlx::query::<DB>(&update).bind(size);
+        for name in padded(&fit) {
+            query = query.bind(name);
+        }
+        let updated = DB::rows_affected(&query.execute(&mut *tx).await?);
+        if updated != fit.len() as u64 {
+            // The rows are locked: only a broken database gets here.
+            tx.rollback().await?;
+            return Err(sqlx::Error::Protocol(format!(
+                "a group's update changed {updated} of {} locked rows",
+                fit.len()
+            )));
+        }
+        tx.commit().await?;
+        for row in &mut rows {
+            row.1 += row.2;
+        }
+        Ok(rows)
     }
 
     /// [`BumpSql::widen_bound`]: `SET LOCAL` on PostgreSQL, until the

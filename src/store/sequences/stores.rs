@@ -87,6 +87,14 @@ macro_rules! sql_sequences {
             ) -> Result<$crate::store::StoreError, $crate::store::StoreError> {
                 self.sequences().refusal(name, how).await
             }
+
+            async fn reserve_group_once(
+                &self,
+                names: &[&str],
+                size: i64,
+            ) -> Result<Vec<(String, $crate::store::Reservation)>, $crate::store::StoreError> {
+                self.sequences().reserve_group(names, size).await
+            }
         }
 
         #[::async_trait::async_trait]
@@ -97,6 +105,17 @@ macro_rules! sql_sequences {
                 min_size: i64,
             ) -> Result<$crate::store::Reservation, $crate::store::StoreError> {
                 $crate::store::sql::reserve_flow(self, name, min_size).await
+            }
+
+            fn group_limit(&self) -> usize {
+                $crate::store::sql::GROUP_LIMIT
+            }
+
+            async fn reserve_group(
+                &self,
+                asks: &[($crate::domain::SeqName, i64)],
+            ) -> Vec<$crate::store::Reserved> {
+                $crate::store::sql::reserve_group_flow(self, asks).await
             }
 
             async fn reserve_within(&self, name: &$crate::domain::SeqName, n: i64, cap: i64) -> $crate::store::Reserved {

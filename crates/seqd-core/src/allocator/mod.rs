@@ -60,6 +60,7 @@ pub mod buffer;
 pub mod clock;
 pub mod double;
 pub mod failure;
+pub mod group;
 mod live;
 pub mod segment;
 pub mod step;
@@ -169,6 +170,8 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) policy: Arc<dyn StepPolicy>,
     pub(crate) config: AllocatorConfig,
+    /// The queue of grouped first reservations, when the store groups them.
+    pub(crate) group: Option<Arc<group::Grouper>>,
 }
 
 /// IDs of one batch: one or more runs of consecutive IDs, in increasing order.
@@ -297,11 +300,13 @@ impl Allocator {
         clock: Arc<dyn Clock>,
         policy: Arc<dyn StepPolicy>,
     ) -> Self {
+        let group = group::Grouper::over(&store, config.fetch_timeout);
         let shared = Arc::new(Shared {
             store,
             clock,
             policy,
             config,
+            group,
         });
         Allocator {
             inner: Arc::new(Inner {

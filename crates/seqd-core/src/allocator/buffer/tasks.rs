@@ -162,6 +162,8 @@ pub(super) async fn reserve_global(
 pub(super) async fn fetch_loop(weak: Weak<SeqBuffer>) {
     // IDs to ask for on top of the planned size, to clear the high-water mark.
     let mut catch_up: Option<i64> = None;
+    // Whether an attempt of this fetch failed.
+    let mut failed = false;
     loop {
         let Some(buf) = weak.upgrade() else { return };
         let plan = buf.plan_fetch();
@@ -176,7 +178,17 @@ pub(super) async fn fetch_loop(weak: Weak<SeqBuffer>) {
                 // databases lifts a lagging one past it (a single database
                 // ignores it).
                 let floor = buf.high_water().unwrap_or(0);
-                store.reserve_above(&buf.name, ask, floor)
+                match &buf.shared.group {
+                    // The first fetch of a name new to this instance joins
+                    // the next group; after a failure it goes alone, so
+                    // that a name whose row is locked does not hold up the
+                    // next group too (docs/design.md, "Grouped first
+                    // reservations").
+                    Some(group) if floor == 0 && catch_up.is_none() && !failed => {
+                        Box::pin(group.clone().reserve(buf.name.clone(), ask))
+                    }
+                    _ => store.reserve_above(&buf.name, ask, floor),
+                }
             }
             Plan::Exactly(size) => Box::pin(reserve_capped(
                 store.as_ref(),
@@ -217,6 +229,7 @@ pub(super) async fn fetch_loop(weak: Weak<SeqBuffer>) {
                 buf.record_failure(FetchFailure::of_store(&e))
             }
         };
+        failed = true;
         drop(buf);
         tokio::time::sleep(backoff).await;
     }
