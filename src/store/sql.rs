@@ -669,7 +669,8 @@ pub(crate) const GROUP_LIMIT: usize = 256;
 
 /// [`Segments::reserve_group`] over a backend's statements: the asks of
 /// one size in one statement ([`ReserveOnce::reserve_group_once`]), a name
-/// it left out (missing, serial, full) or asked twice reserved alone by
+/// it left out (missing, serial, full), asked twice or alone of its size
+/// reserved alone by
 /// [`reserve_flow`], which answers as it would have alone; a failed
 /// statement is every one of its names' answer.
 pub(crate) async fn reserve_group_flow<S: ReserveOnce + ?Sized>(
@@ -685,7 +686,9 @@ pub(crate) async fn reserve_group_flow<S: ReserveOnce + ?Sized>(
         let of_size: Vec<usize> = (0..asks.len())
             .filter(|&i| asks[i].1 == size && seen.insert(asks[i].0.as_str()))
             .collect();
-        for chunk in of_size.chunks(GROUP_LIMIT) {
+        // A name alone goes through `reserve_flow` below: the statement of a
+        // lone first use stays the one it always was.
+        for chunk in of_size.chunks(GROUP_LIMIT).filter(|c| c.len() > 1) {
             let names: Vec<&str> = chunk.iter().map(|&i| asks[i].0.as_str()).collect();
             match store.reserve_group_once(&names, size).await {
                 Ok(granted) => {
