@@ -1,26 +1,26 @@
 -- wrk script for scripts/bench/scale.sh (SCALE_CLIENT=wrk): GET
--- /v1/sequences/tenant-<i>/next, i = 0, 1, 2, ... each name once, thread k of
--- T taking i = k, k + T, k + 2T, ... (SCALE_NAMES names; past them a thread
+-- /v1/sequences/tenant-<i>/next, each name once: thread k of SCALE_THREADS
+-- takes i = k, k + T, k + 2T, ... (SCALE_NAMES names; past them a thread
 -- starts over, and the pass is no longer all first uses: scale.sh checks the
--- count). Prints the BENCH line of report.lua.
+-- count). The thread count comes from the environment, not from setup():
+-- wrk starts each thread before it sets up the next. Prints the BENCH line
+-- of report.lua.
 
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(dir .. "report.lua")
 
 local n = tonumber(os.getenv("SCALE_NAMES") or "100000")
-local made = {}
-local i, stride = 0, 1
+local stride = tonumber(os.getenv("SCALE_THREADS") or "2")
+local made = 0
+local i = 0
 
--- Each thread learns its index and, once all are made, their number.
 function setup(thread)
-  thread:set("thread_index", #made)
-  table.insert(made, thread)
-  for _, t in ipairs(made) do t:set("threads", #made) end
+  thread:set("thread_index", made)
+  made = made + 1
 end
 
 function init(args)
   i = thread_index or 0
-  stride = threads or 1
 end
 
 function request()

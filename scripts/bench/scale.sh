@@ -81,11 +81,12 @@ for N in "${SIZES[@]}"; do
     # then the names served, again and again: warm.
     NAMES=$N
     for pass in first warm; do
-      LINE=$(SCALE_NAMES=$NAMES wrk -t2 -c"$CONCURRENCY" -d"${SECONDS_PER_PASS}s" --timeout 10s \
+      LINE=$(SCALE_NAMES=$NAMES SCALE_THREADS=2 wrk -t2 -c"$CONCURRENCY" -d"${SECONDS_PER_PASS}s" --timeout 10s \
         -s scripts/bench/first_uses.lua "http://127.0.0.1:$PORT" | grep '^BENCH')
       REQS=$(sed 's/.*requests=\([0-9]*\).*/\1/' <<<"$LINE")
       [ "$pass" = warm ] || [ "$REQS" -le "$N" ] || echo "the $N names ran out: not all first uses; use fewer SCALE_SECONDS" >&2
       echo "$pass: $LINE"
+      [ "$pass" = warm ] || echo "names live after it: $(curl -fs "http://127.0.0.1:$PORT/metrics" | sed -n 's/^seqd_names_in_memory{state="live"} //p')"
       NAMES=$(( REQS < N ? REQS : N ))
     done
   else
