@@ -11,14 +11,9 @@ dofile(dir .. "report.lua")
 
 local n = tonumber(os.getenv("SCALE_NAMES") or "100000")
 local stride = tonumber(os.getenv("SCALE_THREADS") or "2")
-local made = 0
 local i = 0
 
-function setup(thread)
-  thread:set("thread_index", made)
-  made = made + 1
-end
-
+-- thread_index: set by report.lua's setup().
 function init(args)
   i = thread_index or 0
 end

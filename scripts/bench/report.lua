@@ -14,3 +14,11 @@ function done(summary, latency, requests)
     latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max,
     e.status, e.connect, e.read, e.write, e.timeout))
 end
+
+-- setup(): each thread's index (0, 1, ...) as the global thread_index of its
+-- own state, for the scripts that split the names between threads.
+local made = 0
+function setup(thread)
+  thread:set("thread_index", made)
+  made = made + 1
+end

@@ -9,20 +9,14 @@ dofile(dir .. "report.lua")
 
 local n = tonumber(os.getenv("BENCH_LIVE_N") or "10000")
 local prefix = os.getenv("BENCH_LIVE_PREFIX") or "live-"
-local threads = 0
 local reqs = {}
 local i = 0
-
-function setup(thread)
-  thread:set("thread_index", threads)
-  threads = threads + 1
-end
 
 function init(args)
   for k = 1, n do
     reqs[k] = wrk.format("GET", "/v1/sequences/" .. prefix .. k .. "/next")
   end
-  -- thread_index is set by setup() in this thread's state: threads start
+  -- thread_index is set by report.lua's setup() in this thread's state: threads start
   -- n / 2 apart (with 2 threads), so they do not hit the same names together.
   i = math.floor((thread_index or 0) * n / 2) % n
 end
