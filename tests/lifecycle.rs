@@ -56,7 +56,13 @@ async fn a_flood_of_unknown_names_costs_one_query_per_name_and_interval(db: Test
     for _ in 0..100 {
         assert_eq!(alloc.next(&name("ghost0")).await, Err(AllocError::NotFound));
     }
-    assert_eq!(store.hook().reserves(), 5, "one query per missing name");
+    // Five names, each asked of the database once: alone or in a group of
+    // first reservations (one call for several names).
+    let calls = store.hook().reserves();
+    assert!(
+        (1..=5).contains(&calls),
+        "at most one query per missing name: {calls} calls"
+    );
 }
 
 async fn a_row_inserted_by_sql_after_a_miss_is_served_after_the_interval(db: TestDb) {
