@@ -45,23 +45,27 @@ async fn settle(db: &TestDb, n: i64) {
     panic!("more than {n} sessions stayed connected before the burst");
 }
 
-/// Many first uses at once, each a reservation that needs a connection.
+/// Every name drawn once at once (first uses, reserved in groups of names),
+/// then a batch of five segments of every name at once: each name's own
+/// reservations, all needing a connection.
 async fn cold_burst(p: &Process, names: usize) {
     let http = server::client(std::time::Duration::from_secs(60));
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..names {
-        let (http, base) = (http.clone(), p.base.clone());
-        tasks.spawn(async move {
-            let resp = http
-                .get(format!("{base}/v1/sequences/t{i}/next"))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.unwrap();
+    for route in ["next", "batch?count=50"] {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..names {
+            let (http, base) = (http.clone(), p.base.clone());
+            tasks.spawn(async move {
+                let resp = http
+                    .get(format!("{base}/v1/sequences/t{i}/{route}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
     }
 }
 
