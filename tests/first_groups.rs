@@ -6,10 +6,12 @@
 //! The allocator's queue on the in-memory store (a manual clock, groups
 //! recorded), then on every backend: a group with plain, duplicate,
 //! missing, serial, global, nearly full and full names; two instances
-//! warming the same names at once; and a group whose database fails under
+//! warming the same names at once; a group whose database fails under
 //! it (PostgreSQL and MariaDB: a row locked by another session and the
 //! group's connection killed by the server; SQLite: the write lock held by
-//! another connection past the busy timeout), which changes no row.
+//! another connection past the busy timeout), which changes no row; and
+//! (PostgreSQL, MariaDB) a row locked by another session among first uses,
+//! which holds its own name only.
 
 #[macro_use]
 mod common;
@@ -132,13 +134,15 @@ async fn a_failed_group_fails_each_name_and_each_retries_on_its_own() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stuck_group_does_not_hold_the_first_uses_behind_it() {
+/// Ten names and `stuck`, whose reservation hangs past the fetch timeout
+/// (5 s) as a statement waiting on a row another session holds; the first
+/// use of `stuck` in flight, `after` later, alone in its group. Then the
+/// ten names' first uses at once: each served within the wait timeout
+/// (3 s), and `stuck` answered "unavailable". Answers the group sizes.
+async fn first_uses_after_a_stuck_group(after: Duration) -> Vec<usize> {
     let store = Arc::new(MemoryStore::new());
     store.set_group_limit(64);
     store.insert("stuck", 0, 100);
-    // Its reservation hangs past the fetch timeout (5 s), as a statement
-    // waiting on a row another session holds.
     store.set_delay("stuck", Duration::from_secs(30));
     let names: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
     for n in &names {
@@ -149,10 +153,8 @@ async fn a_stuck_group_does_not_hold_the_first_uses_behind_it() {
         let alloc = alloc.clone();
         tokio::spawn(async move { alloc.next(&name("stuck")).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(after).await;
     assert_eq!(store.groups(), [1], "the stuck name's group is in flight");
-    // Past the slow-group mark: the next asks start a group beside it and
-    // are served within the wait timeout (3 s).
     let started = tokio::time::Instant::now();
     let ids = first_ids(&alloc, &names).await;
     assert!(ids.values().all(|id| id == &Ok(1)), "{ids:?}");
@@ -161,6 +163,24 @@ async fn a_stuck_group_does_not_hold_the_first_uses_behind_it() {
         stuck.await.unwrap(),
         Err(AllocError::Unavailable { .. })
     ));
+    store.groups()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stuck_group_does_not_hold_the_first_uses_behind_it() {
+    // Past the slow-group mark: the next ask starts a group beside it.
+    first_uses_after_a_stuck_group(Duration::from_millis(100)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_uses_queued_behind_a_stuck_group_get_a_group_beside_it() {
+    // Queued 1 ms after it began, well inside the slow-group mark, and no
+    // ask comes after them: the stuck group's own timer starts their group
+    // (without it they would wait for its 5 s fetch timeout, past the 3 s
+    // wait timeout).
+    let groups = first_uses_after_a_stuck_group(Duration::from_millis(1)).await;
+    assert_eq!(groups[0], 1);
+    assert_eq!(groups[1..].iter().sum::<usize>(), 10, "{groups:?}");
 }
 
 #[tokio::test]
@@ -352,6 +372,48 @@ async fn two_instances_warming_the_same_names_never_overlap(db: TestDb) {
             "instance {i}: {calls} reserving calls for {} first uses: nothing grouped",
             names.len()
         );
+    }
+}
+
+network_backends!(a_locked_row_holds_only_its_own_first_use);
+
+/// SQLite has no row locks: its write lock holds every name, so it is cut
+/// above and not here.
+async fn a_locked_row_holds_only_its_own_first_use(db: TestDb) {
+    let store = common::store(&db).await;
+    let names: Vec<String> = (0..40).map(|i| format!("lk-{i:02}")).collect();
+    for n in &names {
+        store.create(&new_seq(n, 1, 100)).await.unwrap();
+    }
+    // Another session holds lk-00 `FOR UPDATE` for the whole test.
+    let blocker = Blocker::take(&db, "lk-00").await;
+    // A wait timeout far past the lock bound (2 s): a first use held behind
+    // the lock for good shows as a wait, not as an early timeout.
+    let config = AllocatorConfig {
+        wait_timeout: Duration::from_secs(60),
+        ..AllocatorConfig::default()
+    };
+    let alloc = common::fixed_step_allocator(
+        &Forwarding::new(store.clone(), Counting::of(Call::Reserve)),
+        config,
+    );
+    let locked = {
+        let alloc = alloc.clone();
+        tokio::spawn(async move { alloc.next(&name("lk-00")).await })
+    };
+    // The other 39 first uses at once, with lk-00's: whichever group holds
+    // lk-00 waits on its lock; every other name is served while it is held.
+    let ids = first_ids(&alloc, &names[1..]).await;
+    assert!(ids.values().all(|id| id == &Ok(1)), "{ids:?}");
+    assert!(
+        !locked.is_finished(),
+        "lk-00 answered while its row was locked"
+    );
+    assert_eq!(common::row(&store, "lk-00").await.max_id, 0);
+    blocker.release().await;
+    assert_eq!(locked.await.unwrap(), Ok(1));
+    for n in &names {
+        assert_eq!(common::row(&store, n).await.max_id, 100, "{n}: one segment");
     }
 }
 

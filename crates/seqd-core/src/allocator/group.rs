@@ -5,8 +5,9 @@
 //! one, as the requests of a global sequence merge (docs/design.md,
 //! "Grouped first reservations"). A group in flight for longer than
 //! [`SLOW_GROUP`] (a locked row, a slow database) lets another start beside
-//! it, up to [`GROUPS_IN_FLIGHT`], so that one stuck group does not hold
-//! every first use behind it.
+//! it, up to [`GROUPS_IN_FLIGHT`]: at that mark if asks are queued, or at
+//! the next ask, so that one stuck group does not hold every first use
+//! behind it.
 //!
 //! Only stores whose [`Segments::group_limit`] is above 1 are grouped; each
 //! answer goes back to its own buffer's fetch, which installs it as it
@@ -129,7 +130,23 @@ impl Grouper {
             metrics::histogram!(GROUP_SIZE_METRIC).record(group.len() as f64);
             let asks: Vec<(SeqName, i64)> =
                 group.iter().map(|a| (a.name.clone(), a.min_size)).collect();
-            let answers = tokio::time::timeout(self.timeout, self.store.reserve_group(&asks)).await;
+            let reserving = tokio::time::timeout(self.timeout, self.store.reserve_group(&asks));
+            tokio::pin!(reserving);
+            // Past SLOW_GROUP, the asks queued behind this group get a
+            // runner beside it, whether or not more asks arrive.
+            let slow = tokio::time::sleep(SLOW_GROUP);
+            tokio::pin!(slow);
+            let mut helped = false;
+            let answers = loop {
+                tokio::select! {
+                    biased;
+                    answers = &mut reserving => break answers,
+                    () = &mut slow, if !helped => {
+                        helped = true;
+                        self.clone().start_beside();
+                    }
+                }
+            };
             let mut answers = match answers {
                 Ok(answers) if answers.len() == group.len() => answers.into_iter(),
                 Ok(answers) => {
@@ -150,6 +167,23 @@ impl Grouper {
                     ))
                 }));
             }
+        }
+    }
+
+    /// Starts one more runner when asks wait and fewer than
+    /// [`GROUPS_IN_FLIGHT`] groups are in flight (a group in flight has
+    /// passed [`SLOW_GROUP`]).
+    fn start_beside(self: Arc<Self>) {
+        let start = {
+            let mut queue = self.queue.lock().unwrap();
+            let start = !queue.asks.is_empty() && queue.running < GROUPS_IN_FLIGHT;
+            if start {
+                queue.running += 1;
+            }
+            start
+        };
+        if start {
+            tokio::spawn(self.run());
         }
     }
 
