@@ -23,13 +23,9 @@ command -v valgrind >/dev/null || { echo "valgrind is missing (apt-get install -
 command -v wrk >/dev/null || { echo "wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
 [[ -x $SEQD && -x $BASE ]] || { echo "build first: cargo build --release --bin seqd --example baseline" >&2; exit 1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/seqd-cg.XXXXXX")
-VPID=""
-cleanup() {
-    [[ -n $VPID ]] && { kill "$VPID" 2>/dev/null || true; wait "$VPID" 2>/dev/null || true; }
-    if [[ ${CG_KEEP:-0} == 1 ]]; then echo "callgrind files kept in $TMP" >&2; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench/lib.sh
+source "$ROOT/scripts/bench/lib.sh"
+callgrind_tmp seqd-cg "${CG_KEEP:-0}"
 
 # Extra wrk arguments of the next profile (the token's header), and its Accept.
 AUTH=()

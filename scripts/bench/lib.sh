@@ -1,7 +1,8 @@
 # What scripts/bench-http.sh and scripts/bench-resp.sh share, sourced by
 # both after they define log() and die(): stopping the servers they started
 # (the PID array, name -> pid), the traps that run their cleanup(), the fate
-# of their scratch folder $TMP, and waiting for a seqd's JSON start-up line.
+# of their scratch folder $TMP, and waiting for a seqd's JSON start-up line;
+# and the scratch folder of the two callgrind scripts.
 
 # stop_servers: SIGTERM to every process in PID, up to 5 s for each to end,
 # then SIGKILL; each reaped.
@@ -49,4 +50,19 @@ seqd_listen() {
     done
     [[ -n $addr ]] || { cat "$log_file" >&2; die "$name did not start within 30 s"; }
     printf '%s\n' "$addr"
+}
+
+# callgrind_tmp PREFIX KEEP (scripts/bench/callgrind.sh, resp_callgrind.sh):
+# makes $TMP, a scratch folder for callgrind's files, and VPID (the process
+# under valgrind, empty while none runs); on exit that process is stopped and
+# $TMP removed, or kept and said where when KEEP is 1.
+callgrind_tmp() {
+    TMP=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+    VPID=""
+    CG_KEEP_FILES=$2
+    cleanup() {
+        [[ -n $VPID ]] && { kill "$VPID" 2>/dev/null || true; wait "$VPID" 2>/dev/null || true; }
+        if [[ $CG_KEEP_FILES == 1 ]]; then echo "callgrind files kept in $TMP" >&2; else rm -rf "$TMP"; fi
+    }
+    trap cleanup EXIT
 }

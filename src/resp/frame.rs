@@ -86,6 +86,11 @@ const MAX_HEADER: usize = 32;
 /// the line, or `None` when the line is not complete.
 fn header(buf: &[u8], at: usize, what: &'static str) -> Result<Option<(i64, usize)>, FrameError> {
     let line = &buf[at..];
+    // The common header, a count of one digit (`*2`, `$4`): what
+    // [`integer`] would read of it, without the search for its end.
+    if let [_, d @ b'0'..=b'9', b'\r', b'\n', ..] = line {
+        return Ok(Some((i64::from(d - b'0'), at + 4)));
+    }
     let end = line.len().min(MAX_HEADER);
     let Some(cr) = line[..end].iter().position(|&b| b == b'\r') else {
         return if line.len() >= MAX_HEADER {
@@ -436,6 +441,24 @@ mod tests {
         ] {
             assert_eq!(integer(text), None, "{:?}", String::from_utf8_lossy(text));
         }
+    }
+
+    #[test]
+    fn a_header_of_one_digit_reads_as_integer_reads_it() {
+        for d in b'0'..=b'9' {
+            for kind in [b'*', b'$'] {
+                let line = [kind, d, b'\r', b'\n', b'x'];
+                let n = integer(&[d]).unwrap();
+                assert_eq!(header(&line, 0, "bulk"), Ok(Some((n, 4))));
+                assert_eq!(header(&line[..3], 0, "bulk"), Ok(None), "incomplete: waits");
+            }
+        }
+        // Past the one-digit form: read by the general path.
+        assert_eq!(header(b"*10\r\n", 0, "multibulk"), Ok(Some((10, 5))));
+        assert_eq!(
+            header(b"*1\rx", 0, "multibulk"),
+            Err(FrameError::BadLength("multibulk"))
+        );
     }
 
     #[test]

@@ -23,8 +23,10 @@
 //! connection past the cap is closed without a word (no handshake is spent
 //! on it).
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -201,7 +203,16 @@ async fn flush<S: AsyncWrite + Unpin>(
     out: &mut reply::Out,
     limits: &RespLimits,
 ) -> bool {
-    match tokio::time::timeout(limits.idle_timeout, stream.write_all(&out.buf)).await {
+    let write = stream.write_all(&out.buf);
+    tokio::pin!(write);
+    // Most writes complete at once (the socket's buffer has room): those
+    // arm no deadline, so read no clock.
+    let at_once = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx).map(Ok))).await;
+    let written = match at_once {
+        Poll::Ready(done) => done,
+        Poll::Pending => tokio::time::timeout(limits.idle_timeout, write).await,
+    };
+    match written {
         Ok(Ok(())) => {
             out.buf.clear();
             true
@@ -240,7 +251,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     door: &Door,
     limits: &RespLimits,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let mut session = door.session();
     let mut out = reply::Out::new();
@@ -252,6 +263,12 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     let mut partial_since: Option<Instant> = None;
     let timer = tokio::time::sleep(limits.idle_timeout.min(limits.frame_timeout));
     tokio::pin!(timer);
+    // Shutdown, waited for by one future for the connection's life: it
+    // registers with the watch once, not on every read.
+    let mut stop_wait = stop.clone();
+    let shutdown = stopped(&mut stop_wait);
+    tokio::pin!(shutdown);
+    let mut stop_seen = false;
     loop {
         // Every complete command read so far, in order.
         let mut at = 0;
@@ -349,7 +366,8 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     timer.as_mut().reset(deadline);
                 }
-                () = stopped(&mut stop) => {
+                () = &mut shutdown, if !stop_seen => {
+                    stop_seen = true;
                     if buf.is_empty() {
                         closed("shutdown");
                         return;
