@@ -225,8 +225,9 @@ async fn monitor_page_shows_100_sequences_and_pages_with_next_and_previous() {
 }
 
 /// A serial sequence's row shows its format, reset, current period and the
-/// share of its `{seq:0N}` capacity reserved, as the API reports them; a
-/// plain one shows none of it.
+/// share of its `{seq:0N}` capacity reserved, as the API reports them, and
+/// the state of the period counter that issued its serials; a plain one
+/// shows none of the period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
@@ -267,6 +268,10 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
         .find(|r| r.name == "order")
         .expect("order shown");
     assert_eq!(order.get("format").raw, "ORD{yyyy}{MM}{dd}{seq:03}");
+    // Its buffer state is the period counter's, which issued the serials:
+    // not the settings row's, which issues nothing.
+    assert!(order.int("issued") > 0, "{:?}", order.get("issued"));
+    assert_eq!(order.get("status").raw, "ok");
     assert_eq!(order.get("period").raw, key);
     assert_eq!(order.int("counter"), int_of(&period["reserved_up_to"]));
     let fill = period["fill"].as_f64().expect("fill of a bounded counter");

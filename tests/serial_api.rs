@@ -156,6 +156,20 @@ async fn serials_come_from_next_batch_text_and_the_leaf_route(db: TestDb) {
         got["period"]["reserved_up_to"].as_i64().unwrap() >= 105,
         "{got}"
     );
+    // Its buffer is the period counter's, whose next ID is 106 (the
+    // settings row's own buffer issues nothing), in the listing too.
+    let buffer = &got["buffer"];
+    assert_eq!(buffer["name"], json!(format!("ord@{day}")), "{got}");
+    assert!(buffer["issued"].as_u64().unwrap() >= 5, "{got}");
+    assert!(buffer["fetches"].as_u64().unwrap() >= 1, "{got}");
+    assert_eq!(buffer["current"]["cursor"], json!(106), "{got}");
+    assert!(buffer["last_error"].is_null(), "{got}");
+    let listed = s.get_json("/v1/sequences?prefix=ord").await;
+    assert_eq!(listed["sequences"][0]["name"], json!("ord"), "{listed}");
+    let listed = &listed["sequences"][0]["buffer"];
+    for k in ["name", "issued", "current"] {
+        assert_eq!(listed[k], buffer[k], "{k}: {listed}");
+    }
     // A plain sequence's answers are unchanged.
     assert_eq!(
         s.post_sequence(&json!({"name": "plain"})).await.status(),

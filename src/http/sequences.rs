@@ -468,7 +468,9 @@ pub struct SequenceDoc {
     /// `sequence_misconfigured` until a PATCH or SQL repairs it.
     #[schema(nullable = false)]
     pub problem: Option<ProblemDoc>,
-    /// This instance's buffer; `null` until this instance served the sequence.
+    /// This instance's buffer; `null` until this instance served the
+    /// sequence. For a serial sequence, the buffer of its current period's
+    /// counter (its `name` is the counter's), which issues its serials.
     pub buffer: Option<BufferDoc>,
     /// A serial sequence's current period in this instance; `null` until
     /// this instance served it.

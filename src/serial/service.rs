@@ -539,6 +539,15 @@ impl Serials {
         Some(self.status_of(entry))
     }
 
+    /// The counter of the period in use for `name` in this instance (the
+    /// sequence whose buffer issues its serials), if it served serials.
+    pub fn counter(&self, name: &SeqName) -> Option<SeqName> {
+        let pinned = self.inner.entries.pin();
+        let entry = pinned.get(name.as_str())?;
+        let counter = entry.current.lock().unwrap().counter.clone();
+        Some(counter)
+    }
+
     /// Calls `f` with every serial sequence served here and its period.
     pub fn for_each_status(&self, mut f: impl FnMut(&SeqName, &PeriodStatus)) {
         for (name, entry) in self.inner.entries.pin().iter() {

@@ -145,9 +145,15 @@ impl Service {
         self.store.ping().await
     }
 
-    /// This instance's buffer of `name`, if it served it.
+    /// This instance's buffer of `name` (of a serial sequence: its current
+    /// period's counter's), if it served it.
     pub fn buffer(&self, name: &SeqName) -> Option<BufferSnapshot> {
-        self.allocator.snapshot(name)
+        // A serial sequence's settings row issues nothing: its current
+        // period's counter does (docs/design.md, "Serial numbers").
+        match self.serials.counter(name) {
+            Some(counter) => self.allocator.snapshot(&counter),
+            None => self.allocator.snapshot(name),
+        }
     }
 
     /// A serial sequence's current period in this instance, if it served it.
