@@ -52,6 +52,18 @@ async fn a_client_alternating_between_three_instances_sees_increasing_ids(db: Te
         assert!(id > last, "{id} after {last} (request {i})");
         last = id;
     }
+    // What each instance shows of it: no segment, the 30 IDs it handed
+    // out, its reservations and the last one's latency.
+    for s in &servers {
+        let got = s.get_json("/v1/sequences/g").await;
+        let buffer = &got["buffer"];
+        assert!(buffer["current"].is_null(), "{got}");
+        assert_eq!(buffer["issued"], json!(30), "{got}");
+        let fetches = buffer["fetches"].as_u64().unwrap();
+        assert!((1..=30).contains(&fetches), "{got}");
+        assert!(buffer["last_fetch_latency_ms"].is_number(), "{got}");
+        assert!(buffer["last_error"].is_null(), "{got}");
+    }
 }
 
 /// One request: when it was sent, when its answer came, the ID.

@@ -227,7 +227,7 @@ async fn monitor_page_shows_100_sequences_and_pages_with_next_and_previous() {
 /// A serial sequence's row shows its format, reset, current period and the
 /// share of its `{seq:0N}` capacity reserved, as the API reports them, and
 /// the state of the period counter that issued its serials; a plain one
-/// shows none of the period.
+/// shows none of the period; a global one, no segment but its IDs issued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
@@ -237,7 +237,8 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
         "reset": "day", "time_zone": "Asia/Shanghai" });
     create_from(&srv, &body).await;
     srv.create("plain", 1, 10).await;
-    for path in ["order", "order", "order", "plain"] {
+    create_from(&srv, &json!({ "name": "glob", "ordering": "global" })).await;
+    for path in ["order", "order", "order", "plain", "glob", "glob", "glob"] {
         let r = srv.get(&format!("/v1/sequences/{path}/next")).await;
         assert_eq!(r.status(), 200);
     }
@@ -289,6 +290,13 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     for k in ["format", "period", "fill"] {
         assert!(!plain.cells.contains_key(k), "plain shows {k}");
     }
+    // A global sequence keeps no segment: shown as such, with its IDs and
+    // reservations, and ok.
+    let glob = rows.iter().find(|r| r.name == "glob").expect("glob shown");
+    assert_eq!(glob.get("ordering").raw, "global");
+    assert_eq!(glob.int("issued"), 3);
+    assert!(glob.int("fetches") >= 1);
+    assert_eq!(glob.get("status").raw, "ok");
     browser.close().await;
     srv.stop().await;
 }

@@ -110,10 +110,12 @@
       text === undefined ? int(value) : text);
   }
 
-  function status(buf) {
+  function status(buf, seq) {
     if (!buf) return ['idle', 'not served'];
     if (buf.last_error) return ['error', 'error'];
     if (buf.loading) return ['loading', 'loading'];
+    // Global order keeps no segment: each request is reserved when it comes.
+    if (seq.ordering === 'global') return ['ok', 'ok'];
     const cur = buf.current;
     if ((!cur || cur.remaining === 0) && !buf.next) return ['low', 'low'];
     return ['ok', 'ok'];
@@ -147,6 +149,21 @@
       el('span', { class: 'next-none', 'data-k': 'next', 'data-v': 'none', title: 'fetched once 10% of the current segment is used' }, 'not yet'));
   }
 
+  // Global order in the segment and next columns: what it does instead of
+  // keeping segments (every request reserved from the database, requests
+  // that arrive together merged into one reservation).
+  function globalCells(buf) {
+    const fetches = Number(buf.fetches);
+    const perFetch = fetches > 0 ? Number(big(buf.issued)) / fetches : null;
+    return [
+      el('td', { class: 'c-seg' },
+        el('span', { 'data-k': 'ordering', 'data-v': 'global' }, 'global order'),
+        el('span', { class: 'sub' }, 'no segment: each request reserved from the database')),
+      el('td', { class: 'c-next' },
+        el('span', { class: 'sub' }, num('ids_per_fetch', perFetch, perFetch === null ? '—' : nf1.format(perFetch)), ' IDs a reservation')),
+    ];
+  }
+
   // Live rate: IDs issued between two refreshes, per second.
   const previous = new Map();
 
@@ -175,7 +192,7 @@
 
   function row(seq, now, totals) {
     const buf = seq.buffer;
-    const [state, label] = status(buf);
+    const [state, label] = status(buf, seq);
     const name = el('td', { class: 'c-name' },
       el('div', { class: 'name-line' },
         el('span', { class: 'name' }, seq.name),
@@ -199,8 +216,7 @@
       name,
       maxId,
       el('td', { class: 'num' }, num('step', buf.current_step), rowStep),
-      segmentCell(buf.current),
-      nextCell(buf),
+      seq.ordering === 'global' ? globalCells(buf) : [segmentCell(buf.current), nextCell(buf)],
       el('td', { class: 'num' }, num('rate', r, rate(r)),
         el('span', { class: 'sub', title: 'estimate at the last segment fetch' }, 'est. ', num('rate_est', buf.rate_per_sec, rate(buf.rate_per_sec)))),
       el('td', { class: 'num' }, num('issued', buf.issued),

@@ -50,7 +50,8 @@ struct Slow {
     /// The segment fetched ahead, if `len > 0` (fetched segments are never
     /// empty; a flag would cost 8 bytes per sequence).
     next: Segment,
-    /// IDs of the segments already switched away from (all claimed).
+    /// IDs of the segments already switched away from (all claimed), and
+    /// IDs handed out outside the segments ([`DoubleBuffer::count_outside`]).
     retired: u64,
 }
 
@@ -353,6 +354,12 @@ impl DoubleBuffer {
     #[inline]
     pub fn has_next(&self) -> bool {
         self.has_next.load(Ordering::Acquire)
+    }
+
+    /// Counts `n` IDs handed out without a segment (a global sequence's
+    /// reservations) in [`DoubleBuffer::issued`].
+    pub fn count_outside(&self, n: u64) {
+        self.slow.lock().unwrap().retired += n;
     }
 
     /// IDs handed out so far through this buffer.

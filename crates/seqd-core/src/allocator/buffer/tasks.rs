@@ -98,7 +98,9 @@ pub(super) async fn reserve_global(
     .await;
     match reserved {
         Ok(Ok(r)) if r.first() >= 1 => {
-            buf.count_fetch(started, buf.shared.clock.now());
+            let now = buf.shared.clock.now();
+            buf.count_fetch(started, now);
+            buf.segments.count_outside(total as u64);
             // Every ID this instance hands out counts for the high-water
             // mark: a segment reserved before a switch and landing after
             // the switch back is then below it, and never served.
@@ -107,6 +109,11 @@ pub(super) async fn reserve_global(
                 if st.high_water.is_none_or(|h| h.get() < r.max_id) {
                     st.high_water = NonZeroI64::new(r.max_id);
                 }
+                // What the monitor shows of a global sequence: when its
+                // last reservation started and how long it took.
+                st.last_fetch_at = Some(Stamp::of(started));
+                st.last_fetch_latency = Some(Stamp::of(now.saturating_sub(started)));
+                st.last_error = None;
             }
             if r.ordering == IdOrdering::Instance {
                 // Switched back by PATCH or SQL: later requests use segments.
