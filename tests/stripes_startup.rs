@@ -55,6 +55,9 @@ async fn started_without_stripe_2(
     let seqd = Process::spawn(&urls, &["--failover-after", "200ms"]).await;
     let id = server::next_at(&http, &seqd.base, "s").await;
     assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
+    // The API says which stripe the segment came from (index 0: stripe 1).
+    let got = fetch_json(http.get(format!("{}/v1/sequences/s", seqd.base))).await;
+    assert_eq!(got["stripes"]["current"], 0, "{got}");
     let ready = fetch_json(http.get(format!("{}/readyz", seqd.base))).await;
     assert_eq!(ready["status"], "degraded", "{ready}");
     assert_eq!(ready["checks"]["stripes"][0]["up"], true, "{ready}");
@@ -102,6 +105,9 @@ async fn a_create_cut_short_by_a_stripe_is_finished_by_the_same_post_retried() {
 
     let id = server::next_at(&http, &seqd.base, "hc4").await;
     assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
+    // The API says which stripe the segment came from (index 0: stripe 1).
+    let got = fetch_json(http.get(format!("{}/v1/sequences/s", seqd.base))).await;
+    assert_eq!(got["stripes"]["current"], 0, "{got}");
     assert_eq!(
         missing_rows(&http, &seqd.base).await,
         [json!([]), json!(["hc4"])]

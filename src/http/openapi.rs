@@ -95,6 +95,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         sequences::SerialDoc,
         sequences::ProblemDoc,
         sequences::PeriodView,
+        sequences::StripesView,
         sequences::FetchFailureDoc,
         sequences::FetchFailureKindDoc,
         sequences::SegmentDoc,

@@ -29,6 +29,19 @@ pub struct SequenceView {
     pub buffer: Option<BufferSnapshot>,
     /// For a serial sequence this instance served: its current period.
     pub period: Option<PeriodView>,
+    /// Over stripes: which stripe's blocks the buffer's segments came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripes: Option<StripesView>,
+}
+
+/// Which stripes served a buffer's segments (stripes only).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = StripesServed)]
+pub struct StripesView {
+    /// The stripe of the segment being served; `null` when none is loaded.
+    pub current: Option<u32>,
+    /// The stripe of the segment fetched ahead; `null` when none is ready.
+    pub next: Option<u32>,
 }
 
 /// A serial sequence's current period in this instance.
@@ -281,10 +294,21 @@ fn view(st: &AppState, row: SequenceRow) -> SequenceView {
         .as_ref()
         .and_then(|_| st.service.period(&row.name))
         .map(PeriodView::from);
+    let stripes = buffer
+        .as_ref()
+        .filter(|_| st.service.stripes() > 1)
+        .map(|b| StripesView {
+            current: b
+                .current
+                .as_ref()
+                .and_then(|s| st.service.stripe_of(s.first)),
+            next: b.next.as_ref().and_then(|s| st.service.stripe_of(s.first)),
+        });
     SequenceView {
         row,
         buffer,
         period,
+        stripes,
     }
 }
 
@@ -475,6 +499,10 @@ pub struct SequenceDoc {
     /// A serial sequence's current period in this instance; `null` until
     /// this instance served it.
     pub period: Option<PeriodView>,
+    /// Over stripes only: which stripe's blocks the buffer's segments came
+    /// from.
+    #[schema(nullable = false)]
+    pub stripes: Option<StripesView>,
 }
 
 /// What is wrong with a row seqd cannot use.

@@ -124,6 +124,11 @@ impl Service {
         self.store.stripe_status().len().max(1)
     }
 
+    /// The stripe whose blocks hold `id`; `None` on a single database.
+    pub fn stripe_of(&self, id: i64) -> Option<u32> {
+        self.store.stripe_of(id)
+    }
+
     /// The state of each stripe, in order.
     pub fn stripe_status(&self) -> Vec<StripeStatus> {
         self.store.stripe_status()
@@ -185,6 +190,20 @@ mod tests {
         let striped = StripedStore::new(set, Duration::from_millis(200)).unwrap();
         let three = Service::new(Arc::new(striped), AllocatorConfig::default());
         assert_eq!(three.stripes(), 3);
+        // Which stripe's blocks hold an ID (what the API shows of a
+        // buffer's segments): blocks of 1000, in turn.
+        assert_eq!(one.stripe_of(5), None);
+        for (id, stripe) in [
+            (1, 0),
+            (999, 0),
+            (1000, 1),
+            (1999, 1),
+            (2000, 2),
+            (3000, 0),
+            (4321, 1),
+        ] {
+            assert_eq!(three.stripe_of(id), Some(stripe), "{id}");
+        }
     }
 
     /// The service decides who may administer, whatever door asks: the

@@ -210,6 +210,10 @@ forwarded! {
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.inner.stripe_status()
     }
+
+    fn stripe_of(&self, id: i64) -> Option<u32> {
+        self.inner.stripe_of(id)
+    }
 }
 
 forwarded! {

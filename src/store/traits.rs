@@ -178,6 +178,13 @@ pub trait StripeRecords: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The stripe whose blocks hold `id` (a store over several databases);
+    /// `None` for a single database.
+    fn stripe_of(&self, id: i64) -> Option<u32> {
+        let _ = id;
+        None
+    }
+
     /// This database's stripe record (`seqd_stripe`), `None` when it has no
     /// row. A missing table is [`StoreError::Migration`] (the schema is
     /// behind); [`stripes::bind_stripes`] decides what that means

@@ -121,7 +121,13 @@
     return ['ok', 'ok'];
   }
 
-  function segmentCell(cur) {
+  // Over stripes: the stripe (numbered from 1) whose blocks a segment came from.
+  function stripeOf(index) {
+    return index === null || index === undefined ? null
+      : [' · ', el('span', { 'data-k': 'stripe', 'data-v': String(index) }, 'stripe ' + (index + 1))];
+  }
+
+  function segmentCell(cur, stripe) {
     if (!cur) return el('td', { class: 'c-seg' }, el('span', { class: 'dim' }, 'none loaded'));
     const len = big(cur.last) - big(cur.first) + 1n;
     const used = cur.cursor === null ? len : big(cur.cursor) - big(cur.first);
@@ -133,14 +139,15 @@
       bar,
       el('span', { class: 'sub' },
         cur.cursor === null ? 'used up' : ['next ', num('cursor', cur.cursor)],
-        ' · ', num('used_pct', pct, nf1.format(pct) + '%'), ' used'));
+        ' · ', num('used_pct', pct, nf1.format(pct) + '%'), ' used', stripeOf(stripe)));
   }
 
-  function nextCell(buf) {
+  function nextCell(buf, stripe) {
     if (buf.next) {
       return el('td', { class: 'c-next' },
         el('span', { class: 'next-ready', 'data-k': 'next', 'data-v': 'ready' }, 'ready'),
-        el('span', { class: 'sub range' }, num('next_first', buf.next.first), el('span', { class: 'to' }, '–'), num('next_last', buf.next.last)));
+        el('span', { class: 'sub range' }, num('next_first', buf.next.first), el('span', { class: 'to' }, '–'), num('next_last', buf.next.last),
+          stripeOf(stripe)));
     }
     if (buf.loading) {
       return el('td', { class: 'c-next' }, el('span', { class: 'next-loading', 'data-k': 'next', 'data-v': 'loading' }, 'loading…'));
@@ -216,7 +223,8 @@
       name,
       maxId,
       el('td', { class: 'num' }, num('step', buf.current_step), rowStep),
-      seq.ordering === 'global' ? globalCells(buf) : [segmentCell(buf.current), nextCell(buf)],
+      seq.ordering === 'global' ? globalCells(buf)
+        : [segmentCell(buf.current, seq.stripes && seq.stripes.current), nextCell(buf, seq.stripes && seq.stripes.next)],
       el('td', { class: 'num' }, num('rate', r, rate(r)),
         el('span', { class: 'sub', title: 'estimate at the last segment fetch' }, 'est. ', num('rate_est', buf.rate_per_sec, rate(buf.rate_per_sec)))),
       el('td', { class: 'num' }, num('issued', buf.issued),

@@ -666,6 +666,14 @@ impl StripeRecords for StripedStore {
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.status()
     }
+
+    fn stripe_of(&self, id: i64) -> Option<u32> {
+        self.inner
+            .stripes
+            .iter()
+            .find(|s| s.layout.owns(id))
+            .map(|s| s.layout.index())
+    }
 }
 
 /// The tokens live on the first stripe (docs/operations.md, "Client
