@@ -548,3 +548,140 @@ async fn monitor_page_under_client_auth_lists_what_its_token_reads() {
     browser.close().await;
     srv.stop().await;
 }
+
+/// Rates as pictures, drawn from live data: under load, a served sequence's
+/// row carries a sparkline of its IDs/s over the refreshes seen, and the
+/// chart above the table the page's IDs/s with the refreshes in which
+/// segments were fetched marked (a step of at most 10 IDs fetches on every
+/// refresh). At 1,280 px wide nothing overflows the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
+    let Some((tools, db)) = tools_and_db().await else {
+        return;
+    };
+    let (chromium, chromedriver) = tools;
+    let mut settings = Settings::for_database(db.url.clone());
+    settings.allocator.max_step = 10;
+    let srv = TestServer::start(settings).await;
+    srv.create("order", 1, 10).await;
+    srv.create("idle-one", 1, 10).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = load(
+        &srv,
+        "/v1/sequences/order/next".into(),
+        Duration::from_millis(2),
+        stop.clone(),
+    );
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser
+        .call(
+            reqwest::Method::POST,
+            "/window/rect",
+            Some(json!({ "width": 1280, "height": 900 })),
+        )
+        .await;
+    browser.open(&srv.url("/")).await;
+    browser.wait_refreshes(5).await;
+    let spark = browser
+        .eval(
+            "const s = document.querySelector('tr[data-name=\"order\"] svg[data-k=\"spark\"]');\
+             return s && { points: Number(s.dataset.points), max: Number(s.dataset.max),\
+               lines: s.querySelectorAll('polyline').length };",
+        )
+        .await;
+    assert!(spark["points"].as_u64().unwrap() >= 3, "{spark}");
+    assert!(spark["max"].as_f64().unwrap() > 0.0, "{spark}");
+    assert_eq!(spark["lines"], 1, "{spark}");
+    let chart = browser
+        .eval(
+            "const c = document.querySelector('#chart svg');\
+             return c && { points: Number(c.dataset.points), max: Number(c.dataset.max),\
+               fetchMarks: Number(c.dataset.fetchMarks), circles: c.querySelectorAll('circle.m-fetch').length,\
+               waitMarks: Number(c.dataset.waitMarks), triangles: c.querySelectorAll('path.m-wait').length,\
+               lines: c.querySelectorAll('polyline').length };",
+        )
+        .await;
+    assert!(chart["points"].as_u64().unwrap() >= 3, "{chart}");
+    assert!(chart["max"].as_f64().unwrap() > 0.0, "{chart}");
+    assert_eq!(chart["lines"], 1, "{chart}");
+    assert!(chart["fetchMarks"].as_u64().unwrap() >= 1, "{chart}");
+    assert_eq!(chart["fetchMarks"], chart["circles"], "{chart}");
+    assert_eq!(chart["waitMarks"], chart["triangles"], "{chart}");
+    // A sequence never served has no sparkline.
+    assert_eq!(
+        dom_count(&browser, "tr[data-name=\"idle-one\"] svg").await,
+        0
+    );
+    // 1,280 px: no horizontal overflow, every column shown.
+    let fit = browser
+        .eval(
+            "const t = document.getElementById('sequences');\
+             return { inner: window.innerWidth, page: document.documentElement.scrollWidth,\
+               table: t.getBoundingClientRect().right,\
+               hidden: [...t.querySelectorAll('thead th')].filter((h) => h.offsetWidth === 0).length };",
+        )
+        .await;
+    let inner = fit["inner"].as_f64().unwrap();
+    assert!(inner <= 1280.0, "{fit}");
+    assert!(fit["page"].as_f64().unwrap() <= inner, "{fit}");
+    assert!(fit["table"].as_f64().unwrap() <= inner, "{fit}");
+    assert_eq!(fit["hidden"], 0, "{fit}");
+    let png = browser.screenshot_png().await;
+    let shot = artifact_path();
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot at 1,280 px: {}", shot.display());
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap();
+    browser.close().await;
+    srv.stop().await;
+}
+
+/// 1,000 sequences on a page (the per-page choice, kept as `?limit=1000`):
+/// every row shown, each live one with its sparkline, refreshed as a page
+/// of 100 is, with one request of 1,000 per refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_shows_1000_sequences_on_a_page() {
+    let Some((tools, _db, srv)) = setup().await else {
+        return;
+    };
+    let (chromium, chromedriver) = tools;
+    let names = merchants(0..1000);
+    for n in &names {
+        srv.create(n, 1, 100).await;
+    }
+    for n in names.iter().step_by(10) {
+        let r = srv.get(&format!("/v1/sequences/{n}/next")).await;
+        assert_eq!(r.status(), 200);
+    }
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&srv.url("/")).await;
+    browser.wait_refreshes(1).await;
+    assert_eq!(dom_rows(&browser).await, 100);
+    browser
+        .eval(
+            "const s = document.getElementById('page-size'); s.value = '1000';\
+             s.dispatchEvent(new Event('change')); return true;",
+        )
+        .await;
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 3).await;
+    assert_eq!(dom_rows(&browser).await, 1000);
+    assert_eq!(dom_count(&browser, "#rows tr[data-live=\"1\"]").await, 100);
+    assert_eq!(
+        dom_count(&browser, "#rows svg[data-k=\"spark\"]").await,
+        100
+    );
+    let url = browser.eval("return location.search").await;
+    assert_eq!(url, "?limit=1000");
+    let sizes = browser
+        .eval(
+            "return performance.getEntriesByType('resource').map((e) => e.name)\
+             .filter((u) => u.includes('/v1/sequences?limit=1000')).length",
+        )
+        .await;
+    assert!(sizes.as_u64().unwrap() >= 3, "{sizes}");
+    // All 1,000 on one page: no page after it.
+    assert!(browser.disabled("next").await);
+    browser.close().await;
+    srv.stop().await;
+}

@@ -1,4 +1,4 @@
-// seqd monitor: polls one page of GET /v1/sequences (PAGE sequences by name)
+// seqd monitor: polls one page of GET /v1/sequences (100 or 1,000 sequences by name)
 // every 2 s and draws one row per sequence; next/previous move between pages
 // by the API's `next` cursor, and the search box narrows the list to the
 // names starting with what is typed (the API's `prefix`, debounced; a new
@@ -14,7 +14,11 @@
 
 (() => {
   const REFRESH_MS = 2000;
-  const PAGE = 100;
+  // Sequences per page: 100, or 1,000 (the API's most) as chosen in the
+  // toolbar and kept in the page's query string (`?limit=1000`).
+  const SIZES = [100, 1000];
+  const asked = Number(new URLSearchParams(window.location.search).get('limit'));
+  let pageSize = SIZES.includes(asked) ? asked : SIZES[0];
   const SEARCH_DEBOUNCE_MS = 300;
   // The start of a sequence name: what the API accepts as `prefix`.
   const PREFIX = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -171,12 +175,101 @@
     ];
   }
 
+  // Rates as pictures, drawn here from what the page polls (no library): each
+  // live sequence's IDs/s over the last HISTORY refreshes (3 minutes) as a
+  // sparkline, and the sequences of the page together as a chart with the
+  // refreshes in which segments were fetched (and the slowest fetch) and in
+  // which requests waited marked on it. Both keep only the page shown.
+  const HISTORY = 90;
+  const sparks = new Map(); // name -> IDs/s, oldest first
+  let series = []; // { rate, fetches, slowest, waits } per refresh, oldest first
+  let seriesView = -1;
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v !== null && v !== undefined) e.setAttribute(k, String(v));
+    }
+    for (const c of children.flat(Infinity)) {
+      if (c !== null && c !== undefined) e.append(c);
+    }
+    return e;
+  }
+
+  function remember(list, value) {
+    list.push(value);
+    if (list.length > HISTORY) list.shift();
+  }
+
+  // The x of slot i of n (the newest at the right edge) and the y of a value.
+  const xOf = (i, n, w) => (w * (HISTORY - n + i)) / (HISTORY - 1);
+  const yOf = (v, max, h) => h - 1 - (max > 0 ? (v / max) * (h - 2) : 0);
+
+  function polyline(values, w, h, max) {
+    return values.map((v, i) => xOf(i, values.length, w).toFixed(1) + ',' + yOf(v, max, h).toFixed(1)).join(' ');
+  }
+
+  function sparkline(name, r) {
+    const values = sparks.get(name) || [];
+    if (r !== null) remember(values, r);
+    sparks.set(name, values);
+    const max = Math.max(0, ...values);
+    const [w, h] = [80, 18];
+    return svg('svg', {
+      class: 'spark', viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img',
+      'data-k': 'spark', 'data-points': values.length, 'data-max': max,
+      'aria-label': 'IDs per second, last ' + values.length + ' refreshes',
+    },
+    svg('title', {}, 'IDs/s over the last ' + values.length + ' refreshes (2 s each); peak ' + rate(max)),
+    svg('line', { class: 'axis', x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5 }),
+    values.length > 1 ? svg('polyline', { points: polyline(values, w, h, max) }) : null);
+  }
+
+  function renderChart(point) {
+    if (seriesView !== view) {
+      series = [];
+      seriesView = view;
+    }
+    if (point) remember(series, point);
+    const chart = $('chart');
+    const w = Math.max(200, Math.round(chart.getBoundingClientRect().width) || 600);
+    const h = 72;
+    const rates = series.map((p) => p.rate);
+    const max = Math.max(0, ...rates);
+    const n = series.length;
+    const marks = [];
+    series.forEach((p, i) => {
+      const x = xOf(i, n, w);
+      if (p.fetches > 0) {
+        marks.push(svg('circle', { class: 'm-fetch', cx: x.toFixed(1), cy: yOf(p.rate, max, h).toFixed(1), r: 3 },
+          svg('title', {}, p.fetches + (p.fetches === 1 ? ' fetch' : ' fetches') +
+            (p.slowest === null ? '' : ', slowest ' + latency(p.slowest)))));
+      }
+      if (p.waits > 0) {
+        marks.push(svg('path', { class: 'm-wait', d: `M${x.toFixed(1)} ${h - 7} l4 7 h-8 z` },
+          svg('title', {}, p.waits + (p.waits === 1 ? ' request waited' : ' requests waited') + ' for a fetch')));
+      }
+    });
+    chart.replaceChildren(svg('svg', {
+      class: 'chart', viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img',
+      'aria-label': 'IDs per second of the sequences on this page, last 3 minutes',
+      'data-points': n, 'data-max': max,
+      'data-fetch-marks': series.filter((p) => p.fetches > 0).length,
+      'data-wait-marks': series.filter((p) => p.waits > 0).length,
+    },
+    svg('line', { class: 'axis', x1: 0, y1: h - 1, x2: w, y2: h - 1 }),
+    n > 1 ? svg('polyline', { points: polyline(rates, w, h, max) }) : null,
+    marks));
+    $('chart-peak').textContent = rate(max);
+  }
+
   // Live rate: IDs issued between two refreshes, per second.
   const previous = new Map();
 
   function liveRate(name, buf, now) {
     const prev = previous.get(name);
-    previous.set(name, { issued: buf.issued, at: now });
+    previous.set(name, { issued: buf.issued, at: now, measured: !!prev });
     if (!prev || now - prev.at < 500) return null;
     return Math.max(0, Number(big(buf.issued) - big(prev.issued))) / ((now - prev.at) / 1000);
   }
@@ -214,9 +307,21 @@
       return el('tr', attrs, name, maxId, el('td', { class: 'num' }, el('span', { class: 'dim' }, '—'), rowStep),
         el('td', { class: 'dim' }, '—'), el('td', { class: 'dim' }, '—'), dash(), dash(), dash(), dash());
     }
+    const prev = previous.get(seq.name);
     const r = liveRate(seq.name, buf, now);
     totals.live += 1;
     totals.rate += r || 0;
+    if (prev) {
+      // Fetches and waits since the refresh before, for the chart.
+      const fetched = Math.max(0, Number(buf.fetches) - prev.fetches);
+      totals.fetched += fetched;
+      totals.waited += Math.max(0, Number(buf.waits) - prev.waits);
+      if (fetched > 0 && buf.last_fetch_latency_ms !== null) {
+        totals.slowest = Math.max(totals.slowest || 0, buf.last_fetch_latency_ms);
+      }
+    }
+    previous.get(seq.name).fetches = Number(buf.fetches);
+    previous.get(seq.name).waits = Number(buf.waits);
     totals.issued += big(buf.issued);
     totals.errors += big(buf.fetch_errors);
     return el('tr', attrs,
@@ -225,7 +330,7 @@
       el('td', { class: 'num' }, num('step', buf.current_step), rowStep),
       seq.ordering === 'global' ? globalCells(buf)
         : [segmentCell(buf.current, seq.stripes && seq.stripes.current), nextCell(buf, seq.stripes && seq.stripes.next)],
-      el('td', { class: 'num' }, num('rate', r, rate(r)),
+      el('td', { class: 'num c-rate' }, num('rate', r, rate(r)), sparkline(seq.name, r),
         el('span', { class: 'sub', title: 'estimate at the last segment fetch' }, 'est. ', num('rate_est', buf.rate_per_sec, rate(buf.rate_per_sec)))),
       el('td', { class: 'num' }, num('issued', buf.issued),
         el('span', { class: 'sub' }, num('fetches', buf.fetches), plural(buf.fetches, ' fetch', ' fetches'), ' · ',
@@ -241,7 +346,7 @@
 
   function render(sequences, shownPrefix) {
     const now = performance.now();
-    const totals = { live: 0, rate: 0, issued: 0n, errors: 0n };
+    const totals = { live: 0, rate: 0, issued: 0n, errors: 0n, fetched: 0, waited: 0, slowest: null };
     // Live sequences first, then the ones this instance has not served; by name within each.
     const sorted = [...sequences].sort((a, b) =>
       (a.buffer ? 0 : 1) - (b.buffer ? 0 : 1) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -249,9 +354,13 @@
     // Keep the live-rate memory to the page shown: paging through a million
     // sequences must not grow it.
     const shown = new Set(sequences.map((s) => s.name));
-    for (const name of previous.keys()) {
-      if (!shown.has(name)) previous.delete(name);
+    for (const memory of [previous, sparks]) {
+      for (const name of memory.keys()) {
+        if (!shown.has(name)) memory.delete(name);
+      }
     }
+    const measured = [...previous.values()].some((p) => p.measured);
+    renderChart(measured ? { rate: totals.rate, fetches: totals.fetched, slowest: totals.slowest, waits: totals.waited } : null);
     $('empty').hidden = sequences.length > 0 || shownPrefix !== null;
     $('no-match').hidden = sequences.length > 0 || shownPrefix === null;
     $('no-match-prefix').textContent = shownPrefix || '';
@@ -317,7 +426,7 @@
   let loading = null; // the AbortController of the load in flight
 
   function pagePath(pfx, cursor) {
-    return 'v1/sequences?limit=' + PAGE +
+    return 'v1/sequences?limit=' + pageSize +
       (pfx === null ? '' : '&prefix=' + encodeURIComponent(pfx)) +
       (cursor === null ? '' : '&after=' + encodeURIComponent(cursor));
   }
@@ -424,6 +533,20 @@
       search.value = '';
       applySearch();
     }
+  });
+
+  const size = $('page-size');
+  size.value = String(pageSize);
+  size.addEventListener('change', () => {
+    const chosen = Number(size.value);
+    if (!SIZES.includes(chosen) || chosen === pageSize) return;
+    pageSize = chosen;
+    before = [];
+    const url = new URL(window.location.href);
+    if (pageSize === SIZES[0]) url.searchParams.delete('limit');
+    else url.searchParams.set('limit', String(pageSize));
+    window.history.replaceState(null, '', url);
+    go(null);
   });
 
   const linked = new URLSearchParams(window.location.search).get('prefix');
