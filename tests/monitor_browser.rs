@@ -565,6 +565,16 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     let srv = TestServer::start(settings).await;
     srv.create("order", 1, 10).await;
     srv.create("idle-one", 1, 10).await;
+    // The widest rows: IDs past 2^53 and a serial sequence's line.
+    srv.create("ledger-of-a-tenant-with-a-long-name", BEYOND_JS, 10)
+        .await;
+    let body = json!({ "name": "receipt", "step": 10, "format": "RC{yyyy}{MM}{dd}-{seq:05}",
+        "reset": "day", "description": "receipts of every shop, numbered per day" });
+    create_from(&srv, &body).await;
+    for path in ["ledger-of-a-tenant-with-a-long-name", "receipt"] {
+        let r = srv.get(&format!("/v1/sequences/{path}/next")).await;
+        assert_eq!(r.status(), 200);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let load = load(
         &srv,
@@ -613,10 +623,14 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
         0
     );
     // 1,280 px: no horizontal overflow, every column shown.
+    let png = browser.screenshot_png().await;
+    let shot = artifact_path();
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot at 1,280 px: {}", shot.display());
     let fit = browser
         .eval(
             "const t = document.getElementById('sequences');\
-             return { inner: window.innerWidth, page: document.documentElement.scrollWidth,\
+             return { inner: document.documentElement.clientWidth, page: document.documentElement.scrollWidth,\
                table: t.getBoundingClientRect().right,\
                hidden: [...t.querySelectorAll('thead th')].filter((h) => h.offsetWidth === 0).length };",
         )
@@ -626,10 +640,6 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     assert!(fit["page"].as_f64().unwrap() <= inner, "{fit}");
     assert!(fit["table"].as_f64().unwrap() <= inner, "{fit}");
     assert_eq!(fit["hidden"], 0, "{fit}");
-    let png = browser.screenshot_png().await;
-    let shot = artifact_path();
-    std::fs::write(&shot, &png).unwrap();
-    eprintln!("screenshot at 1,280 px: {}", shot.display());
     stop.store(true, Ordering::Relaxed);
     load.await.unwrap();
     browser.close().await;
