@@ -627,19 +627,20 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     let shot = artifact_path();
     std::fs::write(&shot, &png).unwrap();
     eprintln!("screenshot at 1,280 px: {}", shot.display());
-    let fit = browser
-        .eval(
-            "const t = document.getElementById('sequences');\
-             return { inner: document.documentElement.clientWidth, page: document.documentElement.scrollWidth,\
-               table: t.getBoundingClientRect().right,\
-               hidden: [...t.querySelectorAll('thead th')].filter((h) => h.offsetWidth === 0).length };",
+    assert_eq!(fits(&browser, 1280.0).await, 0, "every column shown");
+    // Narrower, the less important columns fold away and the rest fit.
+    browser
+        .call(
+            reqwest::Method::POST,
+            "/window/rect",
+            Some(json!({ "width": 1000, "height": 900 })),
         )
         .await;
-    let inner = fit["inner"].as_f64().unwrap();
-    assert!(inner <= 1280.0, "{fit}");
-    assert!(fit["page"].as_f64().unwrap() <= inner, "{fit}");
-    assert!(fit["table"].as_f64().unwrap() <= inner, "{fit}");
-    assert_eq!(fit["hidden"], 0, "{fit}");
+    assert_eq!(
+        fits(&browser, 1000.0).await,
+        2,
+        "max ID and last fetch fold"
+    );
     stop.store(true, Ordering::Relaxed);
     load.await.unwrap();
     browser.close().await;
@@ -694,4 +695,22 @@ async fn monitor_page_shows_1000_sequences_on_a_page() {
     assert!(browser.disabled("next").await);
     browser.close().await;
     srv.stop().await;
+}
+
+/// Asserts that the page and its table fit the visible width, at most
+/// `width`; answers how many of the table's columns are folded away.
+async fn fits(browser: &Browser, width: f64) -> u64 {
+    let fit = browser
+        .eval(
+            "const t = document.getElementById('sequences');\
+             return { inner: document.documentElement.clientWidth, page: document.documentElement.scrollWidth,\
+               table: t.getBoundingClientRect().right,\
+               hidden: [...t.querySelectorAll('thead th')].filter((h) => h.offsetWidth === 0).length };",
+        )
+        .await;
+    let inner = fit["inner"].as_f64().unwrap();
+    assert!(inner <= width, "{fit}");
+    assert!(fit["page"].as_f64().unwrap() <= inner, "{fit}");
+    assert!(fit["table"].as_f64().unwrap() <= inner, "{fit}");
+    fit["hidden"].as_u64().unwrap()
 }
