@@ -357,7 +357,8 @@ impl DoubleBuffer {
     }
 
     /// Counts `n` IDs handed out without a segment (a global sequence's
-    /// reservations) in [`DoubleBuffer::issued`].
+    /// reservations, a bounded counter's reserved run) in
+    /// [`DoubleBuffer::issued`].
     pub fn count_outside(&self, n: u64) {
         self.slow.lock().unwrap().retired += n;
     }

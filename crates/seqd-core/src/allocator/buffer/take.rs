@@ -288,6 +288,8 @@ impl SeqBuffer {
             first,
             last: first + (need - 1),
         });
+        // Handed out without passing a segment: counted as issued all the same.
+        self.segments.count_outside(need as u64);
         let rest = Segment::new(
             first + need,
             (r.size - need) as u64,
