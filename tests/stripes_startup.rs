@@ -106,7 +106,7 @@ async fn a_create_cut_short_by_a_stripe_is_finished_by_the_same_post_retried() {
     let id = server::next_at(&http, &seqd.base, "hc4").await;
     assert_eq!(id / BLOCK % 2, 0, "served by stripe 1: {id}");
     // The API says which stripe the segment came from (index 0: stripe 1).
-    let got = fetch_json(http.get(format!("{}/v1/sequences/s", seqd.base))).await;
+    let got = fetch_json(http.get(format!("{}/v1/sequences/hc4", seqd.base))).await;
     assert_eq!(got["stripes"]["current"], 0, "{got}");
     assert_eq!(
         missing_rows(&http, &seqd.base).await,
