@@ -213,7 +213,15 @@ async fn bad_input_gets_a_clear_error_and_issues_nothing(db: TestDb) {
             assert!(!v["message"].as_str().unwrap().is_empty(), "{v}");
         }
     }
-    for params in ["", "bizType=nope", "bizType=bad%20name"] {
+    let segment_cases = [
+        "",
+        "bizType=nope",
+        "bizType=bad%20name",
+        "bizType=tb&batchSize=0",
+        "bizType=tb&batchSize=100001",
+        "bizType=tb&batchSize=ten",
+    ];
+    for params in segment_cases {
         for route in ["nextSegmentIdSimple", "nextSegmentId"] {
             let a = tinyid(&s, route, params, Carry::Get).await;
             assert!(a.status.is_client_error(), "{route}?{params}: {}", a.status);

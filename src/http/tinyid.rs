@@ -266,6 +266,9 @@ async fn answer(st: &AppState, route: Route, p: &Params, who: &Who) -> Result<Re
     let name = biz_type(p)?;
     match route {
         Route::SegmentSimple | Route::Segment => {
+            // A segment has no size to ask for, but a `batchSize` given is
+            // held to the same rule as on the `nextId` routes, as documented.
+            batch_size(p)?;
             let lease = st.service.lease(presented(p, who), &name, None).await?;
             let current = lease.start - 1;
             let max = lease.end - 1;
