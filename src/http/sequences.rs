@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{exact_integer, JsonBody, PathSeqName, Who};
 use super::AppState;
-use crate::allocator::BufferSnapshot;
+use crate::allocator::{BufferSnapshot, SegmentView};
 use crate::domain::{NamePrefix, SeqName};
 use crate::serial::PeriodStatus;
 use crate::service::{AdminCalls, CreateRequest, PatchRequest, SerialFields};
@@ -29,7 +29,8 @@ pub struct SequenceView {
     pub buffer: Option<BufferSnapshot>,
     /// For a serial sequence this instance served: its current period.
     pub period: Option<PeriodView>,
-    /// Over stripes: which stripe's blocks the buffer's segments came from.
+    /// Over stripes, once a segment is loaded: which stripe's blocks the
+    /// buffer's segments came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stripes: Option<StripesView>,
 }
@@ -294,16 +295,13 @@ fn view(st: &AppState, row: SequenceRow) -> SequenceView {
         .as_ref()
         .and_then(|_| st.service.period(&row.name))
         .map(PeriodView::from);
-    let stripes = buffer
-        .as_ref()
-        .filter(|_| st.service.stripes() > 1)
-        .map(|b| StripesView {
-            current: b
-                .current
-                .as_ref()
-                .and_then(|s| st.service.stripe_of(s.first)),
-            next: b.next.as_ref().and_then(|s| st.service.stripe_of(s.first)),
-        });
+    // `stripe_of` is a lookup in the layouts (no stripe state is read per
+    // row); `None` on a single database, so the field is left out there.
+    let of = |seg: Option<&SegmentView>| seg.and_then(|s| st.service.stripe_of(s.first));
+    let stripes = buffer.as_ref().and_then(|b| {
+        let (current, next) = (of(b.current.as_ref()), of(b.next.as_ref()));
+        (current.is_some() || next.is_some()).then_some(StripesView { current, next })
+    });
     SequenceView {
         row,
         buffer,
@@ -499,8 +497,8 @@ pub struct SequenceDoc {
     /// A serial sequence's current period in this instance; `null` until
     /// this instance served it.
     pub period: Option<PeriodView>,
-    /// Over stripes only: which stripe's blocks the buffer's segments came
-    /// from.
+    /// Over stripes only, once a segment is loaded: which stripe's blocks
+    /// the buffer's segments came from.
     #[schema(nullable = false)]
     pub stripes: Option<StripesView>,
 }

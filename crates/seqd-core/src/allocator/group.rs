@@ -99,22 +99,14 @@ impl Grouper {
     /// [`Segments::reserve`]).
     pub(crate) async fn reserve(self: Arc<Self>, name: SeqName, min_size: i64) -> Reserved {
         let (reply, answer) = oneshot::channel();
-        let start = {
-            let mut queue = self.queue.lock().unwrap();
+        self.clone().start_if(|queue| {
             queue.asks.push(Ask {
                 name,
                 min_size,
                 reply,
             });
-            let start = queue.starts_runner(Instant::now());
-            if start {
-                queue.running += 1;
-            }
-            start
-        };
-        if start {
-            tokio::spawn(self.run());
-        }
+            queue.starts_runner(Instant::now())
+        });
         answer
             .await
             .unwrap_or_else(|_| Err(StoreError::Unavailable("reservation group ended".into())))
@@ -143,7 +135,11 @@ impl Grouper {
                     answers = &mut reserving => break answers,
                     () = &mut slow, if !helped => {
                         helped = true;
-                        self.clone().start_beside();
+                        // This group is past SLOW_GROUP: one more runner
+                        // for the asks queued behind it, up to the cap.
+                        self.clone().start_if(|queue| {
+                            !queue.asks.is_empty() && queue.running < GROUPS_IN_FLIGHT
+                        });
                     }
                 }
             };
@@ -170,13 +166,12 @@ impl Grouper {
         }
     }
 
-    /// Starts one more runner when asks wait and fewer than
-    /// [`GROUPS_IN_FLIGHT`] groups are in flight (a group in flight has
-    /// passed [`SLOW_GROUP`]).
-    fn start_beside(self: Arc<Self>) {
+    /// Under the queue's lock, runs `wanted` and, when it says so, counts
+    /// one more runner in; then starts that runner.
+    fn start_if(self: Arc<Self>, wanted: impl FnOnce(&mut Queue) -> bool) {
         let start = {
             let mut queue = self.queue.lock().unwrap();
-            let start = !queue.asks.is_empty() && queue.running < GROUPS_IN_FLIGHT;
+            let start = wanted(&mut queue);
             if start {
                 queue.running += 1;
             }
