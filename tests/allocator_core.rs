@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{fixed_step_allocator as fixed, memory_with};
-use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, ManualClock};
+use seqd::allocator::{AllocError, Allocator, AllocatorConfig, FixedStep, ManualClock, Totals};
 use seqd::domain::{Count, SeqName};
 use seqd::store::memory::MemoryStore;
 
@@ -164,6 +164,49 @@ async fn a_few_failed_fetches_within_the_timeout_are_invisible_to_clients() {
     assert_eq!(alloc.next(&name("a")).await.unwrap(), 1);
     assert_eq!(store.reserves("a"), 4);
     assert_eq!(alloc.snapshot(&name("a")).unwrap().fetch_errors, 3);
+}
+
+/// The instance's totals (what the monitor's chart draws) count every
+/// sequence's fetches, their latency on the allocator's clock, waits and
+/// failed fetches as they happen: the same numbers as a walk over every
+/// buffer.
+#[tokio::test(start_paused = true)]
+async fn the_instance_totals_add_up_every_sequence() {
+    let store = memory_with("a", 0, 100);
+    store.insert("b", 0, 100);
+    let clock = Arc::new(ManualClock::new());
+    let alloc = Allocator::with_parts(store.clone(), config(), clock.clone(), Arc::new(FixedStep));
+    assert_eq!(alloc.totals(), Totals::default());
+    // b: three failed fetches, then its first segment (its request waits).
+    store.fail_next("b", 3);
+    assert_eq!(alloc.next(&name("b")).await.unwrap(), 1);
+    // a: its first fetch is held at the gate while the clock moves 250 ms.
+    store.close_gate();
+    let first = tokio::spawn({
+        let alloc = alloc.clone();
+        async move { alloc.next(&name("a")).await }
+    });
+    until(|| store.reserves("a") == 1).await;
+    clock.advance(Duration::from_millis(250));
+    store.open_gate();
+    assert_eq!(first.await.unwrap().unwrap(), 1);
+    let totals = alloc.totals();
+    assert_eq!(
+        totals,
+        Totals {
+            fetches: 2,
+            fetch_seconds: 0.25,
+            waits: 2,
+            fetch_errors: 3,
+        }
+    );
+    let mut walked = (0, 0, 0);
+    alloc.for_each_stats(|_, s| {
+        walked.0 += s.fetches;
+        walked.1 += s.waits;
+        walked.2 += s.fetch_errors;
+    });
+    assert_eq!(walked, (totals.fetches, totals.waits, totals.fetch_errors));
 }
 
 #[tokio::test]

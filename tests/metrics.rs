@@ -175,6 +175,26 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     assert_eq!(total(&samples, "seqd_all_sequences_regressed"), 0.0);
     assert_shown(&samples, &[&order, &payment], &text);
 
+    // The instance's totals of `GET /v1/info` (the monitor's chart), kept as
+    // things happen rather than summed over buffers: the same numbers.
+    let totals = srv.get_json("/v1/info").await["totals"].clone();
+    assert_eq!(totals["ids_drawn"], 7 * 60 + 5 + 30, "{totals}");
+    assert_eq!(totals["live_sequences"], 2, "{totals}");
+    assert_eq!(
+        totals["segment_fetches"].as_f64(),
+        Some(fetches),
+        "{totals}"
+    );
+    // The tally also keeps the wait of the request for `ghost`, whose name
+    // was looked up and not found: no live buffer holds it.
+    assert_eq!(
+        totals["fetch_waits"].as_f64(),
+        Some(total(&samples, "seqd_all_segment_waits_total") + 1.0),
+        "{totals}"
+    );
+    assert_eq!(totals["fetch_errors"], 0, "{totals}");
+    assert!(totals["fetch_seconds"].as_f64().unwrap() > 0.0, "{totals}");
+
     // Labels only for live sequences and route templates.
     for never in [&idle, &ghost, &nowhere] {
         assert!(

@@ -551,9 +551,11 @@ async fn monitor_page_under_client_auth_lists_what_its_token_reads() {
 
 /// Rates as pictures, drawn from live data: under load, a served sequence's
 /// row carries a sparkline of its IDs/s over the refreshes seen, and the
-/// chart above the table the page's IDs/s with the refreshes in which
+/// chart above the table the instance's IDs/s with the refreshes in which
 /// segments were fetched marked (a step of at most 10 IDs fetches on every
-/// refresh). At 1,280 px wide nothing overflows the page.
+/// refresh), also on a page without the sequence drawn from; at rest its
+/// tile shows the API's total of IDs drawn. At 1,280 px wide nothing
+/// overflows the page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     let Some((tools, db)) = tools_and_db().await else {
@@ -583,13 +585,7 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
         stop.clone(),
     );
     let browser = Browser::start(&chromium, &chromedriver).await;
-    browser
-        .call(
-            reqwest::Method::POST,
-            "/window/rect",
-            Some(json!({ "width": 1280, "height": 900 })),
-        )
-        .await;
+    resize(&browser, 1280).await;
     browser.open(&srv.url("/")).await;
     browser.wait_refreshes(5).await;
     let spark = browser
@@ -602,6 +598,99 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     assert!(spark["points"].as_u64().unwrap() >= 3, "{spark}");
     assert!(spark["max"].as_f64().unwrap() > 0.0, "{spark}");
     assert_eq!(spark["lines"], 1, "{spark}");
+    chart_shows_the_load(&browser).await;
+    // A sequence never served has no sparkline.
+    assert_eq!(
+        dom_count(&browser, "tr[data-name=\"idle-one\"] svg").await,
+        0
+    );
+    // 1,280 px: no horizontal overflow, every column shown.
+    let png = browser.screenshot_png().await;
+    let shot = artifact_path();
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot at 1,280 px: {}", shot.display());
+    assert_eq!(fits(&browser, 1280.0).await, 0, "every column shown");
+    // Narrower, the less important columns fold away and the rest fit.
+    resize(&browser, 1000).await;
+    assert_eq!(
+        fits(&browser, 1000.0).await,
+        2,
+        "max ID and last fetch fold"
+    );
+    // The chart and the tiles are the instance's: on a page whose only row
+    // (`idle-one`) draws nothing, the chart still shows the load of `order`.
+    resize(&browser, 1280).await;
+    browser.open(&srv.url("/?prefix=idle")).await;
+    browser.wait_refreshes(5).await;
+    assert_eq!(dom_rows(&browser).await, 1);
+    chart_shows_the_load(&browser).await;
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap();
+    // At rest, the tile shows the instance's IDs drawn, as the API does.
+    let drawn = srv.get_json("/v1/info").await["totals"]["ids_drawn"].clone();
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 2).await;
+    let shown = browser
+        .eval("return document.getElementById('t-issued').dataset.v")
+        .await;
+    assert_eq!(shown.as_str(), Some(drawn.to_string().as_str()), "{drawn}");
+    browser.close().await;
+    srv.stop().await;
+}
+
+/// Over stripes (the real binary on two SQLite databases), each segment of
+/// a row says which stripe it came from, as the API's `stripes` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_shows_the_stripe_each_segment_came_from() {
+    let Some((tools, one)) = tools_and_db().await else {
+        return;
+    };
+    let (chromium, chromedriver) = tools;
+    let two = common::test_db(common::Backend::Sqlite)
+        .await
+        .expect("sqlite test database");
+    let p = server::Process::spawn(&format!("{} {}", one.url, two.url), &[]).await;
+    let http = server::client(Duration::from_secs(30));
+    server::create_at(&http, &p.base, "order", 1, 10).await;
+    // Two of ten IDs: past the prefetch mark, so a next segment is fetched.
+    for want in 1..=2 {
+        assert_eq!(server::next_at(&http, &p.base, "order").await, want);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let stripes = loop {
+        let seq = server::fetch_json(http.get(format!("{}/v1/sequences/order", p.base))).await;
+        if !seq["buffer"]["next"].is_null() && seq["buffer"]["loading"] == false {
+            break seq["stripes"].clone();
+        }
+        assert!(Instant::now() < deadline, "no next segment: {seq}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let want: Vec<String> = ["current", "next"]
+        .iter()
+        .map(|k| stripes[k].as_u64().expect("a stripe index").to_string())
+        .collect();
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&format!("{}/", p.base)).await;
+    browser.wait_refreshes(2).await;
+    let shown = browser
+        .eval(
+            "return [...document.querySelectorAll('tr[data-name=\"order\"] [data-k=\"stripe\"]')]\
+             .map((e) => [e.dataset.v, e.textContent]);",
+        )
+        .await;
+    let expected: Vec<serde_json::Value> = want
+        .iter()
+        .map(|v| json!([v, format!("stripe {}", v.parse::<u64>().unwrap() + 1)]))
+        .collect();
+    assert_eq!(shown, json!(expected), "{stripes}");
+    browser.close().await;
+    p.kill().await;
+}
+
+/// Asserts that the rate chart is drawn from live load: at least 3 points,
+/// a peak above 0, one line, at least one refresh with fetches marked, and as
+/// many marks drawn as the chart says.
+async fn chart_shows_the_load(browser: &Browser) {
     let chart = browser
         .eval(
             "const c = document.querySelector('#chart svg');\
@@ -617,34 +706,6 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     assert!(chart["fetchMarks"].as_u64().unwrap() >= 1, "{chart}");
     assert_eq!(chart["fetchMarks"], chart["circles"], "{chart}");
     assert_eq!(chart["waitMarks"], chart["triangles"], "{chart}");
-    // A sequence never served has no sparkline.
-    assert_eq!(
-        dom_count(&browser, "tr[data-name=\"idle-one\"] svg").await,
-        0
-    );
-    // 1,280 px: no horizontal overflow, every column shown.
-    let png = browser.screenshot_png().await;
-    let shot = artifact_path();
-    std::fs::write(&shot, &png).unwrap();
-    eprintln!("screenshot at 1,280 px: {}", shot.display());
-    assert_eq!(fits(&browser, 1280.0).await, 0, "every column shown");
-    // Narrower, the less important columns fold away and the rest fit.
-    browser
-        .call(
-            reqwest::Method::POST,
-            "/window/rect",
-            Some(json!({ "width": 1000, "height": 900 })),
-        )
-        .await;
-    assert_eq!(
-        fits(&browser, 1000.0).await,
-        2,
-        "max ID and last fetch fold"
-    );
-    stop.store(true, Ordering::Relaxed);
-    load.await.unwrap();
-    browser.close().await;
-    srv.stop().await;
 }
 
 /// 1,000 sequences on a page (the per-page choice, kept as `?limit=1000`):
@@ -713,4 +774,12 @@ async fn fits(browser: &Browser, width: f64) -> u64 {
     assert!(fit["page"].as_f64().unwrap() <= inner, "{fit}");
     assert!(fit["table"].as_f64().unwrap() <= inner, "{fit}");
     fit["hidden"].as_u64().unwrap()
+}
+
+/// Sets the browser window to `width` x 900 px.
+async fn resize(browser: &Browser, width: u32) {
+    let rect = json!({ "width": width, "height": 900 });
+    browser
+        .call(reqwest::Method::POST, "/window/rect", Some(rect))
+        .await;
 }

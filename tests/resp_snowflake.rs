@@ -204,6 +204,9 @@ async fn seqd_snowflake_draws_from_the_one_generator_under_the_token_rule() {
         1.0,
         "{metrics}"
     );
+    // Every door's draws in the instance's total the monitor charts.
+    let info = server::fetch_json(http.get(format!("{}/v1/info", p.base))).await;
+    assert_eq!(info["totals"]["ids_drawn"], 10, "{info}");
     p.kill().await;
 }
 

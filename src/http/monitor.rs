@@ -3,8 +3,9 @@
 //!
 //! The page is one HTML file, one stylesheet and one script, embedded in the
 //! binary (`src/http/monitor/`): no CDN, no build step. The script polls one
-//! page of `GET /v1/sequences` (100 sequences) every 2 seconds and draws one
-//! table row per sequence; next/previous move between pages and a search box
+//! page of `GET /v1/sequences` (100 or 1,000 sequences) and `GET /v1/info`
+//! (its `totals`: the instance's chart) every 2 seconds and draws one table
+//! row per sequence; next/previous move between pages and a search box
 //! narrows them to a name prefix (`?prefix=`, debounced, kept in the page's
 //! own query string). It never asks for the whole list, so it stays as quick
 //! at a million sequences as at ten. A `Content-Security-Policy` keeps the
@@ -52,8 +53,9 @@ fn page(content_type: &'static str, body: &'static str) -> Response {
     tag = "operations",
     summary = "Monitor page",
     description = "An HTML page (no external resources) that polls one page of `GET /v1/sequences` \
-                   (100 sequences, with next/previous controls and a search by name prefix) and shows \
-                   their buffers, rates and errors. `?prefix=` opens it on the names starting with that.",
+                   (100 or 1,000 sequences, with next/previous controls and a search by name prefix) and \
+                   `GET /v1/info`, and shows their buffers, rates and errors and the instance's rate. \
+                   `?prefix=` opens it on the names starting with that.",
     responses((status = 200, description = "The page", body = String, content_type = "text/html; charset=utf-8")),
 )]
 pub async fn index() -> Response {
@@ -85,29 +87,71 @@ pub async fn asset(PathParam(file): PathParam<String>) -> Result<Response, ApiEr
     }
 }
 
-/// Body of `GET /v1/info`: what this instance is and how it is set up.
-#[derive(Debug, Serialize)]
+/// Body of `GET /v1/info`: what this instance is, how it is set up, and what
+/// it did since it started.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Info {
     /// seqd's version.
+    #[schema(value_type = String, example = "0.1.0")]
     pub version: &'static str,
     /// The storage backend: `postgres`, `mysql`, `sqlite` (or `memory`).
+    #[schema(value_type = String, example = "postgres")]
     pub backend: &'static str,
     /// Admin authorization mode: `token`, `open_loopback` or `refused`.
+    #[schema(value_type = String, example = "token")]
     pub admin_auth: &'static str,
     /// The same, in words.
+    #[schema(value_type = String)]
     pub admin_auth_description: &'static str,
-    /// `--client-auth`: `on` or `off`.
+    /// `--client-auth`: `on` (drawing and reading need a client token) or `off`.
+    #[schema(value_type = String, example = "on")]
     pub client_auth: &'static str,
     /// The RESP door's address (`--resp-listen`), `null` when off.
+    #[schema(example = "127.0.0.1:6380")]
     pub resp_listen: Option<String>,
     /// When this process started serving.
+    #[schema(example = "2026-12-07T09:30:00Z")]
     pub started_at: DateTime<Utc>,
     /// `--segment-target`, in seconds.
+    #[schema(example = 600.0)]
     pub segment_target_secs: f64,
     /// `--max-step`.
+    #[schema(example = 1_000_000)]
     pub max_step: i64,
     /// `--wait-timeout`, in seconds.
+    #[schema(example = 3.0)]
     pub wait_timeout_secs: f64,
+    /// What this instance did since it started, every sequence together.
+    pub totals: InstanceTotals,
+}
+
+/// What an instance did since it started, every sequence together: counters
+/// kept as things happen, so reading them costs the same at a million
+/// sequences as at one. The monitor's instance chart draws their changes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InstanceTotals {
+    /// IDs drawn by every caller, on every door (HTTP, Leaf's and Tinyid's
+    /// routes, leases, RESP, snowflake): `seqd_ids_drawn_total` summed over
+    /// its labels.
+    #[schema(example = 1_250_000)]
+    pub ids_drawn: u64,
+    /// Sequences live in this instance's memory.
+    #[schema(example = 42)]
+    pub live_sequences: usize,
+    /// Segments fetched from the database (global sequences: reservations).
+    #[schema(example = 310)]
+    pub segment_fetches: u64,
+    /// The latencies of those fetches added up, in seconds: with
+    /// `segment_fetches`, the mean latency of the fetches between two reads.
+    #[schema(example = 1.24)]
+    pub fetch_seconds: f64,
+    /// Requests that waited for a fetch: a name's first use (found or
+    /// not), or a burst that emptied a buffer.
+    #[schema(example = 3)]
+    pub fetch_waits: u64,
+    /// Fetches that failed (each attempt).
+    #[schema(example = 0)]
+    pub fetch_errors: u64,
 }
 
 /// `GET /v1/info`.
@@ -115,8 +159,8 @@ pub struct Info {
     get,
     path = "/v1/info",
     tag = "operations",
-    summary = "This instance: version, backend, admin mode, settings",
-    responses((status = 200, description = "Server facts", body = InfoDoc)),
+    summary = "This instance: version, backend, admin mode, settings, totals since start",
+    responses((status = 200, description = "Server facts", body = Info)),
 )]
 pub async fn info(State(st): State<AppState>) -> Json<Info> {
     let config = st.service.allocator().config();
@@ -138,36 +182,17 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
         segment_target_secs: config.segment_target.as_secs_f64(),
         max_step: config.max_step,
         wait_timeout_secs: config.wait_timeout.as_secs_f64(),
+        totals: {
+            let allocator = st.service.allocator();
+            let t = allocator.totals();
+            InstanceTotals {
+                ids_drawn: st.service.access().ids_drawn(),
+                live_sequences: allocator.names_in_memory().live,
+                segment_fetches: t.fetches,
+                fetch_seconds: t.fetch_seconds,
+                fetch_waits: t.waits,
+                fetch_errors: t.fetch_errors,
+            }
+        },
     })
-}
-
-/// `GET /v1/info`: what this instance is and how it is set up.
-#[derive(ToSchema)]
-#[schema(as = Info)]
-pub struct InfoDoc {
-    /// seqd's version.
-    #[schema(example = "0.1.0")]
-    pub version: String,
-    /// The storage backend: `postgres`, `mysql`, `sqlite` (or `memory`).
-    #[schema(example = "postgres")]
-    pub backend: String,
-    /// Admin authorization mode: `token`, `open_loopback` or `refused`.
-    #[schema(example = "token")]
-    pub admin_auth: String,
-    /// The same, in words.
-    pub admin_auth_description: String,
-    /// `--client-auth`: `on` (drawing and reading need a client token) or `off`.
-    #[schema(example = "on")]
-    pub client_auth: String,
-    /// The RESP door's address (`--resp-listen`), `null` when off.
-    #[schema(example = "127.0.0.1:6380")]
-    pub resp_listen: Option<String>,
-    /// When this process started serving.
-    pub started_at: DateTime<Utc>,
-    /// `--segment-target`, in seconds.
-    pub segment_target_secs: f64,
-    /// `--max-step`.
-    pub max_step: i64,
-    /// `--wait-timeout`, in seconds.
-    pub wait_timeout_secs: f64,
 }

@@ -1,5 +1,6 @@
 // seqd monitor: polls one page of GET /v1/sequences (100 or 1,000 sequences by name)
-// every 2 s and draws one row per sequence; next/previous move between pages
+// and GET /v1/info (the instance's facts and totals) every 2 s, and draws one
+// row per sequence and the instance's rate; next/previous move between pages
 // by the API's `next` cursor, and the search box narrows the list to the
 // names starting with what is typed (the API's `prefix`, debounced; a new
 // prefix starts again at its first page). Only the page shown is ever
@@ -93,10 +94,17 @@
   const plural = (n, one, many) => (String(n) === '1' ? one : many);
 
   function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
+    return fill(document.createElement(tag), attrs, children);
+  }
+
+  // Sets the attributes (of an HTML element, `class` and `title` as
+  // properties; null and undefined skipped) and appends the children (nested lists flattened,
+  // null, undefined and false skipped) of a new element `e`.
+  function fill(e, attrs, children) {
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null) continue;
-      if (k === 'class') e.className = v;
+      if (e instanceof SVGElement) e.setAttribute(k, String(v));
+      else if (k === 'class') e.className = v;
       else if (k === 'title') e.title = v;
       else e.setAttribute(k, v);
     }
@@ -177,24 +185,17 @@
 
   // Rates as pictures, drawn here from what the page polls (no library): each
   // live sequence's IDs/s over the last HISTORY refreshes (3 minutes) as a
-  // sparkline, and the sequences of the page together as a chart with the
-  // refreshes in which segments were fetched (and the slowest fetch) and in
-  // which requests waited marked on it. Both keep only the page shown.
+  // sparkline (kept for the page shown only), and the whole instance's IDs/s
+  // (GET /v1/info's totals: every sequence and every door) as a chart with
+  // the refreshes in which segments were fetched (and their mean latency)
+  // and in which requests waited marked on it.
   const HISTORY = 90;
   const sparks = new Map(); // name -> IDs/s, oldest first
-  let series = []; // { rate, fetches, slowest, waits } per refresh, oldest first
-  let seriesView = -1;
+  const series = []; // { rate, fetches, latency, waits } per refresh, oldest first
   const SVG = 'http://www.w3.org/2000/svg';
 
   function svg(tag, attrs, ...children) {
-    const e = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v !== null && v !== undefined) e.setAttribute(k, String(v));
-    }
-    for (const c of children.flat(Infinity)) {
-      if (c !== null && c !== undefined) e.append(c);
-    }
-    return e;
+    return fill(document.createElementNS(SVG, tag), attrs, children);
   }
 
   function remember(list, value) {
@@ -227,10 +228,6 @@
   }
 
   function renderChart(point) {
-    if (seriesView !== view) {
-      series = [];
-      seriesView = view;
-    }
     if (point) remember(series, point);
     const chart = $('chart');
     const w = Math.max(200, Math.round(chart.getBoundingClientRect().width) || 600);
@@ -243,8 +240,7 @@
       const x = xOf(i, n, w);
       if (p.fetches > 0) {
         marks.push(svg('circle', { class: 'm-fetch', cx: x.toFixed(1), cy: yOf(p.rate, max, h).toFixed(1), r: 3 },
-          svg('title', {}, p.fetches + (p.fetches === 1 ? ' fetch' : ' fetches') +
-            (p.slowest === null ? '' : ', slowest ' + latency(p.slowest)))));
+          svg('title', {}, p.fetches + (p.fetches === 1 ? ' fetch' : ' fetches') + ', mean ' + latency(p.latency))));
       }
       if (p.waits > 0) {
         marks.push(svg('path', { class: 'm-wait', d: `M${x.toFixed(1)} ${h - 7} l4 7 h-8 z` },
@@ -253,7 +249,7 @@
     });
     chart.replaceChildren(svg('svg', {
       class: 'chart', viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img',
-      'aria-label': 'IDs per second of the sequences on this page, last 3 minutes',
+      'aria-label': 'IDs per second of this instance, last 3 minutes',
       'data-points': n, 'data-max': max,
       'data-fetch-marks': series.filter((p) => p.fetches > 0).length,
       'data-wait-marks': series.filter((p) => p.waits > 0).length,
@@ -264,12 +260,45 @@
     $('chart-peak').textContent = rate(max);
   }
 
+  // The instance's totals (GET /v1/info): the tiles, and a point of the
+  // chart per refresh from the change since the refresh before.
+  let lastTotals = null;
+
+  function renderTotals(t, now) {
+    const prev = lastTotals;
+    lastTotals = { t, at: now };
+    const tile = (id, value, text) => {
+      const e = $(id);
+      e.dataset.v = String(value);
+      e.textContent = text;
+    };
+    tile('t-issued', t.ids_drawn, nf.format(t.ids_drawn));
+    tile('t-errors', t.fetch_errors, nf.format(t.fetch_errors));
+    $('t-errors').classList.toggle('bad', t.fetch_errors > 0);
+    tile('t-memory', t.live_sequences, nf.format(t.live_sequences));
+    const secs = prev ? (now - prev.at) / 1000 : 0;
+    if (secs < 0.5) {
+      renderChart(null); // the axes, until there is a change to draw
+      return;
+    }
+    const p = prev.t;
+    const fetches = Math.max(0, Number(t.segment_fetches) - Number(p.segment_fetches));
+    const point = {
+      rate: Math.max(0, Number(t.ids_drawn) - Number(p.ids_drawn)) / secs,
+      fetches,
+      latency: fetches > 0 ? ((t.fetch_seconds - p.fetch_seconds) / fetches) * 1000 : null,
+      waits: Math.max(0, Number(t.fetch_waits) - Number(p.fetch_waits)),
+    };
+    tile('t-rate', point.rate, rate(point.rate));
+    renderChart(point);
+  }
+
   // Live rate: IDs issued between two refreshes, per second.
   const previous = new Map();
 
   function liveRate(name, buf, now) {
     const prev = previous.get(name);
-    previous.set(name, { issued: buf.issued, at: now, measured: !!prev });
+    previous.set(name, { issued: buf.issued, at: now });
     if (!prev || now - prev.at < 500) return null;
     return Math.max(0, Number(big(buf.issued) - big(prev.issued))) / ((now - prev.at) / 1000);
   }
@@ -307,23 +336,8 @@
       return el('tr', attrs, name, maxId, el('td', { class: 'num' }, el('span', { class: 'dim' }, '—'), rowStep),
         el('td', { class: 'dim' }, '—'), el('td', { class: 'dim' }, '—'), dash(), dash(), dash(), dash());
     }
-    const prev = previous.get(seq.name);
     const r = liveRate(seq.name, buf, now);
     totals.live += 1;
-    totals.rate += r || 0;
-    if (prev) {
-      // Fetches and waits since the refresh before, for the chart.
-      const fetched = Math.max(0, Number(buf.fetches) - prev.fetches);
-      totals.fetched += fetched;
-      totals.waited += Math.max(0, Number(buf.waits) - prev.waits);
-      if (fetched > 0 && buf.last_fetch_latency_ms !== null) {
-        totals.slowest = Math.max(totals.slowest || 0, buf.last_fetch_latency_ms);
-      }
-    }
-    previous.get(seq.name).fetches = Number(buf.fetches);
-    previous.get(seq.name).waits = Number(buf.waits);
-    totals.issued += big(buf.issued);
-    totals.errors += big(buf.fetch_errors);
     return el('tr', attrs,
       name,
       maxId,
@@ -346,7 +360,7 @@
 
   function render(sequences, shownPrefix) {
     const now = performance.now();
-    const totals = { live: 0, rate: 0, issued: 0n, errors: 0n, fetched: 0, waited: 0, slowest: null };
+    const totals = { live: 0 };
     // Live sequences first, then the ones this instance has not served; by name within each.
     const sorted = [...sequences].sort((a, b) =>
       (a.buffer ? 0 : 1) - (b.buffer ? 0 : 1) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -359,17 +373,11 @@
         if (!shown.has(name)) memory.delete(name);
       }
     }
-    const measured = [...previous.values()].some((p) => p.measured);
-    renderChart(measured ? { rate: totals.rate, fetches: totals.fetched, slowest: totals.slowest, waits: totals.waited } : null);
     $('empty').hidden = sequences.length > 0 || shownPrefix !== null;
     $('no-match').hidden = sequences.length > 0 || shownPrefix === null;
     $('no-match-prefix').textContent = shownPrefix || '';
     $('t-live').textContent = nf.format(totals.live);
     $('t-total').textContent = nf.format(sequences.length);
-    $('t-rate').textContent = rate(totals.rate);
-    $('t-issued').textContent = nf.format(totals.issued);
-    $('t-errors').textContent = nf.format(totals.errors);
-    $('t-errors').classList.toggle('bad', totals.errors > 0n);
   }
 
   function renderInfo(info) {
@@ -452,11 +460,13 @@
     const controller = new AbortController();
     loading = controller;
     try {
-      if (!info) {
-        info = await getJson('v1/info', controller.signal);
-        renderInfo(info);
-      }
-      const data = await getJson(pagePath(pfx, cursor), controller.signal);
+      const [facts, data] = await Promise.all([
+        getJson('v1/info', controller.signal),
+        getJson(pagePath(pfx, cursor), controller.signal),
+      ]);
+      if (!info) renderInfo(facts);
+      info = facts;
+      renderTotals(facts.totals, performance.now());
       if (mine !== view) return; // moved meanwhile; the move loads its own view
       next = data.next;
       render(data.sequences, pfx);

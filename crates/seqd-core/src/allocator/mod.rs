@@ -66,7 +66,7 @@ pub mod segment;
 pub mod step;
 pub mod sync;
 
-pub use buffer::{BufferSnapshot, CounterBounds, SegmentView, SeqStats};
+pub use buffer::{BufferSnapshot, CounterBounds, SegmentView, SeqStats, Totals};
 
 /// Counter: IDs given back to the database at graceful shutdown
 /// ([`Allocator::give_back`]).
@@ -172,6 +172,8 @@ pub(crate) struct Shared {
     pub(crate) config: AllocatorConfig,
     /// The queue of grouped first reservations, when the store groups them.
     pub(crate) group: Option<Arc<group::Grouper>>,
+    /// Every buffer's fetches and waits added up.
+    pub(crate) tally: buffer::Tally,
 }
 
 /// IDs of one batch: one or more runs of consecutive IDs, in increasing order.
@@ -307,6 +309,7 @@ impl Allocator {
             policy,
             config,
             group,
+            tally: buffer::Tally::default(),
         });
         Allocator {
             inner: Arc::new(Inner {
@@ -606,6 +609,12 @@ impl Allocator {
     /// The buffer state of one live sequence.
     pub fn snapshot(&self, name: &SeqName) -> Option<BufferSnapshot> {
         self.inner.live.with(name.as_str(), |b| b.snapshot())
+    }
+
+    /// What every sequence did since start, added up (four reads, however
+    /// many sequences are live).
+    pub fn totals(&self) -> Totals {
+        self.inner.shared.tally.totals()
     }
 
     /// Calls `f` with the numbers of every live sequence, in no particular

@@ -18,7 +18,8 @@ mod tasks;
 mod view;
 
 use tasks::*;
-pub use view::{BufferSnapshot, SegmentView, SeqStats};
+pub(crate) use view::Tally;
+pub use view::{BufferSnapshot, SegmentView, SeqStats, Totals};
 
 use super::double::{DoubleBuffer, Run};
 use super::failure::FetchFailure;
@@ -487,9 +488,16 @@ impl SeqBuffer {
 
     /// Counts a fetch that landed, made at `started` and answered at `now`.
     fn count_fetch(&self, started: Duration, now: Duration) {
+        let latency = now.saturating_sub(started);
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        metrics::histogram!(FETCH_DURATION_METRIC)
-            .record(now.saturating_sub(started).as_secs_f64());
+        self.shared.tally.fetched(latency);
+        metrics::histogram!(FETCH_DURATION_METRIC).record(latency.as_secs_f64());
+    }
+
+    /// Counts a failed fetch (an attempt), here and in the instance's tally.
+    fn count_error(&self) {
+        self.fetch_errors.fetch_add(1, Ordering::Relaxed);
+        self.shared.tally.failed();
     }
 
     /// Logs and counts a reserved range that reaches down to IDs already
@@ -517,7 +525,7 @@ impl SeqBuffer {
 
     /// Records a failed fetch; returns how long to back off before retrying.
     fn record_failure(&self, failure: FetchFailure) -> Duration {
-        self.fetch_errors.fetch_add(1, Ordering::Relaxed);
+        self.count_error();
         let mut st = self.state.lock().unwrap();
         st.consecutive_failures = st.consecutive_failures.saturating_add(1);
         st.last_error = Some(failure);

@@ -387,6 +387,7 @@ impl SeqBuffer {
     ) -> Result<(), AllocError> {
         if !std::mem::replace(&mut waiting.counted, true) {
             self.waits.fetch_add(1, Ordering::Relaxed);
+            self.shared.tally.waited();
         }
         if tokio::time::timeout_at(waiting.deadline, notified)
             .await

@@ -144,14 +144,14 @@ pub(super) async fn reserve_global(
         }
         Ok(Err(e)) => {
             tracing::warn!(sequence = %buf.name, error = %e, "global reservation failed");
-            buf.fetch_errors.fetch_add(1, Ordering::Relaxed);
+            buf.count_error();
             Err(AllocError::Unavailable {
                 storage_failing: true,
             })
         }
         Err(_) => {
             tracing::warn!(sequence = %buf.name, ?timeout, "global reservation timed out");
-            buf.fetch_errors.fetch_add(1, Ordering::Relaxed);
+            buf.count_error();
             Err(AllocError::Unavailable {
                 storage_failing: true,
             })

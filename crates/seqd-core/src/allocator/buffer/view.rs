@@ -3,7 +3,8 @@
 //! ([`BufferSnapshot`]).
 
 use std::num::NonZeroI64;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::{FetchFailure, SeqBuffer};
 use crate::allocator::segment::Segment;
@@ -132,4 +133,59 @@ pub struct BufferSnapshot {
     /// Why the last fetch failed, if it did: a category and a fixed
     /// sentence, never the store's text (that is in the log).
     pub last_error: Option<FetchFailure>,
+}
+
+/// Every buffer's fetches, waits and failed fetches added up as they happen
+/// (all off the ID path), so the instance's totals cost four reads, not a
+/// walk over every live sequence (docs/design.md, "What the monitor reads").
+/// Aligned to its own cache lines: the settings beside it in the buffers'
+/// shared state are read on every request.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Tally {
+    fetches: AtomicU64,
+    fetch_micros: AtomicU64,
+    waits: AtomicU64,
+    fetch_errors: AtomicU64,
+}
+
+impl Tally {
+    pub(crate) fn fetched(&self, latency: Duration) {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.fetch_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    pub(crate) fn waited(&self) {
+        self.waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn failed(&self) {
+        self.fetch_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn totals(&self) -> Totals {
+        Totals {
+            fetches: self.fetches.load(Ordering::Relaxed),
+            fetch_seconds: self.fetch_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            waits: self.waits.load(Ordering::Relaxed),
+            fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What every sequence of this instance did since it started, added up:
+/// [`crate::allocator::Allocator::totals`]. Buffers dropped since (a serial
+/// period's counter, once the period is over) still count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Totals {
+    /// Segments fetched (global sequences: reservations made).
+    pub fetches: u64,
+    /// The latencies of those fetches added up, in seconds.
+    pub fetch_seconds: f64,
+    /// Requests that waited for a fetch (each counted once), those for a
+    /// name then found missing included.
+    pub waits: u64,
+    /// Fetches that failed (each attempt).
+    pub fetch_errors: u64,
 }
