@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::lock::HeldLock;
 use common::{Backend, TestDb};
 use futures::StreamExt;
 use proxy::{upstream_of, Proxy};
@@ -19,7 +20,6 @@ use seqd::allocator::{AllocError, Allocator, AllocatorConfig};
 use seqd::config::Settings;
 use seqd::store::{Database, Store, StoreOptions};
 use server::TestServer;
-use sqlx::{Connection, Executor, MySqlConnection, PgConnection};
 
 /// The fetch timeout of these tests: short, so a stuck fetch is abandoned often.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
@@ -60,41 +60,6 @@ async fn database_with(url: &str, options: &StoreOptions, names: &[&str]) -> Dat
     database
 }
 
-/// A transaction of another client holding `FOR UPDATE` on one row, as an
-/// operator's SQL session would; released by [`RowLock::release`].
-enum RowLock {
-    Postgres(PgConnection),
-    Mysql(MySqlConnection),
-}
-
-impl RowLock {
-    async fn take(db: &TestDb, name: &str) -> RowLock {
-        let lock = format!("SELECT max_id FROM sequences WHERE name = '{name}' FOR UPDATE");
-        match db.backend {
-            Backend::Postgres => {
-                let mut c = PgConnection::connect(&db.url).await.unwrap();
-                c.execute("BEGIN").await.unwrap();
-                c.execute(lock.as_str()).await.unwrap();
-                RowLock::Postgres(c)
-            }
-            Backend::Mysql => {
-                let mut c = MySqlConnection::connect(&db.url).await.unwrap();
-                c.execute("BEGIN").await.unwrap();
-                c.execute(lock.as_str()).await.unwrap();
-                RowLock::Mysql(c)
-            }
-            Backend::Sqlite => unreachable!("SQLite has no row locks"),
-        }
-    }
-
-    async fn release(self) {
-        match self {
-            RowLock::Postgres(mut c) => c.execute("COMMIT").await.map(|_| ()).unwrap(),
-            RowLock::Mysql(mut c) => c.execute("COMMIT").await.map(|_| ()).unwrap(),
-        }
-    }
-}
-
 /// Calls `next` on `name` until it answers, at most `tries` times (each try
 /// waits up to the allocator's wait timeout).
 async fn next_eventually(alloc: &Allocator, name: &str, tries: usize) -> i64 {
@@ -120,7 +85,7 @@ async fn a_held_row_lock_starves_no_other_sequence(db: TestDb) {
     let before = next_eventually(&alloc, "a", 1).await;
     next_eventually(&alloc, "b", 1).await;
 
-    let lock = RowLock::take(&db, "a").await;
+    let lock = HeldLock::take(&db, "a").await;
     // The database itself ends a reservation that waits on the lock, before
     // the allocator's fetch timeout would abandon it.
     let waited = Instant::now();

@@ -20,13 +20,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{name, new_seq, Backend, TestDb};
+use common::lock::HeldLock;
+use common::{name, new_seq, TestDb};
 use seqd::allocator::{AllocError, Allocator, AllocatorConfig};
 use seqd::domain::{IdOrdering, SeqName};
 use seqd::store::forwarding::{Call, Counting, Forwarding};
 use seqd::store::memory::MemoryStore;
 use seqd::store::{prelude::*, Reservation, Store, StoreError};
-use sqlx::{Connection, Executor};
+use sqlx::Executor;
 
 /// An allocator over `store` on a manual clock, fetching each row's step.
 fn allocator<S: Segments>(store: &Arc<S>) -> Allocator {
@@ -386,7 +387,7 @@ async fn a_locked_row_holds_only_its_own_first_use(db: TestDb) {
         store.create(&new_seq(n, 1, 100)).await.unwrap();
     }
     // Another session holds lk-00 `FOR UPDATE` for the whole test.
-    let blocker = Blocker::take(&db, "lk-00").await;
+    let blocker = HeldLock::take(&db, "lk-00").await;
     // A wait timeout far past the lock bound (2 s): a first use held behind
     // the lock for good shows as a wait, not as an early timeout.
     let config = AllocatorConfig {
@@ -417,80 +418,39 @@ async fn a_locked_row_holds_only_its_own_first_use(db: TestDb) {
     }
 }
 
-/// Another session's lock that the group waits on: a row `FOR UPDATE`
-/// (PostgreSQL, MariaDB) or the database's write lock (SQLite).
-enum Blocker {
-    Postgres(sqlx::PgConnection),
-    Mysql(sqlx::MySqlConnection),
-    Sqlite(sqlx::SqliteConnection),
-}
-
-impl Blocker {
-    async fn take(db: &TestDb, row: &str) -> Blocker {
-        let lock = format!("SELECT max_id FROM sequences WHERE name = '{row}' FOR UPDATE");
-        match db.backend {
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
-                c.execute("BEGIN").await.unwrap();
-                c.execute(lock.as_str()).await.unwrap();
-                Blocker::Postgres(c)
-            }
-            Backend::Mysql => {
-                let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-                c.execute("BEGIN").await.unwrap();
-                c.execute(lock.as_str()).await.unwrap();
-                Blocker::Mysql(c)
-            }
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-                c.execute("BEGIN IMMEDIATE").await.unwrap();
-                Blocker::Sqlite(c)
-            }
+/// Kills, from this session, the connection of a group's statement
+/// waiting on the lock (PostgreSQL, MariaDB); true once one was killed.
+/// SQLite's waiting statement fails by itself at the busy timeout.
+async fn cut_group(lock: &mut HeldLock) -> bool {
+    match lock {
+        HeldLock::Postgres(c) => {
+            // This session is inside its transaction, where
+            // pg_stat_activity is read once and kept: read it afresh.
+            c.execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
+            let killed: Vec<(bool,)> = sqlx::query_as(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE sequences SET max_id%IN (%'",
+            )
+            .fetch_all(&mut *c)
+            .await
+            .unwrap();
+            killed.iter().any(|k| k.0)
         }
-    }
-
-    /// Kills, from this session, the connection of a group's statement
-    /// waiting on the lock (PostgreSQL, MariaDB); true once one was killed.
-    /// SQLite's waiting statement fails by itself at the busy timeout.
-    async fn cut_group(&mut self) -> bool {
-        match self {
-            Blocker::Postgres(c) => {
-                // This session is inside its transaction, where
-                // pg_stat_activity is read once and kept: read it afresh.
-                c.execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
-                let killed: Vec<(bool,)> = sqlx::query_as(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE sequences SET max_id%IN (%'",
-                )
-                .fetch_all(&mut *c)
-                .await
-                .unwrap();
-                killed.iter().any(|k| k.0)
+        HeldLock::Mysql(c) => {
+            let ids: Vec<(i64,)> = sqlx::query_as(
+                "SELECT CAST(id AS SIGNED) FROM information_schema.processlist \
+                 WHERE info LIKE 'SELECT name, max_id%FOR UPDATE'",
+            )
+            .fetch_all(&mut *c)
+            .await
+            .unwrap();
+            for (id,) in &ids {
+                // Gone already (it timed out): nothing to kill.
+                let _ = c.execute(format!("KILL {id}").as_str()).await;
             }
-            Blocker::Mysql(c) => {
-                let ids: Vec<(i64,)> = sqlx::query_as(
-                    "SELECT CAST(id AS SIGNED) FROM information_schema.processlist \
-                     WHERE info LIKE 'SELECT name, max_id%FOR UPDATE'",
-                )
-                .fetch_all(&mut *c)
-                .await
-                .unwrap();
-                for (id,) in &ids {
-                    // Gone already (it timed out): nothing to kill.
-                    let _ = c.execute(format!("KILL {id}").as_str()).await;
-                }
-                !ids.is_empty()
-            }
-            Blocker::Sqlite(_) => true,
+            !ids.is_empty()
         }
-    }
-
-    async fn release(self) {
-        match self {
-            Blocker::Postgres(mut c) => c.execute("COMMIT").await.map(|_| ()).unwrap(),
-            Blocker::Mysql(mut c) => c.execute("COMMIT").await.map(|_| ()).unwrap(),
-            Blocker::Sqlite(mut c) => c.execute("COMMIT").await.map(|_| ()).unwrap(),
-        }
+        HeldLock::Sqlite(_) => true,
     }
 }
 
@@ -500,10 +460,10 @@ async fn a_database_failing_under_a_group_changes_nothing(db: TestDb) {
     for n in &names {
         store.create(&new_seq(n, 1, 100)).await.unwrap();
     }
-    let mut blocker = Blocker::take(&db, "cut-00").await;
+    let mut blocker = HeldLock::take(&db, "cut-00").await;
     // A look before the group waits (as a slow start makes it in CI): the
     // looks after it must still see the group.
-    blocker.cut_group().await;
+    cut_group(&mut blocker).await;
     // One group of the 40 names, waiting on the lock.
     let group = {
         let store = store.clone();
@@ -512,7 +472,7 @@ async fn a_database_failing_under_a_group_changes_nothing(db: TestDb) {
     };
     let mut cut = false;
     for _ in 0..100 {
-        if blocker.cut_group().await {
+        if cut_group(&mut blocker).await {
             cut = true;
             break;
         }

@@ -304,11 +304,7 @@ impl Segments for MemoryStore {
     /// apply to each); the group's size recorded.
     async fn reserve_group(&self, asks: &[(SeqName, i64)]) -> Vec<Reserved> {
         self.groups.lock().unwrap().push(asks.len());
-        let mut answers = Vec::with_capacity(asks.len());
-        for (name, min_size) in asks {
-            answers.push(self.reserve(name, *min_size).await);
-        }
-        answers
+        crate::store::reserve_each(self, asks).await
     }
 
     async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {

@@ -26,7 +26,9 @@ pub use workers::WorkerLeases;
 
 pub(crate) use bump::*;
 pub use rows::*;
-pub use seqd_core::store::{BumpRefusal, Reservation, Reserved, Segments, StoreError};
+pub use seqd_core::store::{
+    reserve_each, BumpRefusal, Reservation, Reserved, Segments, StoreError,
+};
 pub(crate) use sql::*;
 pub use sql::{binary_page_sql, named_rows_sql, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK};
 pub use traits::{Catalog, Schema, Store, StripeRecords, Tokens};

@@ -37,6 +37,8 @@
 
 #![allow(dead_code)]
 
+pub mod lock;
+
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

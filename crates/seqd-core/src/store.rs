@@ -52,11 +52,7 @@ pub trait Segments: Send + Sync + 'static {
     /// above 1 makes them in one operation; the default reserves each in
     /// turn.
     async fn reserve_group(&self, asks: &[(SeqName, i64)]) -> Vec<Reserved> {
-        let mut answers = Vec::with_capacity(asks.len());
-        for (name, min_size) in asks {
-            answers.push(self.reserve(name, *min_size).await);
-        }
-        answers
+        reserve_each(self, asks).await
     }
 
     /// Sets `max_id` of the row `name` to `new` if it is still `expected`,
@@ -241,4 +237,17 @@ fn shown(names: &[String]) -> String {
         out.push(format!("... and {} more", names.len() - SHOWN_NAMES));
     }
     out.join(", ")
+}
+
+/// What [`Segments::reserve_group`] does by default: each ask reserved in
+/// turn with [`Segments::reserve`], an answer per ask in order.
+pub async fn reserve_each<S: Segments + ?Sized>(
+    store: &S,
+    asks: &[(SeqName, i64)],
+) -> Vec<Reserved> {
+    let mut answers = Vec::with_capacity(asks.len());
+    for (name, min_size) in asks {
+        answers.push(store.reserve(name, *min_size).await);
+    }
+    answers
 }
