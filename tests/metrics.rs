@@ -179,7 +179,7 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
     // things happen rather than summed over buffers: the same numbers.
     let totals = srv.get_json("/v1/info").await["totals"].clone();
     assert_eq!(totals["ids_drawn"], 7 * 60 + 5 + 30, "{totals}");
-    assert_eq!(totals["live_sequences"], 2, "{totals}");
+    assert_eq!(totals["live_names"], 2, "{totals}");
     assert_eq!(
         totals["segment_fetches"].as_f64(),
         Some(fetches),

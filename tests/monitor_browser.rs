@@ -626,14 +626,22 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     chart_shows_the_load(&browser).await;
     stop.store(true, Ordering::Relaxed);
     load.await.unwrap();
-    // At rest, the tile shows the instance's IDs drawn, as the API does.
-    let drawn = srv.get_json("/v1/info").await["totals"]["ids_drawn"].clone();
+    // At rest, the tiles show the instance's IDs drawn and names live, as
+    // the API does (four names: the serial sequence's period counter too).
+    let totals = srv.get_json("/v1/info").await["totals"].clone();
+    assert_eq!(totals["live_names"], 4, "{totals}");
     let seen = browser.refreshes().await;
     browser.wait_refreshes(seen + 2).await;
     let shown = browser
-        .eval("return document.getElementById('t-issued').dataset.v")
+        .eval(
+            "return ['t-issued', 't-memory'].map((id) => Number(document.getElementById(id).dataset.v))",
+        )
         .await;
-    assert_eq!(shown.as_str(), Some(drawn.to_string().as_str()), "{drawn}");
+    assert_eq!(
+        shown,
+        json!([totals["ids_drawn"], totals["live_names"]]),
+        "{totals}"
+    );
     browser.close().await;
     srv.stop().await;
 }

@@ -135,9 +135,11 @@ pub struct InstanceTotals {
     /// its labels.
     #[schema(example = 1_250_000)]
     pub ids_drawn: u64,
-    /// Sequences live in this instance's memory.
+    /// Names live in this instance's memory, as `seqd_names_in_memory{state="live"}`
+    /// counts them: a serial sequence's current period counter is a name of
+    /// its own beside its settings.
     #[schema(example = 42)]
-    pub live_sequences: usize,
+    pub live_names: usize,
     /// Segments fetched from the database (global sequences: reservations).
     #[schema(example = 310)]
     pub segment_fetches: u64,
@@ -187,7 +189,7 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
             let t = allocator.totals();
             InstanceTotals {
                 ids_drawn: st.service.access().ids_drawn(),
-                live_sequences: allocator.names_in_memory().live,
+                live_names: allocator.names_in_memory().live,
                 segment_fetches: t.fetches,
                 fetch_seconds: t.fetch_seconds,
                 fetch_waits: t.waits,

@@ -275,7 +275,7 @@
     tile('t-issued', t.ids_drawn, nf.format(t.ids_drawn));
     tile('t-errors', t.fetch_errors, nf.format(t.fetch_errors));
     $('t-errors').classList.toggle('bad', t.fetch_errors > 0);
-    tile('t-memory', t.live_sequences, nf.format(t.live_sequences));
+    tile('t-memory', t.live_names, nf.format(t.live_names));
     const secs = prev ? (now - prev.at) / 1000 : 0;
     if (secs < 0.5) {
       renderChart(null); // the axes, until there is a change to draw
