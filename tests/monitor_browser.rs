@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::lock::HeldLock;
 use monitor::browser::{artifact_path, browser_tools, png_size, Browser};
 use monitor::page::{
     api, check_exact, check_under_load, create_from, int_of, load, parse_rows, quiet_api,
@@ -646,8 +647,10 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     srv.stop().await;
 }
 
-/// Over stripes (the real binary on two SQLite databases), each segment of
-/// a row says which stripe it came from, as the API's `stripes` does.
+/// Over stripes (the real binary on two SQLite databases, the first one's
+/// write lock held by another connection while the next segment is
+/// fetched), each segment of a row says which stripe it came from, as the
+/// API's `stripes` does: stripe 1 and stripe 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_shows_the_stripe_each_segment_came_from() {
     let Some((tools, one)) = tools_and_db().await else {
@@ -660,10 +663,13 @@ async fn monitor_page_shows_the_stripe_each_segment_came_from() {
     let p = server::Process::spawn(&format!("{} {}", one.url, two.url), &[]).await;
     let http = server::client(Duration::from_secs(30));
     server::create_at(&http, &p.base, "order", 1, 10).await;
-    // Two of ten IDs: past the prefetch mark, so a next segment is fetched.
-    for want in 1..=2 {
-        assert_eq!(server::next_at(&http, &p.base, "order").await, want);
-    }
+    // The first segment from stripe 1 (index 0), which serves while it
+    // answers; then another connection holds its write lock, so the
+    // prefetch that the second ID starts fails over to stripe 2: the two
+    // segments of the row come from different stripes.
+    assert_eq!(server::next_at(&http, &p.base, "order").await, 1);
+    let lock = HeldLock::take(&one, "order").await;
+    assert_eq!(server::next_at(&http, &p.base, "order").await, 2);
     let deadline = Instant::now() + Duration::from_secs(20);
     let stripes = loop {
         let seq = server::fetch_json(http.get(format!("{}/v1/sequences/order", p.base))).await;
@@ -673,6 +679,8 @@ async fn monitor_page_shows_the_stripe_each_segment_came_from() {
         assert!(Instant::now() < deadline, "no next segment: {seq}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    lock.release().await;
+    assert_eq!(stripes, json!({"current": 0, "next": 1}));
     let want: Vec<String> = ["current", "next"]
         .iter()
         .map(|k| stripes[k].as_u64().expect("a stripe index").to_string())
