@@ -703,6 +703,62 @@ async fn monitor_page_shows_the_stripe_each_segment_came_from() {
     p.kill().await;
 }
 
+/// An instance restarted behind the open page (SIGTERM, as an orchestrator
+/// stops it, then a new process on the same address and database): the
+/// page follows the new process (its `started_at`), its tile shows the new
+/// process's IDs drawn, and no chart point is drawn from the totals of two
+/// processes (one point fewer than refreshes after the first of each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_follows_a_restart_of_the_instance() {
+    let Some((tools, db)) = tools_and_db().await else {
+        return;
+    };
+    let (chromium, chromedriver) = tools;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .to_string();
+    let first = server::Process::spawn(&db.url, &["--listen", &addr]).await;
+    let http = server::client(Duration::from_secs(30));
+    server::create_at(&http, &first.base, "order", 1, 100).await;
+    for want in 1..=5 {
+        assert_eq!(server::next_at(&http, &first.base, "order").await, want);
+    }
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&format!("{}/", first.base)).await;
+    browser.wait_refreshes(3).await;
+    let read = "const c = document.querySelector('#chart svg');\
+                return { started: document.body.dataset.started, refreshes: Number(document.body.dataset.refreshes),\
+                  points: Number(c.dataset.points), drawn: document.getElementById('t-issued').dataset.v };";
+    let before = browser.eval(read).await;
+    assert_eq!(before["drawn"], "5", "{before}");
+    assert_eq!(
+        before["points"].as_u64().unwrap() + 1,
+        before["refreshes"].as_u64().unwrap(),
+        "{before}"
+    );
+    first.signal("TERM");
+    let mut first = first;
+    assert!(first.wait().await.success(), "a clean stop at SIGTERM");
+    let second = server::Process::spawn(&db.url, &["--listen", &addr]).await;
+    // The first process gave its unused IDs back at SIGTERM.
+    for want in 6..=7 {
+        assert_eq!(server::next_at(&http, &second.base, "order").await, want);
+    }
+    let seen = before["refreshes"].as_u64().unwrap();
+    browser.wait_refreshes(seen + 3).await;
+    let after = browser.eval(read).await;
+    assert_ne!(after["started"], before["started"], "{after}");
+    assert_eq!(after["drawn"], "2", "{after}");
+    assert_eq!(
+        after["points"].as_u64().unwrap() + 2,
+        after["refreshes"].as_u64().unwrap(),
+        "no point across the restart: {after}"
+    );
+    browser.close().await;
+    second.kill().await;
+}
+
 /// Asserts that the rate chart is drawn from live load: at least 3 points,
 /// a peak above 0, one line, at least one refresh with fetches marked, and as
 /// many marks drawn as the chart says.

@@ -165,7 +165,9 @@ pub struct InstanceTotals {
     responses((status = 200, description = "Server facts", body = Info)),
 )]
 pub async fn info(State(st): State<AppState>) -> Json<Info> {
-    let config = st.service.allocator().config();
+    let allocator = st.service.allocator();
+    let config = allocator.config();
+    let totals = allocator.totals();
     Json(Info {
         version: env!("CARGO_PKG_VERSION"),
         backend: st.service.backend(),
@@ -184,17 +186,13 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
         segment_target_secs: config.segment_target.as_secs_f64(),
         max_step: config.max_step,
         wait_timeout_secs: config.wait_timeout.as_secs_f64(),
-        totals: {
-            let allocator = st.service.allocator();
-            let t = allocator.totals();
-            InstanceTotals {
-                ids_drawn: st.service.access().ids_drawn(),
-                live_names: allocator.names_in_memory().live,
-                segment_fetches: t.fetches,
-                fetch_seconds: t.fetch_seconds,
-                fetch_waits: t.waits,
-                fetch_errors: t.fetch_errors,
-            }
+        totals: InstanceTotals {
+            ids_drawn: st.service.access().ids_drawn(),
+            live_names: allocator.names_in_memory().live,
+            segment_fetches: totals.fetches,
+            fetch_seconds: totals.fetch_seconds,
+            fetch_waits: totals.waits,
+            fetch_errors: totals.fetch_errors,
         },
     })
 }

@@ -6,7 +6,7 @@
 // prefix starts again at its first page). Only the page shown is ever
 // requested, never the whole list: the page stays as fast with a million
 // sequences as with ten. <body> carries data-page (1-based), data-prefix (of
-// the page shown) and data-refreshes. Every number cell carries data-k (what
+// the page shown), data-refreshes and data-started (the instance's started_at). Every number cell carries data-k (what
 // it is) and data-v (the raw value from the API), which the browser test
 // reads back. Paths are relative, so the page also works behind a reverse
 // proxy's path prefix; the prefix is kept in the page's own query string
@@ -261,12 +261,15 @@
   }
 
   // The instance's totals (GET /v1/info): the tiles, and a point of the
-  // chart per refresh from the change since the refresh before.
+  // chart per refresh from the change since the refresh before. Totals of
+  // another process (restarted behind the page: a new started_at) start
+  // again from zero, so no point is drawn across the restart.
   let lastTotals = null;
 
-  function renderTotals(t, now) {
-    const prev = lastTotals;
-    lastTotals = { t, at: now };
+  function renderTotals(facts, now) {
+    const t = facts.totals;
+    const prev = lastTotals && lastTotals.started === facts.started_at ? lastTotals : null;
+    lastTotals = { t, at: now, started: facts.started_at };
     const tile = (id, value, text) => {
       const e = $(id);
       e.dataset.v = String(value);
@@ -401,6 +404,7 @@
       : 'no RESP listener (--resp-listen)';
     $('target').textContent = seconds(info.segment_target_secs);
     document.title = 'seqd monitor · ' + info.backend;
+    document.body.dataset.started = info.started_at;
   }
 
   function setConnection(ok, message) {
@@ -419,7 +423,6 @@
     }
   }
 
-  let info = null;
   let refreshes = 0; // successful refreshes, in data-refreshes on <body>
   // What is shown: the names starting with `prefix` (null: all), the page
   // after `after` (null: the first), the cursors of the pages before it, and
@@ -464,9 +467,8 @@
         getJson('v1/info', controller.signal),
         getJson(pagePath(pfx, cursor), controller.signal),
       ]);
-      if (!info) renderInfo(facts);
-      info = facts;
-      renderTotals(facts.totals, performance.now());
+      renderInfo(facts);
+      renderTotals(facts, performance.now());
       if (mine !== view) return; // moved meanwhile; the move loads its own view
       next = data.next;
       render(data.sequences, pfx);

@@ -177,7 +177,7 @@ impl Tally {
 /// What every sequence of this instance did since it started, added up:
 /// [`crate::allocator::Allocator::totals`]. Buffers dropped since (a serial
 /// period's counter, once the period is over) still count.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Totals {
     /// Segments fetched (global sequences: reservations made).
     pub fetches: u64,
