@@ -135,6 +135,13 @@ async fn a_held_row_lock_starves_no_other_sequence(db: TestDb) {
     lock.release().await;
     let after = next_eventually(&alloc, "a", 10).await;
     assert!(after > before);
+    // Once a serves again its failures are over: the instance's totals (the
+    // monitor's chart) count them as the buffers do, and only a failed.
+    let errors = |n: &str| alloc.snapshot(&common::name(n)).unwrap().fetch_errors;
+    assert_eq!(
+        (alloc.totals().fetch_errors, errors("b"), errors("fresh")),
+        (errors("a"), 0, 0)
+    );
     let fetches = ids.len() / 5;
     eprintln!(
         "{:?}: a reservation on the locked row failed in the database after {waited:?}; \
