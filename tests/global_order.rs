@@ -189,6 +189,69 @@ async fn an_unknown_ordering_is_refused_with_400(db: TestDb) {
     assert_eq!(row["ordering"], "instance");
 }
 
+/// The regressions counted for `name` on `s`'s `/metrics` (0 when absent).
+async fn regressions(s: &TestServer, name: &str) -> u64 {
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    let series = format!("seqd_sequence_regressions_total{{sequence=\"{name}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// A new global sequence answers its `start` first (the segment its first
+/// request fetched before the instance knew the ordering is given back),
+/// and its row going back under an instance (a restore, a hand edit, a
+/// lagging replica) never makes that instance hand out an ID at or below
+/// one it handed out: the low reservation is reported as a regression and
+/// skipped in one more, as the plain path does. On a second instance,
+/// where the sequence is new, the same holds from its first ID on.
+async fn a_global_row_that_goes_back_is_skipped_and_reported(db: TestDb) {
+    // One name per backend: the metrics registry is shared by the process.
+    let name = format!("glob-{}", db.backend.store_name());
+    let s = TestServer::start(Settings::for_database(db.url.clone())).await;
+    let created = s
+        .post_sequence(&json!({"name": name, "start": 1, "step": 100, "ordering": "global"}))
+        .await;
+    assert_eq!(created.status(), 201);
+    let batch = |n: u32| {
+        let path = format!("/v1/sequences/{name}/batch?count={n}");
+        let s = &s;
+        async move { common::integers(&s.get_json(&path).await, "ids") }
+    };
+    assert_eq!(batch(3).await, vec![1, 2, 3]);
+    let mut served = batch(100).await;
+    assert_eq!(served.first(), Some(&4));
+    assert_eq!(regressions(&s, &name).await, 0);
+
+    common::execute(
+        &db,
+        &format!("UPDATE sequences SET max_id = max_id - 50 WHERE name = '{name}'"),
+    )
+    .await;
+    let after = batch(3).await;
+    assert_eq!(after, vec![104, 105, 106], "after {served:?}");
+    assert_eq!(regressions(&s, &name).await, 1);
+    served.extend(after);
+    for _ in 0..5 {
+        let id = s.next(&name).await;
+        assert!(id > *served.last().unwrap(), "{id} after {served:?}");
+        served.push(id);
+    }
+    assert_eq!(regressions(&s, &name).await, 1, "reported once");
+
+    // Lowered again, below everything: the instance still goes on above.
+    common::execute(
+        &db,
+        &format!("UPDATE sequences SET max_id = 0 WHERE name = '{name}'"),
+    )
+    .await;
+    let id = s.next(&name).await;
+    assert!(id > *served.last().unwrap(), "{id} after {served:?}");
+    assert_eq!(regressions(&s, &name).await, 2);
+    s.stop().await;
+}
+
 /// The database cut off (through the proxy): a global sequence answers 503
 /// at once, while an instance sequence on the same server rides through
 /// from memory; both serve again, increasing, once it is back.
@@ -246,6 +309,7 @@ network_backends!(a_global_sequence_fails_while_the_database_is_cut_and_recovers
 
 per_backend!(
     an_unknown_ordering_is_refused_with_400,
+    a_global_row_that_goes_back_is_skipped_and_reported,
     a_client_alternating_between_three_instances_sees_increasing_ids,
     concurrent_clients_on_three_instances_get_ids_in_real_time_order,
     switching_to_global_and_back_by_patch_under_load_repeats_no_id,

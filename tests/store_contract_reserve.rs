@@ -26,6 +26,7 @@ fn reservation(max_id: i64, size: i64, row_step: i64) -> Reservation {
         size,
         row_step,
         ordering: seqd::domain::IdOrdering::Instance,
+        regressed: false,
     }
 }
 

@@ -241,6 +241,7 @@ impl MemoryStore {
             size: n,
             row_step: row.step,
             ordering: row.ordering,
+            regressed: false,
         })
     }
 
@@ -262,6 +263,7 @@ impl MemoryStore {
             size,
             row_step: row.step,
             ordering: row.ordering,
+            regressed: false,
         })
     }
 }

@@ -615,6 +615,7 @@ pub(crate) fn reservation(
             size,
             row_step,
             ordering: IdOrdering::from_column(ordering),
+            regressed: false,
         })
     } else {
         Err(StoreError::Unavailable(format!(

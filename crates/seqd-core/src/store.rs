@@ -146,6 +146,13 @@ pub struct Reservation {
     pub row_step: i64,
     /// The row's `ordering` as the update saw it.
     pub ordering: IdOrdering,
+    /// The store found the row below an ID it had handed this caller (the
+    /// `floor` of [`Segments::reserve_above`], when that database owns it)
+    /// and lifted the range past it: the row went back (a restore, a hand
+    /// edit, a lagging replica). Only a store over several databases lifts;
+    /// a single database's regression shows in the range itself. Either way
+    /// the allocator reports it (docs/design.md, "Regressions and the bump").
+    pub regressed: bool,
 }
 
 impl Reservation {

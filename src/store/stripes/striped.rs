@@ -322,7 +322,13 @@ async fn reserve_on(
             .compare_and_set_max_id(&name, row.max_id, last)
             .await?
         {
-            return reservation(last, last - first + 1, row.step, row.ordering.as_str());
+            let mut r = reservation(last, last - first + 1, row.step, row.ordering.as_str())?;
+            // The caller's mark is an ID this stripe owns, so this stripe
+            // handed it out and its row once stood at or above it: below it
+            // now, the row went back, which the lift hides from the caller.
+            // A row below a mark that another stripe owns only lags.
+            r.regressed = floor > 0 && row.max_id < floor && layout.owns(floor);
+            return Ok(r);
         }
         if round >= 2 {
             // Spread the contenders: up to 2^round microseconds, capped.

@@ -19,7 +19,7 @@
 //!     async fn reserve(&self, _: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
 //!         let size = min_size.max(1000);
 //!         let max_id = self.0.fetch_add(size, Ordering::SeqCst) + size;
-//!         Ok(Reservation { max_id, size, row_step: 1000, ordering: IdOrdering::Instance })
+//!         Ok(Reservation { max_id, size, row_step: 1000, ordering: IdOrdering::Instance, regressed: false })
 //!     }
 //!     async fn compare_and_set_max_id(&self, _: &SeqName, old: i64, new: i64) -> Result<bool, StoreError> {
 //!         Ok(self.0.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst).is_ok())

@@ -466,6 +466,10 @@ impl SeqBuffer {
             }
             return Installed::Behind(floor.saturating_sub(r.max_id));
         }
+        if r.regressed && first > floor {
+            // A store over several databases lifted a row that went back.
+            self.regressed(r, floor);
+        }
         if first <= floor {
             if regression && !catching_up {
                 self.regressed(r, floor);

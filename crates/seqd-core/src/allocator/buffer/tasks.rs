@@ -83,59 +83,80 @@ pub(super) async fn global_loop(buf: Arc<SeqBuffer>) {
 
 /// One reservation of [`global_loop`]: exactly `total` IDs within `cap`;
 /// the first of them.
+///
+/// The high-water rule of the segments holds here too: a reservation that
+/// reaches down to IDs this instance handed out (the row went back: a
+/// restore, a hand edit, a lagging replica) is reported as a regression and
+/// followed at once by ONE reservation large enough to clear the mark,
+/// whose top `total` IDs are handed out; the IDs between are a gap.
 pub(super) async fn reserve_global(
     buf: &Arc<SeqBuffer>,
     total: u64,
     cap: i64,
 ) -> Result<i64, AllocError> {
     let started = buf.shared.clock.now();
-    let timeout = buf.shared.config.fetch_timeout;
     let total = i64::try_from(total).unwrap_or(i64::MAX);
-    let reserved = tokio::time::timeout(
-        timeout,
-        buf.shared.store.reserve_within(&buf.name, total, cap),
-    )
-    .await;
+    let mut r = reserve_bounded(buf, total, cap).await?;
+    if let Some(mark) = buf.high_water().filter(|&mark| r.first() <= mark) {
+        buf.regressed(r, mark);
+        let behind = mark.saturating_sub(r.max_id).max(0);
+        r = reserve_bounded(buf, total.saturating_add(behind), cap).await?;
+    }
+    let first = r.max_id - (total - 1);
+    if first <= buf.high_water().unwrap_or(0) || first < 1 {
+        tracing::error!(sequence = %buf.name, max_id = r.max_id, total,
+            "a global reservation still at or below IDs this instance handed out (or below \
+             ID 1): refusing it");
+        buf.count_error();
+        return Err(AllocError::Unavailable {
+            storage_failing: true,
+        });
+    }
+    let now = buf.shared.clock.now();
+    buf.count_fetch(started, now);
+    buf.segments.count_outside(total as u64);
+    // Every ID this instance hands out counts for the high-water mark: a
+    // segment reserved before a switch and landing after the switch back is
+    // then below it, and never served; a global reservation below it is a
+    // regression (above).
+    {
+        let mut st = buf.state.lock().unwrap();
+        if st.high_water.is_none_or(|h| h.get() < r.max_id) {
+            st.high_water = NonZeroI64::new(r.max_id);
+        }
+        // What the monitor shows of a global sequence: when its last
+        // reservation started and how long it took.
+        st.last_fetch_at = Some(Stamp::of(started));
+        st.last_fetch_latency = Some(Stamp::of(now.saturating_sub(started)));
+        st.last_error = None;
+    }
+    if r.ordering == IdOrdering::Instance {
+        // Switched back by PATCH or SQL: later requests use segments.
+        buf.set_ordering(IdOrdering::Instance);
+    }
+    if !buf.global.load(Ordering::Acquire) {
+        // Segments are in use again (switched back while this queue
+        // drained): one reserved before this reservation lies below its
+        // IDs, so it goes, before they are handed out; the next fetch lands
+        // above them.
+        buf.state.lock().unwrap().dropped = true;
+        buf.segments.seal();
+    }
+    Ok(first)
+}
+
+/// One statement of [`reserve_global`]: exactly `n` IDs within `cap`, under
+/// the fetch timeout, its failures counted and mapped.
+async fn reserve_bounded(
+    buf: &Arc<SeqBuffer>,
+    n: i64,
+    cap: i64,
+) -> Result<Reservation, AllocError> {
+    let timeout = buf.shared.config.fetch_timeout;
+    let reserved =
+        tokio::time::timeout(timeout, buf.shared.store.reserve_within(&buf.name, n, cap)).await;
     match reserved {
-        Ok(Ok(r)) if r.first() >= 1 => {
-            let now = buf.shared.clock.now();
-            buf.count_fetch(started, now);
-            buf.segments.count_outside(total as u64);
-            // Every ID this instance hands out counts for the high-water
-            // mark: a segment reserved before a switch and landing after
-            // the switch back is then below it, and never served.
-            {
-                let mut st = buf.state.lock().unwrap();
-                if st.high_water.is_none_or(|h| h.get() < r.max_id) {
-                    st.high_water = NonZeroI64::new(r.max_id);
-                }
-                // What the monitor shows of a global sequence: when its
-                // last reservation started and how long it took.
-                st.last_fetch_at = Some(Stamp::of(started));
-                st.last_fetch_latency = Some(Stamp::of(now.saturating_sub(started)));
-                st.last_error = None;
-            }
-            if r.ordering == IdOrdering::Instance {
-                // Switched back by PATCH or SQL: later requests use segments.
-                buf.set_ordering(IdOrdering::Instance);
-            }
-            if !buf.global.load(Ordering::Acquire) {
-                // Segments are in use again (switched back while this
-                // queue drained): one reserved before this reservation
-                // lies below its IDs, so it goes, before they are handed
-                // out; the next fetch lands above them.
-                buf.state.lock().unwrap().dropped = true;
-                buf.segments.seal();
-            }
-            Ok(r.first())
-        }
-        Ok(Ok(r)) => {
-            tracing::error!(sequence = %buf.name, max_id = r.max_id,
-                "a global reservation below ID 1 (the row is below zero); refusing it");
-            Err(AllocError::Unavailable {
-                storage_failing: true,
-            })
-        }
+        Ok(Ok(r)) => Ok(r),
         Ok(Err(StoreError::NotFound)) => Err(AllocError::NotFound),
         Ok(Err(StoreError::Exhausted)) => Err(AllocError::Exhausted),
         Ok(Err(StoreError::Serial)) => {
@@ -210,6 +231,20 @@ pub(super) async fn fetch_loop(weak: Weak<SeqBuffer>) {
             Err(_elapsed) => {
                 tracing::warn!(sequence = %buf.name, ?timeout, "segment fetch timed out; will retry");
                 buf.record_failure(FetchFailure::Timeout)
+            }
+            Ok(Ok(r)) if r.ordering == IdOrdering::Global || buf.global.load(Ordering::Acquire) => {
+                // A global sequence serves no segment: this one goes back to
+                // the row (when nothing was reserved since) before the
+                // waiting requests reserve, so that a new global sequence
+                // starts at its `start`; otherwise it is a gap.
+                let given = store.give_back(&buf.name, r.max_id, r.first() - 1);
+                if let Ok(Err(e)) = tokio::time::timeout(timeout, given).await {
+                    tracing::debug!(sequence = %buf.name, error = %e,
+                        "giving back a segment of a global sequence failed (a gap)");
+                }
+                let installed = buf.install(r, started, false);
+                debug_assert!(matches!(installed, Installed::Ready));
+                return;
             }
             Ok(Ok(r)) => match buf.install(r, started, catch_up.is_some()) {
                 Installed::Ready => return,
