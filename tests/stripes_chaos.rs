@@ -4,7 +4,8 @@
 //! once. While any stripe answers no request fails; over the whole run no
 //! ID is handed out twice, and each client's IDs (each client talks to one
 //! instance) are strictly increasing. A stripe that comes back is used
-//! again, lifted past what the instances already served.
+//! again, lifted past what the instances already served. A stripe's row
+//! that goes back is reported as a regression, as a single database's is.
 
 mod common;
 mod proxy;
@@ -344,4 +345,68 @@ async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
         "served by stripe 1, the one with the row: {id}"
     );
     seqd.kill().await;
+}
+
+/// The first stripe's row goes back (set to 0 by SQL, as a restore or a
+/// lagging replica would) under two instances of a PostgreSQL + MariaDB
+/// set: the instance whose IDs it was reports it as a single database's
+/// instance does (the error line, `seqd_sequence_regressions_total`) and
+/// goes on above everything it served. The lift past its mark is what the
+/// stripe's reservation does anyway; without the report it said nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stripe_row_that_goes_back_is_reported_as_a_regression() {
+    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
+        return;
+    };
+    let urls = format!("{} {}", pg.url, my.url);
+    let flags = ["--max-step", "10"];
+    let a = Process::spawn(&urls, &flags).await;
+    let b = Process::spawn(&urls, &flags).await;
+    let http = reqwest::Client::new();
+    server::create_at(&http, &a.base, "s", 1, 10).await;
+    let batch = |p: &Process| {
+        let url = format!("{}/v1/sequences/s/batch?count=40", p.base);
+        let http = http.clone();
+        async move { common::integers(&fetch_json(http.get(url)).await, "ids") }
+    };
+    let mut served_a = batch(&a).await;
+    // The other instance reserves from the same row meanwhile.
+    assert_eq!(batch(&b).await.len(), 40);
+    served_a.extend(batch(&a).await);
+    let top_a = *served_a.iter().max().unwrap();
+    assert_eq!((top_a / BLOCK) % 2, 0, "from the first stripe: {top_a}");
+    assert!(!regression_logged(&a), "nothing went back yet");
+
+    common::execute(&pg, "UPDATE sequences SET max_id = 0 WHERE name = 's'").await;
+    for _ in 0..3 {
+        for id in batch(&a).await {
+            assert!(id > top_a, "{id} after {top_a}");
+            served_a.push(id);
+        }
+    }
+    let unique: HashSet<_> = served_a.iter().collect();
+    assert_eq!(unique.len(), served_a.len());
+    let mut logged = false;
+    for _ in 0..50 {
+        logged = regression_logged(&a);
+        if logged {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(logged, "no regression in the log: {:?}", a.all_logs());
+    let metrics = fetch_text(http.get(format!("{}/metrics", a.base))).await;
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("seqd_sequence_regressions_total{sequence=\"s\"} "))
+        .unwrap_or_else(|| panic!("no regression counted:\n{metrics}"));
+    assert_eq!(counted.trim(), "1", "{metrics}");
+}
+
+/// Whether `p` logged an error that a reserved range reached down to IDs it
+/// already reserved.
+fn regression_logged(p: &Process) -> bool {
+    p.all_logs().iter().any(|l| {
+        l.contains("\"ERROR\"") && l.contains("at or below IDs this instance already reserved")
+    })
 }
