@@ -489,6 +489,122 @@ async fn two_failovers_back_to_the_old_primary_and_a_planned_switchover() {
     }
 }
 
+/// After a lossy failover the old primary comes back with its own data and
+/// the address leads to it again: the running instance, which verified
+/// the promoted server's fence (epoch 2), refuses the old one (epoch 1)
+/// instead of fencing it into the range the promoted server already
+/// handed out. It says so on `/readyz` (`stale`), in the log and in
+/// `seqd_failover_stale_refusals_total`, reserves nothing from it and
+/// leaves its rows alone; once the address leads to the promoted server
+/// again it serves on, and no ID was handed out twice.
+#[tokio::test]
+async fn an_old_primary_that_comes_back_is_refused_not_fenced_into_the_new_range() {
+    for engine in ENGINES {
+        common::clear_of_midnight().await;
+        let Some(mut old) = replicas::primary(engine) else {
+            continue;
+        };
+        let promoted = old.replica();
+        let proxy = Proxy::start(old.addr()).await;
+        let url = proxy.url_for(&old.url());
+        let http = server::client(Duration::from_secs(30));
+        let a = spawn(&url, &[]).await;
+        create_sequences(&http, &a.base).await;
+        let mut drawn = Drawn::default();
+        draw_round(&a, "a", &mut drawn).await;
+        old.wait_caught_up(&promoted);
+        promoted.pause_replication();
+        for _ in 0..2 {
+            draw_round(&a, "a on the old primary", &mut drawn).await;
+        }
+        old.kill();
+        promoted.promote();
+        proxy.repoint(promoted.addr());
+        draw_round(&a, "a on the promoted server", &mut drawn).await;
+        let body = ready_until(&a, "fenced", |s, _| s == 200).await;
+        assert_eq!(body["checks"]["fence"]["epoch"], 2, "{body}");
+
+        // The old primary is back, and the address leads to it.
+        old.restart();
+        let old_record = record(&old);
+        assert_eq!(old_record.1, 1, "{engine:?}");
+        let old_top = old
+            .sql("SELECT max_id FROM sequences WHERE name = 'order'")
+            .unwrap();
+        proxy.repoint(old.addr());
+        let body = ready_until(&a, "stale", |s, b| {
+            s == 503 && b["checks"]["fence"]["state"] == "stale"
+        })
+        .await;
+        assert_eq!(body["checks"]["database"], "fencing", "{body}");
+        assert_eq!(body["checks"]["fence"]["epoch"], 2, "{body}");
+        let why = body["checks"]["fence"]["last_error"].as_str().unwrap();
+        assert!(why.contains("older than epoch 2"), "{why}");
+        assert!(
+            a.log_line(
+                "refusing a database server older than the one verified (an old primary back?)"
+            )
+            .await
+            .is_some(),
+            "{:?}",
+            a.all_logs()
+        );
+        let metrics = http
+            .get(format!("{}/metrics", a.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let refused: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("seqd_failover_stale_refusals_total "))
+            .unwrap_or_else(|| panic!("{metrics}"))
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(refused >= 1.0, "{metrics}");
+        // Nothing is reserved from it: a global sequence answers 503, and
+        // the old primary's record and rows are as they were.
+        for _ in 0..5 {
+            let resp = http
+                .get(format!("{}/v1/sequences/ledger/next", a.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 503, "{}", resp.text().await.unwrap());
+        }
+        assert_eq!(
+            record(&old),
+            old_record,
+            "{engine:?}: the old primary was fenced"
+        );
+        assert_eq!(
+            old.sql("SELECT max_id FROM sequences WHERE name = 'order'")
+                .unwrap(),
+            old_top,
+            "{engine:?}: the old primary's rows were raised"
+        );
+
+        // Back to the promoted server: served again, without a fence.
+        proxy.repoint(promoted.addr());
+        let body = ready_until(&a, "back", |s, _| s == 200).await;
+        assert_eq!(body["checks"]["fence"]["state"], "ok", "{body}");
+        assert_eq!(body["checks"]["fence"]["epoch"], 2, "{body}");
+        draw_round(&a, "a back on the promoted server", &mut drawn).await;
+        let b = spawn(&url, &[]).await;
+        draw_round(&b, "b new", &mut drawn).await;
+        assert_eq!(record(&promoted).1, 2, "{engine:?}: fenced again");
+        assert_eq!(fences_counted(&a).await, 1, "{engine:?}");
+        assert!(
+            drawn.twice.is_empty(),
+            "{engine:?}: {:?}",
+            &drawn.twice[..drawn.twice.len().min(20)]
+        );
+    }
+}
+
 /// A promoted server whose seqd tables are absent (they were created after
 /// the replica stopped receiving): a running instance refuses to reserve
 /// from it, and says so on `/readyz`; a new instance refuses to start

@@ -43,10 +43,15 @@ pub async fn healthz() -> impl IntoResponse {
 pub async fn readyz(State(st): State<AppState>) -> Response {
     let fence = st.service.fence_status();
     if let Some(f) = fence.as_ref().filter(|f| f.blocking()) {
-        let message = if f.state == "fencing" {
-            "the database server changed (a failover): fencing it before any reservation"
-        } else {
-            "the database server changed (a failover) and cannot be fenced: see the logs"
+        let message = match f.state {
+            "fencing" => {
+                "the database server changed (a failover): fencing it before any reservation"
+            }
+            "stale" => {
+                "the database server is older than the one this instance verified (an old \
+                 primary back?): nothing is reserved from it"
+            }
+            _ => "the database server changed (a failover) and cannot be fenced: see the logs",
         };
         return not_ready_with(
             "fencing",
@@ -169,7 +174,7 @@ pub struct ReadyChecksDoc {
     /// `schema_behind`: a migration this seqd needs is not applied; `busy`:
     /// not checked, too many database reads in flight; `fencing`: the
     /// database server changed (a failover) and is being fenced, or cannot
-    /// be (`fence.state` `refused` or `failed`): nothing is reserved.
+    /// be (`fence.state` `stale`, `refused` or `failed`): nothing is reserved.
     #[schema(example = "ok")]
     pub database: String,
     /// The failover fence of the database (absent when off, on SQLite, and
@@ -213,6 +218,9 @@ pub struct StripeDoc {
 pub struct FenceDoc {
     /// `unchecked` (not verified yet), `ok`, `fencing` (the server changed:
     /// every sequence is being raised; nothing is reserved meanwhile),
+    /// `stale` (the server's fence record is older than the one this
+    /// instance verified, an old primary back: never reserved from, never
+    /// fenced, until the address leads to the newer server again),
     /// `refused` (the new server cannot be fenced, e.g. seqd's tables are
     /// absent on it) or `failed` (the last attempt failed; retried).
     #[schema(example = "ok")]
@@ -225,6 +233,8 @@ pub struct FenceDoc {
     pub epoch: i64,
     /// Fences this instance ran.
     pub fences: u64,
+    /// Checks that found the server `stale`, each refused.
+    pub stale_refusals: u64,
     /// Why the last attempt failed or was refused.
     pub last_error: Option<String>,
 }

@@ -129,6 +129,9 @@ pub const STRIPE_HEDGES: &str = crate::store::stripes::striped::STRIPE_HEDGES;
 /// Counter: failover fences this instance ran (`crate::store::sequences::fence`), read
 /// from the fences of its databases.
 pub const FAILOVER_FENCES: &str = "seqd_failover_fences_total";
+/// Counter: servers refused as older than the verified one
+/// (docs/high-availability.md, "Failover of the database").
+pub const FAILOVER_STALE: &str = "seqd_failover_stale_refusals_total";
 /// Gauge: when the process started, in seconds since the Unix epoch.
 pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
 /// Gauge: always 1, labelled with the `version`.
@@ -264,16 +267,18 @@ pub fn render(service: &Service, top: usize) -> String {
     let mut out = render_from(top, |f| allocator.for_each_stats(f));
     let stripes = service.stripe_status();
     write_stripes(&mut out, &stripes);
-    let fences: u64 = service
+    let fence_states: Vec<_> = service
         .fence_status()
         .into_iter()
         .chain(stripes.iter().filter_map(|s| s.fence.clone()))
-        .map(|f| f.fences)
-        .sum();
+        .collect();
+    let fences: u64 = fence_states.iter().map(|f| f.fences).sum();
+    let stale: u64 = fence_states.iter().map(|f| f.stale_refusals).sum();
     let _ = std::fmt::Write::write_fmt(
         &mut out,
         format_args!(
-            "# HELP {FAILOVER_FENCES} Failover fences this instance ran: the database server changed and every sequence was raised by the margin.\n# TYPE {FAILOVER_FENCES} counter\n{FAILOVER_FENCES} {fences}\n"
+            "# HELP {FAILOVER_FENCES} Failover fences this instance ran: the database server changed and every sequence was raised by the margin.\n# TYPE {FAILOVER_FENCES} counter\n{FAILOVER_FENCES} {fences}\n\
+             # HELP {FAILOVER_STALE} Checks that found a database server whose fence record is older than the one this instance verified (an old primary back), each refused: nothing is reserved from it.\n# TYPE {FAILOVER_STALE} counter\n{FAILOVER_STALE} {stale}\n"
         ),
     );
     write_serials(&mut out, serials, top);

@@ -55,6 +55,8 @@ const FENCE_LOCK_BOUND: Duration = Duration::from_secs(60);
 pub struct FenceStatus {
     /// `off`, `unchecked` (not verified yet), `ok`, `fencing` (a server
     /// change is being fenced: nothing is reserved on it meanwhile),
+    /// `stale` (the server's record is older than the one this instance
+    /// verified: an old primary back, never reserved from nor fenced),
     /// `refused` (the new server cannot be fenced: why is in
     /// `last_error`) or `failed` (the last attempt failed, retried).
     pub state: &'static str,
@@ -64,6 +66,9 @@ pub struct FenceStatus {
     pub epoch: i64,
     /// Fences this instance ran.
     pub fences: u64,
+    /// Checks that found a server whose record is older than the one this
+    /// instance verified (`stale`), each refused.
+    pub stale_refusals: u64,
     /// Why the last attempt failed or was refused.
     pub last_error: Option<String>,
 }
@@ -72,12 +77,12 @@ impl FenceStatus {
     /// Whether a server change is being fenced, refused or failing: nothing
     /// is reserved from the database meanwhile.
     pub fn blocking(&self) -> bool {
-        matches!(self.state, "fencing" | "refused" | "failed")
+        matches!(self.state, "fencing" | "stale" | "refused" | "failed")
     }
 }
 
 /// The record as this instance verified it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Verified {
     server: String,
     epoch: i64,
@@ -93,6 +98,30 @@ struct State {
     pending: bool,
     /// The last attempt's failure (`refused`: it cannot succeed by retrying).
     failure: Option<(bool, String)>,
+    /// The last attempt found a server older than the verified one
+    /// ([`Verdict::Stale`]): refused until the verified server answers.
+    stale: bool,
+}
+
+/// What a check of a server against its record and this instance's
+/// verified record decides ([`judge`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// The record names this server, at the epoch this instance verified or
+    /// later: reserve from it.
+    Take,
+    /// An empty record, and nothing verified before: fill it in, no raise.
+    Record,
+    /// Another server than the record names, whose record is this
+    /// instance's or newer (a replica of it promoted), or an empty record
+    /// where this instance verified a server (the record was lost with the
+    /// window): raise every row, then record the server.
+    Fence,
+    /// A record older than the one this instance verified (an old primary
+    /// back with its old data, a replica of it): its rows may lie inside
+    /// what the newer server handed out, so no raise can make it safe.
+    /// Refused; never reserved from.
+    Stale,
 }
 
 /// One database's fence: what its pool's connections are checked against.
@@ -103,6 +132,7 @@ pub struct Fence {
     wake: tokio::sync::Notify,
     task: AtomicBool,
     fences: AtomicU64,
+    stale_refusals: AtomicU64,
 }
 
 impl Fence {
@@ -114,6 +144,7 @@ impl Fence {
             wake: tokio::sync::Notify::new(),
             task: AtomicBool::new(false),
             fences: AtomicU64::new(0),
+            stale_refusals: AtomicU64::new(0),
         })
     }
 
@@ -138,6 +169,7 @@ impl Fence {
             "off"
         } else if state.pending {
             match &state.failure {
+                Some(_) if state.stale => "stale",
                 Some((true, _)) => "refused",
                 Some((false, _)) => "failed",
                 None => "fencing",
@@ -152,6 +184,7 @@ impl Fence {
             server: state.verified.as_ref().map(|v| v.server.clone()),
             epoch: state.verified.as_ref().map_or(0, |v| v.epoch),
             fences: self.fences.load(Ordering::Relaxed),
+            stale_refusals: self.stale_refusals.load(Ordering::Relaxed),
             last_error: state.failure.as_ref().map(|(_, why)| why.clone()),
         }
     }
@@ -164,6 +197,16 @@ impl Fence {
         let mut state = self.state.lock().unwrap();
         match &state.verified {
             Some(v) if v.server == server && !state.pending => Ok(()),
+            Some(v) if v.server == server && state.stale => {
+                // The verified server answers again after a stale one was
+                // refused: nothing was written elsewhere, so it is used.
+                tracing::warn!(server = %server,
+                    "the verified database server answers again; reserving from it");
+                state.pending = false;
+                state.stale = false;
+                state.failure = None;
+                Ok(())
+            }
             Some(v) => {
                 if !state.pending {
                     tracing::error!(recorded = %v.server, now = %server,
@@ -234,21 +277,31 @@ fn bounds_sql(dialect: Dialect) -> Vec<String> {
     }
 }
 
-/// Whether a server `server` whose record reads `record` must be fenced by
-/// an instance that verified `known` before.
-fn must_fence(record: &Verified, server: &str, known: Option<&Verified>) -> bool {
+/// What to do with a server `server` whose record reads `record`, for an
+/// instance that verified `known` before ([`Verdict`]): epochs only grow
+/// along one line of servers, so a record older than the verified one, or
+/// as old but of another server, is not of this instance's line.
+fn judge(record: &Verified, server: &str, known: Option<&Verified>) -> Verdict {
     if record.server.is_empty() {
         // Never recorded: a new database, or the first start of a seqd
         // with the fence; fenced only when this instance verified another
         // server (its record was lost with the window).
-        return known.is_some();
+        return if known.is_some() {
+            Verdict::Fence
+        } else {
+            Verdict::Record
+        };
     }
-    if record.server != server {
-        return true;
+    if let Some(k) = known {
+        if record.epoch < k.epoch || (record.epoch == k.epoch && record.server != k.server) {
+            return Verdict::Stale;
+        }
     }
-    // The record names this server: fenced already, unless it is older
-    // than what this instance saw (a server rolled back to before a fence).
-    known.is_some_and(|k| record.epoch < k.epoch || (record.epoch == k.epoch && k.server != server))
+    if record.server == server {
+        Verdict::Take
+    } else {
+        Verdict::Fence
+    }
 }
 
 /// Writes the generic functions given to it with the bounds on `DB` that
@@ -428,7 +481,28 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
             seen.unwrap_or_default()
         )));
     }
-    let verified = if must_fence(&record, &server, known.as_ref()) {
+    let verdict = judge(&record, &server, known.as_ref());
+    if verdict == Verdict::Stale {
+        tx.rollback().await.map_err(unavailable)?;
+        fence.stale_refusals.fetch_add(1, Ordering::Relaxed);
+        let known = known.unwrap_or_default();
+        let why = format!(
+            "the database server {server} has fence epoch {} (recorded for {}), older than \
+             epoch {} of {} that this instance verified: an old primary back, or a replica \
+             of it; its rows may lie inside IDs the newer server handed out, so nothing is \
+             reserved from it. Point the address at the newer server (see \
+             docs/high-availability.md)",
+            record.epoch, record.server, known.epoch, known.server
+        );
+        tracing::error!(server = %server, epoch = record.epoch, verified = %known.server,
+            verified_epoch = known.epoch,
+            "refusing a database server older than the one verified (an old primary back?)");
+        let mut state = fence.state.lock().unwrap();
+        state.pending = true;
+        state.stale = true;
+        return Err(StoreError::Config(why));
+    }
+    let verified = if verdict == Verdict::Fence {
         let margin = fence.options.margin;
         tracing::warn!(recorded = %record.server, server = %server, margin,
             "fencing the database: every sequence raised past what a failover may have lost");
@@ -452,7 +526,7 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
         tracing::warn!(server = %server, epoch, rows = raised, margin,
             "the database is fenced: every sequence raised; reserving from it again");
         Verified { server, epoch }
-    } else if record.server.is_empty() {
+    } else if verdict == Verdict::Record {
         let epoch = 1;
         sqlx::query(&in_dialect(
             dialect,
@@ -478,6 +552,7 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
     state.verified = Some(verified);
     state.seen = None;
     state.pending = false;
+    state.stale = false;
     state.failure = None;
     Ok(())
 }
@@ -679,24 +754,32 @@ mod tests {
 
     #[test]
     fn a_new_record_is_filled_in_without_a_fence() {
-        assert!(!must_fence(&v("", 0), "a", None));
+        assert_eq!(judge(&v("", 0), "a", None), Verdict::Record);
         // ... unless this instance verified a server before: that record was lost.
-        assert!(must_fence(&v("", 0), "b", Some(&v("a", 1))));
+        assert_eq!(judge(&v("", 0), "b", Some(&v("a", 1))), Verdict::Fence);
     }
 
     #[test]
     fn another_server_is_fenced_and_a_fenced_one_is_taken() {
-        assert!(must_fence(&v("a", 1), "b", None));
-        assert!(must_fence(&v("a", 1), "b", Some(&v("a", 1))));
-        assert!(!must_fence(&v("b", 2), "b", Some(&v("a", 1))));
-        assert!(!must_fence(&v("a", 1), "a", Some(&v("a", 1))));
+        assert_eq!(judge(&v("a", 1), "b", None), Verdict::Fence);
+        assert_eq!(judge(&v("a", 1), "b", Some(&v("a", 1))), Verdict::Fence);
+        assert_eq!(judge(&v("b", 2), "b", Some(&v("a", 1))), Verdict::Take);
+        assert_eq!(judge(&v("a", 1), "a", Some(&v("a", 1))), Verdict::Take);
+        assert_eq!(judge(&v("a", 1), "a", None), Verdict::Take);
+        // A replica of a server newer than the verified one, promoted.
+        assert_eq!(judge(&v("c", 3), "d", Some(&v("b", 2))), Verdict::Fence);
     }
 
     #[test]
-    fn a_server_older_than_what_was_seen_is_fenced() {
+    fn a_server_older_than_what_was_seen_is_refused_never_fenced() {
         // The old primary back with its old record, after this instance
-        // verified the promoted server's fence.
-        assert!(must_fence(&v("a", 1), "a", Some(&v("b", 2))));
+        // verified the promoted server's fence: raising its rows could put
+        // them inside what the promoted server handed out.
+        assert_eq!(judge(&v("a", 1), "a", Some(&v("b", 2))), Verdict::Stale);
+        // A sibling replica of the old primary, promoted.
+        assert_eq!(judge(&v("a", 1), "c", Some(&v("b", 2))), Verdict::Stale);
+        // Another line of servers at the same epoch.
+        assert_eq!(judge(&v("a", 2), "a", Some(&v("b", 2))), Verdict::Stale);
     }
 
     #[test]
