@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 
 use crate::allocator::AllocatorConfig;
-use crate::config::{BumpArgs, DatabaseArgs, SchemaArgs, SequencesCommand};
+use crate::config::{BumpArgs, DatabaseArgs, MigrateArgs, SchemaArgs, SequencesCommand};
 use crate::domain::{escape_controls, NamePrefix, SeqName, PERIOD_SEPARATOR};
 use crate::open::{open_database, open_store};
 use crate::serial::purge::PURGE_MARGIN;
@@ -20,9 +20,12 @@ use crate::store::{self, BumpMode, Bumped, MigrateMode, SequenceRow, Store, Stor
 /// `seqd migrate`: applies the migrations to every database URL, whatever
 /// `--migrate` says, then checks (and for a fresh set, writes) their stripe
 /// records, as `seqd serve` does at start ([`bind_stripes`]).
-pub async fn migrate(db: &DatabaseArgs) -> anyhow::Result<()> {
+pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
+    let db = &args.db;
     let urls = db.urls();
-    let stores = open_stores(db, MigrateMode::Auto).await?;
+    let mut setup = db.schema_setup();
+    setup.fence.new_database = args.new_database;
+    let stores = open_stores_with(db, &setup, MigrateMode::Auto).await?;
     for url in &urls {
         println!("migrations applied to {}", store::redact_url(url));
     }
@@ -45,9 +48,17 @@ pub(crate) async fn open_stores(
     db: &DatabaseArgs,
     mode: MigrateMode,
 ) -> anyhow::Result<Vec<Arc<dyn store::Store>>> {
-    let setup = db.schema_setup();
+    open_stores_with(db, &db.schema_setup(), mode).await
+}
+
+/// [`open_stores`] with the schema setup given.
+async fn open_stores_with(
+    db: &DatabaseArgs,
+    setup: &crate::store::migrator::SchemaSetup,
+    mode: MigrateMode,
+) -> anyhow::Result<Vec<Arc<dyn store::Store>>> {
     let options = StoreOptions::default()
-        .with_setup(&setup)
+        .with_setup(setup)
         .with_migrate(mode)
         .with_max_connections(db.db_max_connections);
     let mut stores = Vec::new();

@@ -45,7 +45,7 @@ pub enum Command {
     /// Run the HTTP server (the default).
     Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit (whatever --migrate says).
-    Migrate(DatabaseArgs),
+    Migrate(MigrateArgs),
     /// Print seqd's complete DDL (every migration, in order, with its
     /// seqd_migrations row) for an operator's own migration tool.
     Schema(SchemaArgs),
@@ -517,10 +517,26 @@ impl DatabaseArgs {
             fence: FenceOptions {
                 enabled: self.failover_fence == FenceSwitch::On,
                 margin: self.failover_margin,
+                new_database: false,
             },
         }
         .with_reservation(self.max_step)
     }
+}
+
+/// Flags of `seqd migrate`.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    #[allow(missing_docs)] // flattened: documented by its own fields
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The database is new: create seqd's tables even on a server that was
+    /// promoted from a replica (a PostgreSQL timeline above 1, a MariaDB
+    /// replication position), where seqd otherwise refuses because they may
+    /// have been lost with a failover (docs/high-availability.md). Only for
+    /// an empty database made after the promotion; instances keep the fence.
+    #[arg(long)]
+    pub new_database: bool,
 }
 
 /// Flags of `seqd serve`.

@@ -605,6 +605,58 @@ async fn an_old_primary_that_comes_back_is_refused_not_fenced_into_the_new_range
     }
 }
 
+/// A new, empty database made on a server that was promoted (PostgreSQL on
+/// timeline 2, MariaDB with a replication position): `seqd migrate` and
+/// `seqd serve` refuse it as a promoted server without seqd's tables, and
+/// name the command that sets it up, `seqd migrate --new-database`; after
+/// that the instances serve it from its start with the fence on.
+#[tokio::test]
+async fn a_new_database_on_a_promoted_server_is_set_up_by_the_command_its_refusal_names() {
+    for engine in ENGINES {
+        let Some(mut primary) = replicas::primary(engine) else {
+            continue;
+        };
+        let replica = primary.replica();
+        primary.wait_caught_up(&replica);
+        primary.kill();
+        replica.promote();
+        replica.sql("CREATE DATABASE fresh").unwrap();
+        let url = replica.url().replacen("/seqd", "/fresh", 1);
+        let env = [("SEQD_DATABASE_URL", url.as_str())];
+
+        let out = common::seqd_binary_with_env(&["migrate"], &env).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine:?}: {stderr}");
+        assert!(stderr.contains("promoted"), "{stderr}");
+        assert!(stderr.contains("`seqd migrate --new-database`"), "{stderr}");
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            common::seqd_binary_with_env(&["serve", "--listen", "127.0.0.1:0"], &env),
+        )
+        .await
+        .expect("refuses to start, not serves");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine:?}: {stderr}");
+        assert!(stderr.contains("`seqd migrate --new-database`"), "{stderr}");
+
+        let out = common::seqd_binary_with_env(&["migrate", "--new-database"], &env).await;
+        assert!(out.status.success(), "{engine:?}: {out:?}");
+        // Again: idempotent, the tables are there now.
+        let out = common::seqd_binary_with_env(&["migrate"], &env).await;
+        assert!(out.status.success(), "{engine:?}: {out:?}");
+
+        let p = spawn(&url, &[]).await;
+        let http = server::client(Duration::from_secs(30));
+        server::create_at(&http, &p.base, "order", 1, 100).await;
+        assert_eq!(server::next_at(&http, &p.base, "order").await, 1);
+        let (s, body) = ready(&p).await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(body["checks"]["fence"]["state"], "ok", "{body}");
+        assert_eq!(body["checks"]["fence"]["epoch"], 1, "{body}");
+        assert_eq!(fences_counted(&p).await, 0);
+    }
+}
+
 /// A promoted server whose seqd tables are absent (they were created after
 /// the replica stopped receiving): a running instance refuses to reserve
 /// from it, and says so on `/readyz`; a new instance refuses to start

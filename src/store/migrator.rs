@@ -90,6 +90,11 @@ pub struct FenceOptions {
     pub enabled: bool,
     /// How much every row is raised by a fence.
     pub margin: i64,
+    /// `seqd migrate --new-database`: the operator says the database is
+    /// new, so seqd's tables are created even on a server that was promoted
+    /// from a replica, where `--migrate auto` refuses to (they may have been
+    /// lost with a failover).
+    pub new_database: bool,
 }
 
 /// The default floor of the margin (`--failover-margin`): one billion IDs.
@@ -104,6 +109,7 @@ impl Default for FenceOptions {
         FenceOptions {
             enabled: true,
             margin: DEFAULT_MARGIN,
+            new_database: false,
         }
     }
 }

@@ -154,6 +154,7 @@ impl Fence {
         Fence::new(FenceOptions {
             enabled: false,
             margin: 0,
+            new_database: false,
         })
     }
 
@@ -459,8 +460,8 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
         sqlx::Error::Database(_) => StoreError::Migration(format!(
             "seqd's tables are absent or behind on this server ({e}): a promoted server \
                      without them is never set up again by seqd; restore them (with \
-                     `seqd sequences bump --all` past every ID handed out), or run `seqd migrate` \
-                     if this is a new database"
+                     `seqd sequences bump --all` past every ID handed out), or run \
+                     `seqd migrate --new-database` if this is a new database"
         )),
         other => unavailable(other),
     })?;
@@ -666,15 +667,13 @@ async fn stripe_margin<DB: SequenceDb>(
 /// absent on a server that was promoted from a replica (PostgreSQL: a
 /// timeline above 1; MariaDB: a replication position in `gtid_slave_pos`),
 /// where they were most likely lost with a failover: setting them up again
-/// would hand out every ID again. `seqd migrate` creates them anyway.
+/// would hand out every ID again. `seqd migrate --new-database` creates them
+/// anyway: the operator says the database is new.
 pub(crate) async fn refuse_tables_on_promoted<DB: SequenceDb>(
     fence: &Fence,
     pool: &Pool<DB>,
 ) -> Result<(), StoreError> {
-    if !fence.enabled() {
-        return Ok(());
-    }
-    if has_sequences::<DB>(pool).await {
+    if !fence.enabled() || has_sequences::<DB>(pool).await {
         return Ok(());
     }
     let mut conn = pool.acquire().await.map_err(unavailable)?;
@@ -700,11 +699,18 @@ pub(crate) async fn refuse_tables_on_promoted<DB: SequenceDb>(
         Dialect::Sqlite => None,
     };
     match promoted {
+        Some(why) if fence.options.new_database => {
+            tracing::warn!(why = %why,
+                "creating seqd's tables on a server promoted from a replica, as a new database \
+                 (--new-database)");
+            Ok(())
+        }
         Some(why) => Err(StoreError::Migration(format!(
             "seqd's tables are absent on a server that was promoted from a replica ({why}): \
              they were most likely lost with a failover, and setting them up again would hand \
              out every ID again; restore them and `seqd sequences bump --all` past every ID \
-             handed out, or run `seqd migrate` if this really is a new database"
+             handed out, or run `seqd migrate --new-database` if this really is a new \
+             database (an empty one made on this server after its promotion)"
         ))),
         None => Ok(()),
     }
