@@ -623,6 +623,11 @@ pub struct ServeArgs {
     /// keeps the 5 s promise; shorter is for tests.
     #[arg(long, env = "SEQD_SETTINGS_REFRESH", default_value = "2s", value_parser = humantime::parse_duration, hide = true)]
     pub settings_refresh: Duration,
+    /// How often the database is checked in the background; `/readyz`
+    /// answers from the last check, never waiting on the database. Longer
+    /// is for tests that count connection attempts.
+    #[arg(long, env = "SEQD_HEALTH_CHECK_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration, hide = true)]
+    pub health_check_interval: Duration,
     /// Serve HTTP and RESP over TLS only, with this certificate (PEM; the
     /// chain after it, in the same file). Needs --tls-key. SIGHUP reads the
     /// files again for new handshakes.

@@ -110,6 +110,13 @@ pub async fn run_with_resp(
     // Tokens made or revoked elsewhere reach this instance; the task ends
     // with the service.
     service.start_token_refresh().await;
+    // What the health routes answer from: one check now, then one a
+    // second; the task ends with the server.
+    let _checks = AbortOnDrop(
+        service
+            .start_database_checks(settings.health_check_interval)
+            .await,
+    );
     let allocator = service.allocator().clone();
     let resp_service = service.clone();
     // Settings changed elsewhere reach this instance; the task ends with

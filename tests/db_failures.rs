@@ -365,6 +365,8 @@ async fn pending_names_leave_with_their_callers(db: TestDb) {
     let mut settings = Settings::for_database(via.clone());
     settings.allocator.fetch_timeout = FETCH_TIMEOUT;
     settings.allocator.wait_timeout = Duration::from_millis(500);
+    // No background health checks in the quiet windows: they would connect.
+    settings.health_check_interval = Duration::from_secs(3600);
     let database = database_with(&via, &settings.store_options(), &[]).await;
     let s = TestServer::start_with_database(settings, database).await;
 

@@ -657,6 +657,78 @@ async fn a_new_database_on_a_promoted_server_is_set_up_by_the_command_its_refusa
     }
 }
 
+/// `/readyz` answers at once while a fence runs: a lossy failover under a
+/// table of 200,000 sequences, whose fence takes seconds, polled with
+/// Kubernetes' default probe timeout (1 s). Every probe gets an answer in
+/// time, some of them 503 `fencing`, then 200 at epoch 2.
+#[tokio::test]
+async fn readyz_answers_at_once_while_a_long_fence_runs() {
+    for engine in ENGINES {
+        let Some(mut primary) = replicas::primary(engine) else {
+            continue;
+        };
+        let replica = primary.replica();
+        let proxy = Proxy::start(primary.addr()).await;
+        let url = proxy.url_for(&primary.url());
+        let http = server::client(Duration::from_secs(30));
+        let a = spawn(&url, &[]).await;
+        server::create_at(&http, &a.base, "order", 1, 100).await;
+        primary
+            .sql(match engine {
+                Engine::Postgres => {
+                    "INSERT INTO sequences (name, max_id, step) \
+                     SELECT 'r' || g, 0, 10 FROM generate_series(1, 200000) g"
+                }
+                Engine::MariaDb => {
+                    "INSERT INTO sequences (name, max_id, step) \
+                     SELECT CONCAT('r', seq), 0, 10 FROM seq_1_to_200000"
+                }
+            })
+            .unwrap();
+        server::next_at(&http, &a.base, "order").await;
+        primary.wait_caught_up(&replica);
+        primary.kill();
+        replica.promote();
+        proxy.repoint(replica.addr());
+
+        let probe = server::client(Duration::from_secs(1));
+        let started = Instant::now();
+        let mut fencing = 0;
+        loop {
+            let sent = Instant::now();
+            let resp = probe
+                .get(format!("{}/readyz", a.base))
+                .send()
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("{engine:?}: /readyz gave no answer within 1 s ({e:?}) after {:?} of the fence", started.elapsed())
+                });
+            let status = resp.status().as_u16();
+            let body: Value = resp.json().await.unwrap();
+            assert!(
+                sent.elapsed() < Duration::from_secs(1),
+                "{engine:?}: {body}"
+            );
+            if status == 200 && body["checks"]["fence"]["epoch"] == 2 {
+                break;
+            }
+            if status == 503 && body["checks"]["database"] == "fencing" {
+                fencing += 1;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "{engine:?}: still {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            fencing > 0,
+            "{engine:?}: the fence was never seen from outside"
+        );
+        assert_eq!(fences_counted(&a).await, 1);
+    }
+}
+
 /// A promoted server whose seqd tables are absent (they were created after
 /// the replica stopped receiving): a running instance refuses to reserve
 /// from it, and says so on `/readyz`; a new instance refuses to start

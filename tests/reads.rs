@@ -1,4 +1,5 @@
-//! Unauthenticated reads (`GET /v1/sequences...`, `/readyz`) over a real
+//! Unauthenticated reads (`GET /v1/sequences...`, and `/readyz`, which
+//! answers from the last background check) over a real
 //! socket, on every backend: a flood of them never takes the connections
 //! segment fetches need, and what they show of a failed fetch is seqd's own
 //! words, never the driver's text (docs/design.md, "The read gate").

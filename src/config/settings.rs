@@ -46,6 +46,9 @@ pub struct Settings {
     /// (`--settings-refresh`, docs/design.md, "Settings changes reach every
     /// instance").
     pub settings_refresh: Duration,
+    /// How often the database is checked for the health routes
+    /// (`--health-check-interval`, docs/design.md, "Readiness").
+    pub health_check_interval: Duration,
     /// Largest range one lease may hold (`--max-lease`).
     pub max_lease: i64,
     /// Where Tinyid's routes are served (`--tinyid-prefix`).
@@ -81,6 +84,7 @@ impl std::fmt::Debug for Settings {
             failover_after,
             db_max_connections,
             settings_refresh,
+            health_check_interval,
         } = self;
         f.debug_struct("Settings")
             .field(
@@ -107,6 +111,7 @@ impl std::fmt::Debug for Settings {
             .field("failover_after", failover_after)
             .field("db_max_connections", db_max_connections)
             .field("settings_refresh", settings_refresh)
+            .field("health_check_interval", health_check_interval)
             .finish()
     }
 }
@@ -133,6 +138,7 @@ impl Settings {
             failover_after: store::stripes::DEFAULT_FAILOVER_AFTER,
             db_max_connections: store::DEFAULT_MAX_CONNECTIONS,
             settings_refresh: crate::serial::refresh::DEFAULT_EVERY,
+            health_check_interval: crate::service::health::CHECK_INTERVAL,
         }
     }
 
@@ -182,6 +188,7 @@ impl Settings {
             failover_after: args.failover_after,
             db_max_connections: args.db.db_max_connections,
             settings_refresh: args.settings_refresh,
+            health_check_interval: args.health_check_interval,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! `/healthz` (the process answers) and `/readyz` (the database answers and
-//! the schema is in place).
+//! `/healthz` (the process answers) and `/readyz` (the database answered
+//! its last check and the schema is in place), both answered from what the
+//! instance knows, never waiting on the store.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -9,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::error::{ErrorCode, ErrorDetail};
 use super::AppState;
+use crate::service::health::DatabaseState;
 
 /// `GET /healthz`: always 200 while the process serves HTTP.
 #[utoipa::path(
@@ -22,19 +24,21 @@ pub async fn healthz() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-/// `GET /readyz`: 200 when the database answers and records every migration
-/// this binary needs (one query, `Schema::ping`), else 503 naming the failed
-/// check (`schema_behind` when a migration is missing). The query takes a permit of the read
-/// gate ([`super::reads`]) like every unauthenticated read.
+/// `GET /readyz`: 200 when the database answered the last check and records
+/// every migration this binary needs, else 503 naming the failed check
+/// (`schema_behind` when a migration is missing, `fencing` while the
+/// failover fence blocks). Answered from what the instance knows (the fence's
+/// state, the last background check of [`crate::service::health`]): it never
+/// waits on the store.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "operations",
-    summary = "Readiness: the database answers and the schema is in place",
+    summary = "Readiness: the database answered its last check and the schema is in place",
     responses(
         (status = 200, description = "Ready", body = ReadyDoc,
             example = json!({"status": "ready", "checks": {"database": "ok"}})),
-        (status = 503, description = "Not ready: the failed check, and `error.code` `storage_unavailable`; or `busy` and `overloaded` when too many database reads are in flight", body = ReadyDoc,
+        (status = 503, description = "Not ready: the failed check, and `error.code` `storage_unavailable`", body = ReadyDoc,
             headers(("Retry-After" = u64, description = "Seconds to wait")),
             example = json!({"status": "unavailable", "checks": {"database": "failed"},
                              "error": {"code": "storage_unavailable", "message": "database check failed: unreachable or not migrated"}})),
@@ -60,8 +64,9 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             Some(json!(f)),
         );
     }
-    match st.reads.run(st.service.ping()).await {
-        Ok(Ok(())) => {
+    let checked = st.service.database_health().map(|c| c.state);
+    match checked {
+        Some(DatabaseState::Ok) => {
             let stripes = st.service.stripe_status();
             if stripes.is_empty() {
                 let mut checks = json!({ "database": "ok" });
@@ -83,27 +88,21 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
                 .into_response()
             }
         }
-        Ok(Err(crate::store::StoreError::Migration(why))) => {
-            crate::log_throttle::throttled!(error, "readiness: the schema is behind", None, error = %why);
-            not_ready(
-                "schema_behind",
-                ErrorCode::StorageUnavailable,
-                "the database schema is older than this seqd needs: apply `seqd migrate` \
-                 (or the DDL of `seqd schema`)",
-            )
-        }
-        Ok(Err(e)) => {
-            crate::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
-            not_ready(
-                "failed",
-                ErrorCode::StorageUnavailable,
-                "database check failed: unreachable or not migrated",
-            )
-        }
-        Err(_) => not_ready(
-            "busy",
-            ErrorCode::Overloaded,
-            "too many database reads in flight; retry shortly",
+        Some(DatabaseState::SchemaBehind(_)) => not_ready(
+            "schema_behind",
+            ErrorCode::StorageUnavailable,
+            "the database schema is older than this seqd needs: apply `seqd migrate` \
+             (or the DDL of `seqd schema`)",
+        ),
+        Some(DatabaseState::Failed(_)) => not_ready(
+            "failed",
+            ErrorCode::StorageUnavailable,
+            "database check failed: unreachable or not migrated",
+        ),
+        None => not_ready(
+            "unchecked",
+            ErrorCode::StorageUnavailable,
+            "the database has not been checked yet",
         ),
     }
 }
@@ -170,9 +169,10 @@ pub struct ReadyDoc {
 #[derive(ToSchema)]
 #[schema(as = ReadyChecks)]
 pub struct ReadyChecksDoc {
-    /// `ok`; `failed`: the database does not answer (or has no schema);
-    /// `schema_behind`: a migration this seqd needs is not applied; `busy`:
-    /// not checked, too many database reads in flight; `fencing`: the
+    /// The last background check (one a second): `ok`; `failed`: the
+    /// database did not answer (or has no schema); `schema_behind`: a
+    /// migration this seqd needs is not applied; `unchecked`: no check
+    /// has ended yet; `fencing`: the
     /// database server changed (a failover) and is being fenced, or cannot
     /// be (`fence.state` `stale`, `refused` or `failed`): nothing is reserved.
     #[schema(example = "ok")]

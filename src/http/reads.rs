@@ -1,7 +1,8 @@
 //! The bound on the database reads of the HTTP layer.
 //!
-//! `GET /v1/sequences`, `GET /v1/sequences/{name}` and `/readyz` need no
-//! token, and each costs a query. Unbounded, a flood of them takes every
+//! `GET /v1/sequences` and `GET /v1/sequences/{name}` need no token, and
+//! each costs a query (`/readyz` costs none: it answers from the last
+//! background check). Unbounded, a flood of them takes every
 //! pooled connection and segment fetches wait behind it until live sequences
 //! answer 503 (docs/design.md, "The read gate"). So every such read holds a permit of one
 //! small [`ReadGate`] while it runs: at most [`READ_PERMITS`] pooled

@@ -18,6 +18,7 @@
 //! [`Store`] traits.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::allocator::{Allocator, AllocatorConfig, BufferSnapshot};
 use crate::domain::SeqName;
@@ -27,6 +28,7 @@ use crate::store::{stripes::StripeStatus, Store, StoreError};
 pub mod access;
 pub mod admin;
 pub mod error;
+pub mod health;
 pub mod issue;
 pub mod lease;
 pub mod snowflake;
@@ -49,6 +51,7 @@ pub struct Service {
     max_lease: i64,
     issued: Arc<lease::Issued>,
     snowflake: Option<crate::snowflake::Snowflake>,
+    health: Arc<health::DatabaseHealth>,
 }
 
 impl Service {
@@ -74,6 +77,7 @@ impl Service {
             max_lease: lease::DEFAULT_MAX_LEASE,
             issued: lease::issued(),
             snowflake: None,
+            health: Arc::default(),
         }
     }
 
@@ -148,6 +152,20 @@ impl Service {
     /// Whether the database answers and its schema is what this binary needs.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.store.ping().await
+    }
+
+    /// The last check of the database ([`health`]): what the health routes
+    /// answer from, without waiting on the store. `None` before the first.
+    pub fn database_health(&self) -> Option<health::Checked> {
+        self.health.last()
+    }
+
+    /// Checks the database once now (bounded), then every `every` in the
+    /// background; the task ends when the handle is aborted or the service
+    /// and its store are dropped.
+    pub async fn start_database_checks(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        self.health.check(&*self.store).await;
+        health::spawn(&self.health, &self.store, every)
     }
 
     /// This instance's buffer of `name` (of a serial sequence: its current

@@ -1,0 +1,115 @@
+//! What the instance knows of its database, for the health routes: the
+//! result of the last check, made in the background every second
+//! ([`CHECK_INTERVAL`], `--health-check-interval`; docs/design.md,
+//! "Readiness"). A probe reads it and
+//! never waits on the store, whatever the store is doing (a fence, a pool
+//! reconnecting, a database that does not answer).
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::store::{Store, StoreError};
+
+/// How often the database is checked, by default.
+pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest one check may take: above the stripes' own bounds (a ping of
+/// each stripe and a recheck of its missing rows, 2 s each), so that a set
+/// with one stripe slow is not judged by the bound alone.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The database as the last check found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseState {
+    /// It answered and records every migration this binary needs.
+    Ok,
+    /// It answered, and a migration this binary needs is missing (why).
+    SchemaBehind(String),
+    /// It failed, or gave no answer within [`CHECK_TIMEOUT`] (why, for the
+    /// log).
+    Failed(String),
+}
+
+/// The last check and when it ended.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// What it found.
+    pub state: DatabaseState,
+    /// When it ended.
+    pub at: Instant,
+}
+
+/// The last result of the database checks of one service.
+#[derive(Debug, Default)]
+pub struct DatabaseHealth {
+    last: Mutex<Option<Checked>>,
+}
+
+impl DatabaseHealth {
+    /// The last check's result; `None` before the first one ended.
+    pub fn last(&self) -> Option<Checked> {
+        self.last.lock().unwrap().clone()
+    }
+
+    /// Checks `store` once, bounded by [`CHECK_TIMEOUT`], and keeps the
+    /// result. A failure is logged (throttled).
+    pub async fn check(&self, store: &dyn Store) -> DatabaseState {
+        let state = match tokio::time::timeout(CHECK_TIMEOUT, store.ping()).await {
+            Ok(Ok(())) => DatabaseState::Ok,
+            Ok(Err(StoreError::Migration(why))) => {
+                crate::log_throttle::throttled!(error, "readiness: the schema is behind", None, error = %why);
+                DatabaseState::SchemaBehind(why)
+            }
+            Ok(Err(e)) => {
+                crate::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
+                DatabaseState::Failed(e.to_string())
+            }
+            Err(_) => {
+                crate::log_throttle::throttled!(
+                    warn,
+                    "readiness check failed",
+                    None,
+                    error = "no answer within the check's bound"
+                );
+                DatabaseState::Failed(format!("no answer within {CHECK_TIMEOUT:?}"))
+            }
+        };
+        *self.last.lock().unwrap() = Some(Checked {
+            state: state.clone(),
+            at: Instant::now(),
+        });
+        state
+    }
+}
+
+/// Checks `store` every `every` into `health` until either is dropped (the
+/// task holds neither). The first check is one interval away.
+pub(super) async fn check_loop(
+    health: Weak<DatabaseHealth>,
+    store: Weak<dyn Store>,
+    every: Duration,
+) {
+    let start = tokio::time::Instant::now() + every;
+    let mut tick = tokio::time::interval_at(start, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (Some(health), Some(store)) = (health.upgrade(), store.upgrade()) else {
+            return;
+        };
+        health.check(&*store).await;
+    }
+}
+
+/// Starts [`check_loop`].
+pub(super) fn spawn(
+    health: &Arc<DatabaseHealth>,
+    store: &Arc<dyn Store>,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(check_loop(
+        Arc::downgrade(health),
+        Arc::downgrade(store),
+        every,
+    ))
+}
