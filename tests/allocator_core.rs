@@ -692,24 +692,20 @@ async fn a_global_row_that_goes_back_is_skipped_in_one_more_reservation() {
     let store = Arc::new(MemoryStore::new());
     let alloc = global(&store, "g").await;
     let g = name("g");
-    let served: Vec<i64> = alloc
-        .batch(&g, Count::new(100).unwrap())
-        .await
-        .unwrap()
-        .ids()
-        .collect();
+    let batch = |n: u32| {
+        let (alloc, g) = (alloc.clone(), g.clone());
+        async move {
+            let ids = alloc.batch(&g, Count::new(n).unwrap()).await.unwrap();
+            ids.ids().collect::<Vec<i64>>()
+        }
+    };
+    let served = batch(100).await;
     assert_eq!(served.last(), Some(&101));
     // lowered by 50, ordering kept
     store.insert("g", 51, 1000);
     store.set_ordering("g", seqd::domain::IdOrdering::Global);
     let before = store.reserves("g");
-    let after: Vec<i64> = alloc
-        .batch(&g, Count::new(3).unwrap())
-        .await
-        .unwrap()
-        .ids()
-        .collect();
-    assert_eq!(after, vec![102, 103, 104]);
+    assert_eq!(batch(3).await, vec![102, 103, 104]);
     assert_eq!(store.reserves("g") - before, 2, "the low one and one more");
     assert_eq!(regressions(&alloc, &g), 1);
     assert_eq!(alloc.next(&g).await.unwrap(), 105);

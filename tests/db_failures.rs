@@ -300,14 +300,10 @@ per_backend!(a_rolled_back_row_is_skipped_in_one_reservation);
 
 /// The value of `seqd_names_in_memory{state="<state>"}` on `/metrics`.
 async fn names_in_memory(s: &TestServer, state: &str) -> u64 {
-    let metrics = s.get("/metrics").await.text().await.unwrap();
-    let prefix = format!("seqd_names_in_memory{{state=\"{state}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no {prefix} in:\n{metrics}"))
-        .parse()
-        .unwrap()
+    let series = format!("seqd_names_in_memory{{state=\"{state}\"}}");
+    s.metric(&series)
+        .await
+        .unwrap_or_else(|| panic!("no {series} on /metrics")) as u64
 }
 
 /// Sends `n` requests for unknown names, 100 at a time, each from a client

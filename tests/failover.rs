@@ -49,6 +49,15 @@ impl Drawn {
         self.top = self.top.max(id);
         self.add(format!("order:{id}"), who);
     }
+
+    /// Fails, naming the first 20, if any ID was drawn twice.
+    fn assert_none_twice(&self, engine: Engine) {
+        assert!(
+            self.twice.is_empty(),
+            "{engine:?}: {:?}",
+            &self.twice[..self.twice.len().min(20)]
+        );
+    }
 }
 
 /// The sequences every test draws from: plain with a small step, global
@@ -178,20 +187,25 @@ async fn ready_until(p: &Process, what: &str, pred: impl Fn(u16, &Value) -> bool
     }
 }
 
+/// `GET url` must answer 503 (nothing drawn).
+async fn refused_503(http: &reqwest::Client, url: &str) {
+    let resp = http.get(url).send().await.unwrap();
+    assert_eq!(resp.status(), 503, "{}", resp.text().await.unwrap());
+}
+
+/// The counter `name` on `p`'s `/metrics` (0 when absent).
+async fn counted(p: &Process, name: &str) -> u64 {
+    let http = server::client(Duration::from_secs(30));
+    let text = server::fetch_text(http.get(format!("{}/metrics", p.base))).await;
+    let prefix = format!("{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+}
+
 /// `seqd_failover_fences_total` on `p`'s `/metrics` (0 when absent).
 async fn fences_counted(p: &Process) -> u64 {
-    let http = server::client(Duration::from_secs(30));
-    let text = http
-        .get(format!("{}/metrics", p.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("seqd_failover_fences_total "))
-        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+    counted(p, "seqd_failover_fences_total").await
 }
 
 /// A transaction on `node` that holds the fence record's row lock (another
@@ -252,6 +266,27 @@ async fn spawn(url: &str, extra: &[&str]) -> Process {
     Process::spawn(url, &flags).await
 }
 
+/// A primary of `engine` and its replica, a proxy in front of the primary
+/// and seqd's URL through it (`None`: skipped, see [`replicas::primary`]).
+async fn proxied_pair(engine: Engine) -> Option<(Node, Node, Proxy, String)> {
+    let primary = replicas::primary(engine)?;
+    let replica = primary.replica();
+    let proxy = Proxy::start(primary.addr()).await;
+    let url = proxy.url_for(&primary.url());
+    Some((primary, replica, proxy, url))
+}
+
+/// An instance `a` on `url`, the sequences of [`create_sequences`] made
+/// and one round drawn from it.
+async fn first_instance(url: &str) -> (Process, Drawn) {
+    let http = server::client(Duration::from_secs(30));
+    let a = spawn(url, &[]).await;
+    create_sequences(&http, &a.base).await;
+    let mut drawn = Drawn::default();
+    draw_round(&a, "a", &mut drawn).await;
+    (a, drawn)
+}
+
 /// A primary with a lagging replica, two instances drawing, the primary
 /// killed with one of them, the replica promoted and the address repointed;
 /// then a running instance, a restarted one and a new one draw. With the
@@ -259,10 +294,7 @@ async fn spawn(url: &str, extra: &[&str]) -> Process {
 /// lock (as a fence in progress does) and waits for it.
 async fn lossy_failover(engine: Engine, fence: &[&str]) -> Option<Drawn> {
     common::clear_of_midnight().await;
-    let mut primary = replicas::primary(engine)?;
-    let replica = primary.replica();
-    let proxy = Proxy::start(primary.addr()).await;
-    let url = proxy.url_for(&primary.url());
+    let (mut primary, replica, proxy, url) = proxied_pair(engine).await?;
     let http = server::client(Duration::from_secs(30));
 
     let a = spawn(&url, fence).await;
@@ -392,11 +424,7 @@ async fn a_lossy_failover_hands_out_no_id_twice() {
         let Some(drawn) = lossy_failover(engine, &[]).await else {
             continue;
         };
-        assert!(
-            drawn.twice.is_empty(),
-            "{engine:?}: {:?}",
-            &drawn.twice[..drawn.twice.len().min(20)]
-        );
+        drawn.assert_none_twice(engine);
         assert!(drawn.by.len() > 5_000, "{engine:?}: {}", drawn.by.len());
     }
 }
@@ -421,17 +449,10 @@ async fn without_the_fence_the_same_failover_hands_ids_out_twice() {
 async fn two_failovers_back_to_the_old_primary_and_a_planned_switchover() {
     for engine in ENGINES {
         common::clear_of_midnight().await;
-        let Some(mut first) = replicas::primary(engine) else {
+        let Some((mut first, mut second, proxy, url)) = proxied_pair(engine).await else {
             continue;
         };
-        let mut second = first.replica();
-        let proxy = Proxy::start(first.addr()).await;
-        let url = proxy.url_for(&first.url());
-        let http = server::client(Duration::from_secs(30));
-        let a = spawn(&url, &[]).await;
-        create_sequences(&http, &a.base).await;
-        let mut drawn = Drawn::default();
-        draw_round(&a, "a", &mut drawn).await;
+        let (a, mut drawn) = first_instance(&url).await;
 
         // First failover: the replica lagged, the primary dies.
         first.wait_caught_up(&second);
@@ -481,11 +502,7 @@ async fn two_failovers_back_to_the_old_primary_and_a_planned_switchover() {
             drawn.top
         );
 
-        assert!(
-            drawn.twice.is_empty(),
-            "{engine:?}: {:?}",
-            &drawn.twice[..drawn.twice.len().min(20)]
-        );
+        drawn.assert_none_twice(engine);
     }
 }
 
@@ -501,17 +518,11 @@ async fn two_failovers_back_to_the_old_primary_and_a_planned_switchover() {
 async fn an_old_primary_that_comes_back_is_refused_not_fenced_into_the_new_range() {
     for engine in ENGINES {
         common::clear_of_midnight().await;
-        let Some(mut old) = replicas::primary(engine) else {
+        let Some((mut old, promoted, proxy, url)) = proxied_pair(engine).await else {
             continue;
         };
-        let promoted = old.replica();
-        let proxy = Proxy::start(old.addr()).await;
-        let url = proxy.url_for(&old.url());
+        let (a, mut drawn) = first_instance(&url).await;
         let http = server::client(Duration::from_secs(30));
-        let a = spawn(&url, &[]).await;
-        create_sequences(&http, &a.base).await;
-        let mut drawn = Drawn::default();
-        draw_round(&a, "a", &mut drawn).await;
         old.wait_caught_up(&promoted);
         promoted.pause_replication();
         for _ in 0..2 {
@@ -549,31 +560,11 @@ async fn an_old_primary_that_comes_back_is_refused_not_fenced_into_the_new_range
             "{:?}",
             a.all_logs()
         );
-        let metrics = http
-            .get(format!("{}/metrics", a.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let refused: f64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("seqd_failover_stale_refusals_total "))
-            .unwrap_or_else(|| panic!("{metrics}"))
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(refused >= 1.0, "{metrics}");
+        assert!(counted(&a, "seqd_failover_stale_refusals_total").await >= 1);
         // Nothing is reserved from it: a global sequence answers 503, and
         // the old primary's record and rows are as they were.
         for _ in 0..5 {
-            let resp = http
-                .get(format!("{}/v1/sequences/ledger/next", a.base))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), 503, "{}", resp.text().await.unwrap());
+            refused_503(&http, &format!("{}/v1/sequences/ledger/next", a.base)).await;
         }
         assert_eq!(
             record(&old),
@@ -597,11 +588,7 @@ async fn an_old_primary_that_comes_back_is_refused_not_fenced_into_the_new_range
         draw_round(&b, "b new", &mut drawn).await;
         assert_eq!(record(&promoted).1, 2, "{engine:?}: fenced again");
         assert_eq!(fences_counted(&a).await, 1, "{engine:?}");
-        assert!(
-            drawn.twice.is_empty(),
-            "{engine:?}: {:?}",
-            &drawn.twice[..drawn.twice.len().min(20)]
-        );
+        drawn.assert_none_twice(engine);
     }
 }
 
@@ -649,11 +636,11 @@ async fn a_new_database_on_a_promoted_server_is_set_up_by_the_command_its_refusa
         let http = server::client(Duration::from_secs(30));
         server::create_at(&http, &p.base, "order", 1, 100).await;
         assert_eq!(server::next_at(&http, &p.base, "order").await, 1);
+        assert_eq!(fences_counted(&p).await, 0);
         let (s, body) = ready(&p).await;
         assert_eq!(s, 200, "{body}");
         assert_eq!(body["checks"]["fence"]["state"], "ok", "{body}");
         assert_eq!(body["checks"]["fence"]["epoch"], 1, "{body}");
-        assert_eq!(fences_counted(&p).await, 0);
     }
 }
 
@@ -664,12 +651,9 @@ async fn a_new_database_on_a_promoted_server_is_set_up_by_the_command_its_refusa
 #[tokio::test]
 async fn readyz_answers_at_once_while_a_long_fence_runs() {
     for engine in ENGINES {
-        let Some(mut primary) = replicas::primary(engine) else {
+        let Some((mut primary, replica, proxy, url)) = proxied_pair(engine).await else {
             continue;
         };
-        let replica = primary.replica();
-        let proxy = Proxy::start(primary.addr()).await;
-        let url = proxy.url_for(&primary.url());
         let http = server::client(Duration::from_secs(30));
         let a = spawn(&url, &[]).await;
         server::create_at(&http, &a.base, "order", 1, 100).await;
@@ -736,14 +720,11 @@ async fn readyz_answers_at_once_while_a_long_fence_runs() {
 #[tokio::test]
 async fn a_promoted_server_without_seqd_tables_is_refused_never_set_up_again() {
     for engine in ENGINES {
-        let Some(mut primary) = replicas::primary(engine) else {
+        let Some((mut primary, replica, proxy, url)) = proxied_pair(engine).await else {
             continue;
         };
-        let replica = primary.replica();
         primary.wait_caught_up(&replica);
         replica.pause_replication();
-        let proxy = Proxy::start(primary.addr()).await;
-        let url = proxy.url_for(&primary.url());
         let http = server::client(Duration::from_secs(30));
         let a = spawn(&url, &[]).await;
         server::create_at(&http, &a.base, "order", 1, 100).await;
@@ -761,12 +742,11 @@ async fn a_promoted_server_without_seqd_tables_is_refused_never_set_up_again() {
         // What it holds in memory was reserved on the old server: still served.
         assert_eq!(server::next_at(&http, &a.base, "order").await, first + 1);
         // Past its segment, the running instance hands out nothing.
-        let resp = http
-            .get(format!("{}/v1/sequences/order/batch?count=200", a.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 503, "{}", resp.text().await.unwrap());
+        refused_503(
+            &http,
+            &format!("{}/v1/sequences/order/batch?count=200", a.base),
+        )
+        .await;
 
         let out = tokio::time::timeout(
             Duration::from_secs(120),

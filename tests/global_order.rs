@@ -191,12 +191,8 @@ async fn an_unknown_ordering_is_refused_with_400(db: TestDb) {
 
 /// The regressions counted for `name` on `s`'s `/metrics` (0 when absent).
 async fn regressions(s: &TestServer, name: &str) -> u64 {
-    let metrics = s.get("/metrics").await.text().await.unwrap();
-    let series = format!("seqd_sequence_regressions_total{{sequence=\"{name}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series.as_str()))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    let series = format!("seqd_sequence_regressions_total{{sequence=\"{name}\"}}");
+    s.metric(&series).await.unwrap_or(0.0) as u64
 }
 
 /// A new global sequence answers its `start` first (the segment its first

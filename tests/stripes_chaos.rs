@@ -273,16 +273,23 @@ async fn three_stripes_lose_no_request_and_no_id_while_stripes_are_cut_in_turn()
     }
 }
 
+/// Fresh databases of `backends` and their URLs as one stripe set
+/// (space-separated), or `None` (skipped).
+async fn two_stripes(backends: [Backend; 2]) -> Option<([common::TestDb; 2], String)> {
+    let dbs = common::test_dbs(backends).await?;
+    let urls = format!("{} {}", dbs[0].url, dbs[1].url);
+    Some((dbs, urls))
+}
+
 /// A row added by SQL to one stripe only (on a set of a PostgreSQL schema
 /// and an SQLite file): the sequence is served from the stripe that has it,
 /// and `/readyz` reports it missing on the other, found by the audit at
 /// start although no fetch ever went there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
-    let Some([pg, lite]) = common::test_dbs([Backend::Postgres, Backend::Sqlite]).await else {
+    let Some(([_pg, lite], urls)) = two_stripes([Backend::Postgres, Backend::Sqlite]).await else {
         return;
     };
-    let urls = format!("{} {}", pg.url, lite.url);
     // The set is recorded by `seqd migrate`, then the row goes to stripe 1 only.
     let migrated = tokio::process::Command::new(env!("CARGO_BIN_EXE_seqd"))
         .arg("migrate")
@@ -355,10 +362,9 @@ async fn a_row_on_one_stripe_only_is_served_and_reported_by_readyz() {
 /// stripe's reservation does anyway; without the report it said nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stripe_row_that_goes_back_is_reported_as_a_regression() {
-    let Some([pg, my]) = common::test_dbs([Backend::Postgres, Backend::Mysql]).await else {
+    let Some(([pg, _my], urls)) = two_stripes([Backend::Postgres, Backend::Mysql]).await else {
         return;
     };
-    let urls = format!("{} {}", pg.url, my.url);
     let flags = ["--max-step", "10"];
     let a = Process::spawn(&urls, &flags).await;
     let b = Process::spawn(&urls, &flags).await;

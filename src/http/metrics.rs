@@ -272,8 +272,8 @@ pub fn render(service: &Service, top: usize) -> String {
         .into_iter()
         .chain(stripes.iter().filter_map(|s| s.fence.clone()))
         .collect();
-    let fences: u64 = fence_states.iter().map(|f| f.fences).sum();
-    let stale: u64 = fence_states.iter().map(|f| f.stale_refusals).sum();
+    let fences: u64 = fence_states.iter().map(|f| f.counts.fences).sum();
+    let stale: u64 = fence_states.iter().map(|f| f.counts.stale_refusals).sum();
     let _ = std::fmt::Write::write_fmt(
         &mut out,
         format_args!(

@@ -20,7 +20,7 @@ pub use database::{connect, Database};
 pub use migrator::FenceOptions;
 pub use migrator::{Dialect, MigrateMode};
 pub use pool::{StoreOptions, DEFAULT_MAX_CONNECTIONS, LEASE_CONNECTIONS};
-pub use sequences::fence::FenceStatus;
+pub use sequences::fence::{FenceCounts, FenceStatus};
 pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;
 

@@ -209,6 +209,19 @@ impl TestServer {
         resp.json().await.unwrap()
     }
 
+    /// The value of the sample `series` (a name with its labels, as
+    /// written: `seqd_names_in_memory{state="live"}`) on `/metrics`, if
+    /// the scrape has it.
+    #[allow(dead_code)] // not every test binary reads metrics this way
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let metrics = self.get("/metrics").await.text().await.unwrap();
+        let prefix = format!("{series} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|v| v.trim().parse().unwrap())
+    }
+
     /// `POST /v1/sequences` with `body`, whatever the answer.
     #[allow(dead_code)] // not every test binary creates sequences over HTTP
     pub async fn post_sequence(&self, body: &serde_json::Value) -> reqwest::Response {

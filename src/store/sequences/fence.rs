@@ -64,13 +64,21 @@ pub struct FenceStatus {
     pub server: Option<String>,
     /// The record's epoch: fences since the record was created.
     pub epoch: i64,
+    /// What this instance's fence did, as counters (flat in JSON).
+    #[serde(flatten)]
+    pub counts: FenceCounts,
+    /// Why the last attempt failed or was refused.
+    pub last_error: Option<String>,
+}
+
+/// The counters of one database's fence on this instance.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct FenceCounts {
     /// Fences this instance ran.
     pub fences: u64,
     /// Checks that found a server whose record is older than the one this
     /// instance verified (`stale`), each refused.
     pub stale_refusals: u64,
-    /// Why the last attempt failed or was refused.
-    pub last_error: Option<String>,
 }
 
 impl FenceStatus {
@@ -184,8 +192,10 @@ impl Fence {
             state: label,
             server: state.verified.as_ref().map(|v| v.server.clone()),
             epoch: state.verified.as_ref().map_or(0, |v| v.epoch),
-            fences: self.fences.load(Ordering::Relaxed),
-            stale_refusals: self.stale_refusals.load(Ordering::Relaxed),
+            counts: FenceCounts {
+                fences: self.fences.load(Ordering::Relaxed),
+                stale_refusals: self.stale_refusals.load(Ordering::Relaxed),
+            },
             last_error: state.failure.as_ref().map(|(_, why)| why.clone()),
         }
     }
