@@ -54,9 +54,28 @@ pub async fn run_with_resp(
     let snowflake = crate::snowflake::start(&settings.snowflake, leases)?;
     let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
     let tls = settings.tls.as_ref().map(TlsStore::load).transpose()?;
+    // The metrics recorder first: the token set's counters are taken when
+    // it is read, before the router (which would install it) is built.
+    crate::http::metrics::handle();
+    let access = Access::new(settings.client_auth, admin.clone());
+    let service = Service::new(store, settings.allocator.clone())
+        .with_access(access)
+        .with_max_lease(settings.max_lease)
+        .with_snowflake(snowflake.clone());
+    // Tokens made or revoked elsewhere reach this instance; the task ends
+    // with the service.
+    service.start_token_refresh().await;
+    // What the health routes answer from: one check now, before the
+    // start-up line (whoever waits for it may probe at once), then one a
+    // second; the task ends with the server.
+    let _checks = AbortOnDrop(
+        service
+            .start_database_checks(settings.health_check_interval)
+            .await,
+    );
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        backend = store.backend(),
+        backend = service.backend(),
         databases = %settings
             .database_urls
             .iter()
@@ -99,24 +118,6 @@ pub async fn run_with_resp(
             t,
         ))))
     });
-    // The metrics recorder first: the token set's counters are taken when
-    // it is read, before the router (which would install it) is built.
-    crate::http::metrics::handle();
-    let access = Access::new(settings.client_auth, admin.clone());
-    let service = Service::new(store, settings.allocator.clone())
-        .with_access(access)
-        .with_max_lease(settings.max_lease)
-        .with_snowflake(snowflake.clone());
-    // Tokens made or revoked elsewhere reach this instance; the task ends
-    // with the service.
-    service.start_token_refresh().await;
-    // What the health routes answer from: one check now, then one a
-    // second; the task ends with the server.
-    let _checks = AbortOnDrop(
-        service
-            .start_database_checks(settings.health_check_interval)
-            .await,
-    );
     let allocator = service.allocator().clone();
     let resp_service = service.clone();
     // Settings changed elsewhere reach this instance; the task ends with
