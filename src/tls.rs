@@ -159,6 +159,8 @@ pub async fn reload_on_hangup(store: Weak<TlsStore>) {
 /// The configurations for `files`.
 fn configs(files: &TlsFiles) -> Result<Configs, TlsError> {
     let chain = certificates("--tls-cert", &files.cert)?;
+    in_force(&chain[0], jiff::Timestamp::now())
+        .map_err(|problem| TlsError::new("--tls-cert", &files.cert, problem))?;
     let key = private_key(&files.key)?;
     // ring (rustls marks its provider deprecated for offering no
     // post-quantum key exchange; X25519, P-256 and P-384 are offered).
@@ -207,6 +209,32 @@ fn certificates(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'s
     Ok(chain)
 }
 
+/// Refuses a certificate that is not valid at `now` (expired, or not valid
+/// yet): every client would refuse it, so it must not replace one in force.
+fn in_force(cert: &CertificateDer<'_>, now: jiff::Timestamp) -> Result<(), String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+        .map_err(|e| format!("the certificate cannot be read: {e}"))?;
+    let validity = parsed.validity();
+    let at = |t: &x509_parser::time::ASN1Time| {
+        jiff::Timestamp::from_second(t.timestamp())
+            .map_or_else(|_| t.to_string(), |ts| ts.to_string())
+    };
+    let now_s = now.as_second();
+    if now_s > validity.not_after.timestamp() {
+        return Err(format!(
+            "the certificate expired at {} (now {now}): every client would refuse it",
+            at(&validity.not_after)
+        ));
+    }
+    if now_s < validity.not_before.timestamp() {
+        return Err(format!(
+            "the certificate is not valid before {} (now {now}): every client would refuse it",
+            at(&validity.not_before)
+        ));
+    }
+    Ok(())
+}
+
 /// The first private key in the PEM file `path`.
 fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     PrivateKeyDer::from_pem_file(path)
@@ -235,6 +263,14 @@ fn pem_problem(e: pem::Error, what: &str) -> String {
     match e {
         pem::Error::Io(e) => format!("cannot read it: {e}"),
         pem::Error::NoItemsFound => no_item(what),
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "not a valid PEM file: its `-----END {}-----` line is missing (a truncated file?)",
+            String::from_utf8_lossy(&end_marker).trim()
+        ),
+        pem::Error::IllegalSectionStart { line } => format!(
+            "not a valid PEM file: `{}` does not start a section",
+            String::from_utf8_lossy(&line).trim()
+        ),
         other => format!("not a valid PEM file: {other}"),
     }
 }

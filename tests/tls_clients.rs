@@ -307,8 +307,10 @@ async fn tls_clients_fail_against_plain_doors() {
     assert!(out.status.success(), "{out:?}");
 }
 
-/// Clients that trust the CA refuse a server certificate that expired, one
-/// for another host and a self-signed one, with the reason.
+/// Clients that trust the CA refuse a server certificate for another host
+/// and a self-signed one, with the reason. (One that expired never reaches
+/// a client: seqd refuses it at start and at reload, see
+/// `unusable_tls_files_refuse_the_start_with_a_clear_message`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_refuse_expired_wrong_host_and_self_signed_server_certificates() {
     if !tools(&["curl", "redis-cli"]) {
@@ -317,14 +319,6 @@ async fn clients_refuse_expired_wrong_host_and_self_signed_server_certificates()
     let pki = Pki::new("seqd test CA");
     let good = pki.server("good", 1);
     let cases = [
-        (
-            "expired",
-            Leaf {
-                expired: true,
-                ..Leaf::default()
-            },
-            "certificate has expired",
-        ),
         (
             "wrong-host",
             Leaf {
@@ -563,9 +557,10 @@ const KEPT: &str = "TLS files not reloaded: the certificate in force is kept";
 /// Under load on both doors, SIGHUP swaps in a new certificate: new
 /// handshakes on both doors get it (openssl s_client: its serial and
 /// fingerprint) while the connections opened before keep theirs and fail
-/// no request; then a file that does not load (a key that is not PEM, a
-/// certificate whose key is not the one given) is logged, one line naming
-/// the file and the problem, and the certificate in force stays.
+/// no request; then a file that does not load (a key that is not PEM, an
+/// expired certificate, a certificate whose key is not the one given) is
+/// logged, one line naming the file and the problem, and the certificate in
+/// force stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_one() {
     let Some((db, pki)) = ready(&["curl", "openssl"]).await else {
@@ -629,12 +624,30 @@ async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_on
         why.contains("--tls-key") && why.contains("no private key"),
         "{kept}"
     );
+    // An expired certificate, its own key beside it: every client would
+    // refuse it, so it is not taken.
+    let expired = pki.leaf(
+        "expired",
+        pki::Leaf {
+            expired: true,
+            ..pki::Leaf::default()
+        },
+    );
+    replace(&files.cert, &std::fs::read(&expired.cert).unwrap());
+    replace(&files.key, &std::fs::read(&expired.key).unwrap());
+    p.signal("HUP");
+    let kept = nth_log(&p, KEPT, 2).await;
+    let why = kept["error"].as_str().unwrap();
+    assert!(
+        why.contains("--tls-cert") && why.contains("the certificate expired at 2001-01-01"),
+        "{kept}"
+    );
     // A certificate whose key is not the one in --tls-key.
     let third = pki.server("third", 0xc3);
     replace(&files.cert, &std::fs::read(&third.cert).unwrap());
     replace(&files.key, &std::fs::read(&second.key).unwrap());
     p.signal("HUP");
-    let kept = nth_log(&p, KEPT, 2).await;
+    let kept = nth_log(&p, KEPT, 3).await;
     assert!(
         kept["error"]
             .as_str()
@@ -663,7 +676,9 @@ async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_on
 }
 
 /// TLS flags or files that cannot be used stop the start, exit status 2,
-/// with a message naming the flag, the file and the problem.
+/// with a message naming the flag, the file and the problem (a certificate
+/// expired or not valid yet included, and a truncated PEM file's missing
+/// end line as text).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unusable_tls_files_refuse_the_start_with_a_clear_message() {
     let pki = Pki::new("seqd test CA");
@@ -675,6 +690,21 @@ async fn unusable_tls_files_refuse_the_start_with_a_clear_message() {
     let (_, other_key) = two.paths();
     let missing = pki.path("missing.pem");
     let missing = missing.to_str().unwrap();
+    let leaf = |name: &str, expired: bool| {
+        pki.leaf(
+            name,
+            pki::Leaf {
+                expired,
+                not_yet_valid: !expired,
+                ..pki::Leaf::default()
+            },
+        )
+    };
+    let (expired, early) = (leaf("expired", true), leaf("early", false));
+    let truncated = pki.path("truncated.pem");
+    let pem = std::fs::read_to_string(cert).unwrap();
+    std::fs::write(&truncated, &pem[..pem.len() / 2]).unwrap();
+    let truncated = truncated.to_str().unwrap();
     let cases: Vec<(Vec<&str>, String)> = vec![
         (vec!["--tls-cert", cert], "--tls-key <PATH>".into()),
         (vec!["--tls-key", key], "--tls-cert <PATH>".into()),
@@ -698,6 +728,18 @@ async fn unusable_tls_files_refuse_the_start_with_a_clear_message() {
         (
             vec!["--tls-cert", cert, "--tls-key", key, "--tls-client-ca", key],
             format!("error: --tls-client-ca {key}: no certificate in it"),
+        ),
+        (
+            vec!["--tls-cert", expired.paths().0, "--tls-key", expired.paths().1],
+            format!("error: --tls-cert {}: the certificate expired at 2001-01-01T00:00:00Z", expired.paths().0),
+        ),
+        (
+            vec!["--tls-cert", early.paths().0, "--tls-key", early.paths().1],
+            format!("error: --tls-cert {}: the certificate is not valid before 2090-01-01T00:00:00Z", early.paths().0),
+        ),
+        (
+            vec!["--tls-cert", truncated, "--tls-key", key],
+            format!("error: --tls-cert {truncated}: not a valid PEM file: its `-----END CERTIFICATE-----` line is missing (a truncated file?)"),
         ),
     ];
     for (flags, says) in cases {

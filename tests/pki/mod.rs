@@ -47,6 +47,8 @@ pub struct Leaf<'a> {
     pub serial: u64,
     /// Valid in 2000 only.
     pub expired: bool,
+    /// Valid from 2090 only.
+    pub not_yet_valid: bool,
     /// Signed by its own key rather than the CA's.
     pub self_signed: bool,
     /// For a client (TLS client authentication) rather than a server.
@@ -59,6 +61,7 @@ impl Default for Leaf<'_> {
             hosts: &["localhost", "127.0.0.1"],
             serial: 1,
             expired: false,
+            not_yet_valid: false,
             self_signed: false,
             client: false,
         }
@@ -126,6 +129,10 @@ impl Pki {
         if leaf.expired {
             params.not_before = rcgen::date_time_ymd(2000, 1, 1);
             params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        }
+        if leaf.not_yet_valid {
+            params.not_before = rcgen::date_time_ymd(2090, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2091, 1, 1);
         }
         let cert = if leaf.self_signed {
             params.self_signed(&key).unwrap()
