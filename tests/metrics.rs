@@ -284,6 +284,78 @@ async fn metrics_match_the_api_and_pass_promtool(db: TestDb) {
 
 per_backend!(metrics_match_the_api_and_pass_promtool);
 
+/// `INCR name` `n` times on the RESP listener at `addr`.
+async fn incr_over_resp(addr: &str, name: &str, n: usize) {
+    let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    for _ in 0..n {
+        let id: i64 = redis::cmd("INCR")
+            .arg(name)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert!(id > 0);
+    }
+}
+
+/// Every family the server writes passes `promtool check metrics` with
+/// every kind of traffic behind it: plain, global-order and serial
+/// sequences drawn over HTTP and RESP on one database (the serial
+/// families, `seqd_serial_period_*`, appear only then), and a stripe set
+/// of two databases (the `seqd_stripe_*` families) drawn over both doors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_family_passes_promtool_with_serial_global_striped_and_resp_traffic() {
+    let Some([one, a, b]) = common::test_dbs([
+        common::Backend::Sqlite,
+        common::Backend::Sqlite,
+        common::Backend::Sqlite,
+    ])
+    .await
+    else {
+        return;
+    };
+    let mut settings = Settings::for_database(one.url.clone());
+    settings.resp_listen = Some("127.0.0.1:0".into());
+    let srv = TestServer::start(settings).await;
+    srv.create("p-plain", 1, 10).await;
+    srv.create_global_and_serial("p-global", "p-serial", "P{yyyy}-{seq:06}")
+        .await;
+    for name in ["p-plain", "p-global", "p-serial"] {
+        get_ok(&srv, &format!("/v1/sequences/{name}/batch?count=25")).await;
+    }
+    incr_over_resp(srv.resp.as_ref().unwrap(), "p-plain", 5).await;
+    incr_over_resp(srv.resp.as_ref().unwrap(), "p-global", 5).await;
+    let text = scrape(&srv).await;
+    for family in [
+        "seqd_serial_period_reserved_max",
+        "seqd_serial_period_capacity_used_ratio",
+        "seqd_global_merged_requests",
+    ] {
+        assert!(
+            text.contains(&format!("\n{family}")),
+            "no {family}:\n{text}"
+        );
+    }
+    promtool_check(&text);
+    srv.stop().await;
+
+    let striped = Process::spawn(
+        &format!("{} {}", a.url, b.url),
+        &["--resp-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    create_at(&http, &striped.base, "p-striped", 1, 10).await;
+    next_at(&http, &striped.base, "p-striped").await;
+    incr_over_resp(striped.resp.as_ref().unwrap(), "p-striped", 5).await;
+    let text = fetch_text(http.get(format!("{}/metrics", striped.base))).await;
+    assert!(
+        text.contains("\nseqd_stripe_up{"),
+        "no stripe families:\n{text}"
+    );
+    promtool_check(&text);
+}
+
 /// Counters read from snapshots at scrape time keep counting across scrapes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issued_counter_follows_the_allocator_between_scrapes() {

@@ -434,7 +434,7 @@ async fn metrics_show_the_period_fill_and_counter(db: TestDb) {
             .unwrap_or_else(|| panic!("no {prefix} in /metrics"));
         line[prefix.len()..].parse().unwrap()
     };
-    assert_eq!(value("seqd_serial_period_counter"), counter as f64);
+    assert_eq!(value("seqd_serial_period_reserved_max"), counter as f64);
     let used = value("seqd_serial_period_capacity_used_ratio");
     assert!((used - counter as f64 / 99.0).abs() < 1e-9, "{used}");
     let fill = period["fill"].as_f64().unwrap();

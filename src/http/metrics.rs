@@ -114,7 +114,7 @@ pub const STRIPE_UP: &str = "seqd_stripe_up";
 pub const SERIAL_PERIOD_USED: &str = "seqd_serial_period_capacity_used_ratio";
 /// Gauge: the highest counter this instance reserved in the current
 /// period, per serial `sequence` and `period` (same sequences).
-pub const SERIAL_PERIOD_COUNTER: &str = "seqd_serial_period_counter";
+pub const SERIAL_PERIOD_COUNTER: &str = "seqd_serial_period_reserved_max";
 
 /// Counter: rounds of the settings refresh this instance completed
 /// (`crate::serial::refresh`), read from the instance's own serials.
