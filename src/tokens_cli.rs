@@ -40,21 +40,33 @@ pub async fn run(cmd: &TokensCommand) -> anyhow::Result<()> {
         }
         TokensCommand::List { db } => {
             let tokens = admin(db).await?.tokens().await.map_err(door)?;
-            println!(
-                "{:<24} {:<10} {:<20} {:<26} PREFIXES",
-                "LABEL", "RIGHTS", "STATE", "EXPIRES"
-            );
-            for t in tokens {
-                println!(
-                    "{:<24} {:<10} {:<20} {:<26} {}",
-                    t.label,
-                    t.rights.join(","),
-                    t.state,
-                    t.expires_at
-                        .map(|e| e.to_rfc3339())
-                        .unwrap_or_else(|| "-".into()),
-                    t.prefixes.join(" ")
-                );
+            // Each column as wide as its widest cell (a label has up to 64
+            // characters); the expiry to the second, in UTC.
+            let rows: Vec<[String; 5]> = tokens
+                .into_iter()
+                .map(|t| {
+                    [
+                        t.label,
+                        t.rights.join(","),
+                        t.state,
+                        t.expires_at.map_or_else(
+                            || "-".into(),
+                            |e| e.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                        ),
+                        t.prefixes.join(" "),
+                    ]
+                })
+                .collect();
+            let header = ["LABEL", "RIGHTS", "STATE", "EXPIRES", "PREFIXES"].map(String::from);
+            let mut widths = [0; 4];
+            for row in std::iter::once(&header).chain(&rows) {
+                for (w, cell) in widths.iter_mut().zip(row) {
+                    *w = (*w).max(cell.chars().count());
+                }
+            }
+            for [label, rights, state, expires, prefixes] in std::iter::once(header).chain(rows) {
+                let [a, b, c, d] = widths;
+                println!("{label:<a$} {rights:<b$} {state:<c$} {expires:<d$} {prefixes}");
             }
         }
         TokensCommand::Revoke { label, db } => {

@@ -463,11 +463,36 @@ async fn the_cli_makes_lists_and_revokes(db: TestDb) {
         StatusCode::OK
     );
 
+    // A label of the longest kind beside it: every cell starts under its
+    // column's heading, whatever the widths (the expiry, to the second, too).
+    let long = "l".repeat(64);
+    common::cli_token(&db, &format!("--label {long} --prefix z --can read")).await;
     let listed = common::ok(&common::seqd_on(&db, &["tokens", "list"]).await);
-    assert!(
-        listed.contains("cli") && listed.contains("active"),
+    let lines: Vec<&str> = listed.lines().collect();
+    let at = |name: &str| lines[0].find(name).unwrap_or_else(|| panic!("{listed}"));
+    let row = |label: &str| {
+        *lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{label} ")))
+            .unwrap_or_else(|| panic!("{label}: {listed}"))
+    };
+    let cli = row("cli");
+    assert_eq!(
+        &cli[at("RIGHTS")..at("STATE")],
+        format!("{:<1$}", "draw,read", at("STATE") - at("RIGHTS")),
         "{listed}"
     );
+    assert!(cli[at("STATE")..].starts_with("active "), "{listed}");
+    let expires = cli[at("EXPIRES")..at("PREFIXES")].trim_end();
+    assert!(
+        expires.len() == 20 && expires.ends_with('Z') && expires.starts_with("20"),
+        "{listed}"
+    );
+    assert_eq!(&cli[at("PREFIXES")..], "cli- x.", "{listed}");
+    let other = row(&long);
+    assert!(other[at("RIGHTS")..].starts_with("read "), "{listed}");
+    assert!(other[at("EXPIRES")..].starts_with("- "), "{listed}");
+    assert_eq!(&other[at("PREFIXES")..], "z", "{listed}");
     assert!(
         !listed.contains(&token) && !listed.contains(&rows[0].hash),
         "{listed}"
