@@ -30,24 +30,17 @@ impl Default for Limits {
     }
 }
 
-/// Refuses at once (413 `payload_too_large`) a request whose
-/// `Content-Length` announces more than `limit` bytes, before any of its
-/// body is awaited: a client that announces gigabytes and sends nothing
-/// would otherwise hold the request until the request timeout (408).
-/// Layered on the routes that read a body, beside their body limit.
-pub async fn refuse_announced_overflow(
-    axum::extract::State(limit): axum::extract::State<usize>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let announced = req
-        .headers()
+/// Whether `headers` announce a body (`Content-Length`) of more than
+/// `limit` bytes: such a request is refused at once (413
+/// `payload_too_large`) on every route by the edge (`Front`), before any
+/// of its body is awaited and before anything is drawn; a client that
+/// announces gigabytes and sends nothing would otherwise hold the request
+/// until the request timeout (408). The routes that read a body also bound
+/// what they read (`DefaultBodyLimit`), for bodies sent without a length.
+pub fn announces_more_than(headers: &axum::http::HeaderMap, limit: usize) -> bool {
+    headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > limit as u64) {
-        return super::error::ApiError::PayloadTooLarge.into_response();
-    }
-    next.run(req).await
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > limit as u64)
 }

@@ -156,6 +156,8 @@ struct Shared {
     app: AppState,
     permits: Arc<Semaphore>,
     timeout: Duration,
+    /// `--max-body`: a request announcing more is refused on every route.
+    body_bytes: usize,
 }
 
 /// The service around the router; see the module documentation.
@@ -178,6 +180,7 @@ impl<S> Front<S> {
                 app,
                 permits: Arc::new(Semaphore::new(limits.max_concurrency)),
                 timeout: limits.request_timeout,
+                body_bytes: limits.body_bytes,
             }),
         }
     }
@@ -206,6 +209,14 @@ where
             .unwrap_or_else(make_request_id);
         let span = request_span(route.label, method, &request_id);
         let state = match self.shared.permits.clone().try_acquire_owned() {
+            // A body announced over `--max-body` is refused on every route
+            // before anything runs, those that never read a body (and
+            // draw) included: 413, nothing drawn.
+            _ if super::limits::announces_more_than(req.headers(), self.shared.body_bytes) => {
+                State::Shed {
+                    resp: Some(ApiError::PayloadTooLarge.into_response()),
+                }
+            }
             Ok(permit) => {
                 let _entered = span.enter();
                 match direct {

@@ -120,10 +120,9 @@ fn routes(
     limits: &limits::Limits,
     tinyid_prefix: &str,
 ) -> Vec<(&'static str, MethodRouter<AppState>)> {
-    // Only these routes read a body; the others never buffer one.
+    // Only these routes read a body; the others never buffer one. A body
+    // announced over the bound is refused on every route by `Front`.
     let body_limit = DefaultBodyLimit::max(limits.body_bytes);
-    let announced =
-        axum::middleware::from_fn_with_state(limits.body_bytes, limits::refuse_announced_overflow);
     vec![
         // The routes that draw IDs answer HEAD 405 (`ids::head_*`) instead
         // of running their GET handler, which would draw.
@@ -141,23 +140,19 @@ fn routes(
         ),
         (
             "/v1/sequences/{name}/lease/return",
-            axum::routing::post(leases::lease_return)
-                .layer(body_limit)
-                .layer(announced.clone()),
+            axum::routing::post(leases::lease_return).layer(body_limit),
         ),
         (
             "/v1/sequences",
             get(sequences::list)
                 .post(sequences::create)
-                .layer(body_limit)
-                .layer(announced.clone()),
+                .layer(body_limit),
         ),
         (
             "/v1/sequences/{name}",
             get(sequences::get)
                 .patch(sequences::patch)
-                .layer(body_limit)
-                .layer(announced),
+                .layer(body_limit),
         ),
         (ids::LEAF_GET, get(ids::leaf_get).head(ids::head_get)),
         (
@@ -175,13 +170,7 @@ fn routes(
         ("/v1/snowflake/decode/{id}", get(snowflake::decode)),
         (
             "/v1/tokens",
-            get(tokens::list)
-                .post(tokens::create)
-                .layer(DefaultBodyLimit::max(limits.body_bytes))
-                .layer(axum::middleware::from_fn_with_state(
-                    limits.body_bytes,
-                    limits::refuse_announced_overflow,
-                )),
+            get(tokens::list).post(tokens::create).layer(body_limit),
         ),
         ("/v1/tokens/{label}", axum::routing::delete(tokens::revoke)),
         (
@@ -194,12 +183,7 @@ fn routes(
     .chain(tinyid::Route::ALL.map(|route| {
         (
             tinyid::template(tinyid_prefix, route),
-            tinyid::handler(route)
-                .layer(DefaultBodyLimit::max(limits.body_bytes))
-                .layer(axum::middleware::from_fn_with_state(
-                    limits.body_bytes,
-                    limits::refuse_announced_overflow,
-                )),
+            tinyid::handler(route).layer(body_limit),
         )
     }))
     .chain([
