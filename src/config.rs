@@ -404,7 +404,8 @@ pub struct DatabaseArgs {
         value_delimiter = ' '
     )]
     pub database_url: Vec<String>,
-    /// Largest base step accepted.
+    /// Largest adapted step, and largest step a sequence may be created with
+    /// (the row's `step` is the floor the adapted step never goes below).
     #[arg(long, env = "SEQD_MAX_STEP", default_value_t = 1_000_000)]
     pub max_step: i64,
     /// Schema at start: `auto` applies missing migrations, `check` refuses to
@@ -434,7 +435,7 @@ pub struct DatabaseArgs {
     pub failover_margin: i64,
     /// Connections of the pool to each database (each stripe has its own),
     /// plus one for the worker leases; two in ten serve the unauthenticated
-    /// reads (`/readyz`, `GET /v1/sequences`), the rest the segment fetches.
+    /// reads (`GET /v1/sequences...`), the rest the segment fetches.
     #[arg(long, value_name = "N", env = "SEQD_DB_MAX_CONNECTIONS", default_value_t = 10,
         value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub db_max_connections: u32,
@@ -548,8 +549,9 @@ pub struct ServeArgs {
     /// Address to bind.
     #[arg(long, env = "SEQD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Bearer token for admin calls (create, patch). Without it, admin calls are
-    /// open on a loopback listener only.
+    /// Bearer token for admin calls (creating and changing sequences, client
+    /// tokens); it may also draw and read. Without it, admin calls are open
+    /// on a loopback listener only.
     #[arg(long, env = "SEQD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
     /// `on`: drawing IDs (every route) needs a client token with `draw`
