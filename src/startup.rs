@@ -233,10 +233,42 @@ pub async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
+/// Descriptors seqd holds besides its connections' sockets: the listeners,
+/// log and database files, the runtime's own.
+const OTHER_DESCRIPTORS: u64 = 64;
+
+/// Raises the soft limit on open files to the hard one (a service manager
+/// or a shell often sets the soft one far lower), and says in one line at
+/// start when the doors' connection caps, the pools and [`OTHER_DESCRIPTORS`]
+/// may need more than that: past it, every door stops accepting.
+fn open_files(settings: &Settings) {
+    let resp = if settings.resp_listen.is_some() {
+        settings.resp.max_connections
+    } else {
+        0
+    };
+    let pools = settings.database_urls.len() as u64 * u64::from(settings.db_max_connections) + 2;
+    let needed = (settings.connections.max_connections + resp) as u64 + pools + OTHER_DESCRIPTORS;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < needed => tracing::warn!(
+            limit,
+            needed,
+            max_connections = settings.connections.max_connections,
+            resp_max_connections = resp,
+            "the open-file limit is below what the doors' connection caps and the database pools may \
+             use: past it no door accepts a connection; raise the hard limit (ulimit -Hn, \
+             LimitNOFILE=) or lower --max-connections / --resp-max-connections"
+        ),
+        Ok(limit) => tracing::debug!(limit, needed, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "the open-file limit could not be read or raised"),
+    }
+}
+
 /// `seqd serve`: check the settings, open the store, bind, serve until a signal.
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
+    open_files(&settings);
     // TLS files that do not load stop the start before any database work.
     if let Some(files) = &settings.tls {
         TlsStore::load(files)?;

@@ -1,6 +1,7 @@
 //! Request limits over a real socket: a slow client gets 408, requests past
 //! the concurrency limit are shed with 503 `overloaded`, the body limit is
-//! configurable and holds on every route.
+//! configurable and holds on every route; the open-file limit is raised at
+//! start, and a start whose caps exceed it says so.
 
 mod server;
 
@@ -11,7 +12,7 @@ use reqwest::StatusCode;
 use seqd::config::Settings;
 use seqd::http::limits::Limits;
 use seqd::store::memory::MemoryStore;
-use server::TestServer;
+use server::{Process, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn start(limits: Limits, store: Arc<MemoryStore>) -> TestServer {
@@ -314,4 +315,60 @@ async fn a_client_that_goes_away_while_its_draw_waits_frees_its_slot() {
         "the slot of the client that went away was never given back"
     );
     store.open_gate();
+}
+
+/// The soft limit on open files of process `pid` (`/proc/PID/limits`).
+fn soft_open_files(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+const LIMIT_LOW: &str = "the open-file limit is below what the doors' connection caps and the database pools may use: past it no door accepts a connection; raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections / --resp-max-connections";
+
+/// Started with a soft limit of 256 open files under a hard one of 4096 (as
+/// a shell or a service manager leaves it), seqd raises the soft limit to
+/// the hard one: 300 RESP connections, past the old limit, leave the HTTP
+/// door answering. With caps that need more than 4096 descriptors it says
+/// so in one line at start; with caps that fit, it says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_file_limit_is_raised_and_caps_past_it_are_named_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("f.db").display());
+    let prlimit = ["prlimit", "--nofile=256:4096"];
+    let flags = ["--resp-listen", "127.0.0.1:0", "--snowflake", "false"];
+    let p = Process::spawn_under(&prlimit, &url, &flags, &[]).await;
+    assert_eq!(soft_open_files(p.pid), 4096);
+    assert_eq!(p.log_lines(LIMIT_LOW).len(), 1, "{:?}", p.all_logs());
+    let warned = &p.log_lines(LIMIT_LOW)[0];
+    assert_eq!(warned["limit"], 4096, "{warned}");
+    assert_eq!(warned["needed"], 10_000 + 10_000 + 10 + 2 + 64, "{warned}");
+
+    let resp = p.resp.clone().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        let mut c = tokio::net::TcpStream::connect(&resp).await.unwrap();
+        c.write_all(b"PING\r\n").await.unwrap();
+        let mut pong = [0u8; 7];
+        c.read_exact(&mut pong).await.unwrap();
+        assert_eq!(&pong, b"+PONG\r\n");
+        held.push(c);
+    }
+    let http = server::client(Duration::from_secs(10));
+    let health = http
+        .get(format!("{}/healthz", p.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    drop(held);
+    drop(p);
+
+    let fits = ["--max-connections", "1000", "--snowflake", "false"];
+    let p = Process::spawn_under(&prlimit, &url, &fits, &[]).await;
+    assert_eq!(soft_open_files(p.pid), 4096);
+    assert!(p.log_lines(LIMIT_LOW).is_empty(), "{:?}", p.all_logs());
 }
