@@ -55,6 +55,31 @@ async fn reservations_come_from_stripe_zero_while_it_answers() {
     assert!(set.status().iter().all(|s| s.up));
 }
 
+/// A stripe's row below the caller's mark, when that stripe owns the mark,
+/// went back (only it hands that ID out): the lifted reservation says so
+/// (`regressed`), for the allocator to report. A row below a mark that
+/// another stripe owns only lags: lifted, not a regression.
+#[tokio::test(start_paused = true)]
+async fn a_row_below_a_mark_its_stripe_owns_went_back_and_a_lagging_one_did_not() {
+    let (mems, set) = stripes(3);
+    let r = set.reserve_above(&name("a"), 1, 0).await.unwrap();
+    assert_eq!(((r.first(), r.max_id), r.regressed), ((1, 10), false));
+    let r = set.reserve_above(&name("a"), 1, 10).await.unwrap();
+    assert_eq!(((r.first(), r.max_id), r.regressed), ((11, 20), false));
+    // stripe 0's row goes back to 0 (a restore): lifted past the mark, reported
+    mems[0].insert("a", 0, 10);
+    let r = set.reserve_above(&name("a"), 1, 20).await.unwrap();
+    assert_eq!(((r.first(), r.max_id), r.regressed), ((21, 30), true));
+    // stripe 0 fails: stripe 1's row (0) lies below the mark 30 that stripe 0
+    // owns: a lag, lifted into stripe 1's block without a report
+    mems[0].set_failing("a", true);
+    let r = set.reserve_above(&name("a"), 1, 30).await.unwrap();
+    assert_eq!(
+        ((r.first(), r.max_id), r.regressed),
+        ((BLOCK, BLOCK + 9), false)
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_stripe_is_skipped_at_once_and_used_again_after_a_probe() {
     let (mems, set) = stripes(3);
