@@ -64,8 +64,7 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             Some(json!(f)),
         );
     }
-    let checked = st.service.database_health().map(|c| c.state);
-    match checked {
+    match st.service.database_health() {
         Some(DatabaseState::Ok) => {
             let stripes = st.service.stripe_status();
             if stripes.is_empty() {
@@ -88,13 +87,13 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
                 .into_response()
             }
         }
-        Some(DatabaseState::SchemaBehind(_)) => not_ready(
+        Some(DatabaseState::SchemaBehind) => not_ready(
             "schema_behind",
             ErrorCode::StorageUnavailable,
             "the database schema is older than this seqd needs: apply `seqd migrate` \
              (or the DDL of `seqd schema`)",
         ),
-        Some(DatabaseState::Failed(_)) => not_ready(
+        Some(DatabaseState::Failed) => not_ready(
             "failed",
             ErrorCode::StorageUnavailable,
             "database check failed: unreachable or not migrated",

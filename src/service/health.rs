@@ -6,7 +6,7 @@
 //! reconnecting, a database that does not answer).
 
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::store::{Store, StoreError};
 
@@ -18,37 +18,27 @@ pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// with one stripe slow is not judged by the bound alone.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The database as the last check found it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The database as the last check found it (why it failed goes to the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatabaseState {
     /// It answered and records every migration this binary needs.
     Ok,
-    /// It answered, and a migration this binary needs is missing (why).
-    SchemaBehind(String),
-    /// It failed, or gave no answer within [`CHECK_TIMEOUT`] (why, for the
-    /// log).
-    Failed(String),
-}
-
-/// The last check and when it ended.
-#[derive(Debug, Clone)]
-pub struct Checked {
-    /// What it found.
-    pub state: DatabaseState,
-    /// When it ended.
-    pub at: Instant,
+    /// It answered, and a migration this binary needs is missing.
+    SchemaBehind,
+    /// It failed, or gave no answer within [`CHECK_TIMEOUT`].
+    Failed,
 }
 
 /// The last result of the database checks of one service.
 #[derive(Debug, Default)]
 pub struct DatabaseHealth {
-    last: Mutex<Option<Checked>>,
+    last: Mutex<Option<DatabaseState>>,
 }
 
 impl DatabaseHealth {
     /// The last check's result; `None` before the first one ended.
-    pub fn last(&self) -> Option<Checked> {
-        self.last.lock().unwrap().clone()
+    pub fn last(&self) -> Option<DatabaseState> {
+        *self.last.lock().unwrap()
     }
 
     /// Checks `store` once, bounded by [`CHECK_TIMEOUT`], and keeps the
@@ -58,11 +48,11 @@ impl DatabaseHealth {
             Ok(Ok(())) => DatabaseState::Ok,
             Ok(Err(StoreError::Migration(why))) => {
                 crate::log_throttle::throttled!(error, "readiness: the schema is behind", None, error = %why);
-                DatabaseState::SchemaBehind(why)
+                DatabaseState::SchemaBehind
             }
             Ok(Err(e)) => {
                 crate::log_throttle::throttled!(warn, "readiness check failed", None, error = %e);
-                DatabaseState::Failed(e.to_string())
+                DatabaseState::Failed
             }
             Err(_) => {
                 crate::log_throttle::throttled!(
@@ -71,13 +61,10 @@ impl DatabaseHealth {
                     None,
                     error = "no answer within the check's bound"
                 );
-                DatabaseState::Failed(format!("no answer within {CHECK_TIMEOUT:?}"))
+                DatabaseState::Failed
             }
         };
-        *self.last.lock().unwrap() = Some(Checked {
-            state: state.clone(),
-            at: Instant::now(),
-        });
+        *self.last.lock().unwrap() = Some(state);
         state
     }
 }

@@ -156,7 +156,7 @@ impl Service {
 
     /// The last check of the database ([`health`]): what the health routes
     /// answer from, without waiting on the store. `None` before the first.
-    pub fn database_health(&self) -> Option<health::Checked> {
+    pub fn database_health(&self) -> Option<health::DatabaseState> {
         self.health.last()
     }
 
