@@ -374,6 +374,34 @@ pub fn doc_sql(page: &str, label: &str) -> String {
     doc[start..start + len].to_owned()
 }
 
+/// libfaketime's preload library, where Debian and a local build put it.
+/// The clock tests preload it themselves rather than run the `faketime`
+/// wrapper: the wrapper makes a named semaphore from its own pid with
+/// O_EXCL and cannot remove it when it is killed (the tests kill whole
+/// process groups), so a later wrapper given the same pid refused to start
+/// ("sem_open: File exists").
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    let mut dirs = vec![
+        std::path::PathBuf::from("/usr/local/lib/faketime"),
+        std::path::PathBuf::from("/usr/lib/faketime"),
+    ];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
+    }
+    let found = dirs
+        .into_iter()
+        .map(|d| d.join("libfaketime.so.1"))
+        .find(|lib| lib.is_file());
+    if found.is_none() {
+        assert!(
+            !require_all(),
+            "libfaketime is required (SEQD_TEST_REQUIRE_ALL=1)"
+        );
+        eprintln!("skipped: libfaketime not found");
+    }
+    found
+}
+
 /// Whether the command-line tool `program` is on the `PATH`. When it is
 /// not, the test that needs it is skipped (with a line saying so), or fails
 /// under `SEQD_TEST_REQUIRE_ALL=1` (`.ci/run` installs every tool).

@@ -445,7 +445,7 @@ impl Process {
     }
 
     /// Starts `seqd serve` as the last argument of `wrapper` (such as
-    /// `["faketime", "-f", "+3600s"]`; none when empty).
+    /// `["prlimit", "--nofile=256:4096"]`; none when empty).
     pub async fn spawn_under(
         wrapper: &[&str],
         database_url: &str,
@@ -478,8 +478,8 @@ impl Process {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
-            // A group of its own, killed whole when dropped: a wrapper such
-            // as faketime forks seqd and waits, and killing only the wrapper
+            // A group of its own, killed whole when dropped: a wrapper that
+            // forks seqd and waits, and killing only the wrapper
             // left seqd running after the test (it still served, held
             // database connections and took CPU from the tests after it).
             .process_group(0)
