@@ -183,6 +183,103 @@ async fn integer_fields_take_exact_values_or_400_naming_the_field() {
     s.stop().await;
 }
 
+/// Writes `request` and reads what comes back while still writing (the
+/// server answers a head it refuses before the client is done, then
+/// closes): every byte of the answers.
+async fn refused_while_sending(addr: SocketAddr, request: Vec<u8>) -> String {
+    let conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut read, mut write) = conn.into_split();
+    // The write fails once the server closes: what it answered is read.
+    let writer = tokio::spawn(async move {
+        let _ = write.write_all(&request).await;
+        write
+    });
+    let mut answer = Vec::new();
+    let _ = read.read_to_end(&mut answer).await;
+    drop(writer.await);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Heads refused before any route sees them (hyper refuses them itself):
+/// too many headers, a 1 MB header, a 100 KB name in the path, two
+/// `Content-Length`s, a bad request line, and a malformed head pipelined
+/// after a good request. Each answers the JSON error body with its
+/// documented code (431 `request_head_too_large`, 400 `invalid_request`),
+/// not an empty body, and nothing is drawn.
+#[tokio::test]
+async fn heads_refused_before_any_route_answer_the_json_error_body() {
+    let db = common::test_db(common::Backend::Sqlite).await.unwrap();
+    let s = TestServer::on(&db.url).await;
+    s.create("u1", 1, 10).await;
+    let addr: SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
+    let next = "POST /v1/sequences/u1/next HTTP/1.1\r\nHost: x\r\n";
+    let extra: String = (0..100).map(|i| format!("X-Extra-{i}: 1\r\n")).collect();
+    let cases: [(&str, String, u16, &str); 6] = [
+        ("100 extra headers", format!("{next}{extra}\r\n"), 431, "request_head_too_large"),
+        (
+            "a 1 MB header",
+            format!("{next}X-Big: {}\r\n\r\n", "a".repeat(1 << 20)),
+            431,
+            "request_head_too_large",
+        ),
+        (
+            "a 100 KB name",
+            format!("POST /v1/sequences/{}/next HTTP/1.1\r\nHost: x\r\n\r\n", "n".repeat(100 << 10)),
+            431,
+            "request_head_too_large",
+        ),
+        (
+            "two Content-Lengths",
+            format!("{next}Content-Length: 0\r\nContent-Length: 1\r\n\r\n"),
+            400,
+            "invalid_request",
+        ),
+        ("a bad request line", "POST\x01 /v1/sequences/u1/next HTTP/1.1\r\n\r\n".to_owned(), 400, "invalid_request"),
+        (
+            "a bad header pipelined after a good request",
+            "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/sequences/u1/next HTTP/1.1\r\nBad Header: 1\r\n\r\n".to_owned(),
+            400,
+            "invalid_request",
+        ),
+    ];
+    for (what, request, status, code) in cases {
+        let answers = refused_while_sending(addr, request.into_bytes()).await;
+        // A pipelined good request is answered first, unchanged; the
+        // refusal is the last answer.
+        let last = answers.rfind("HTTP/1.1 ").expect("an answer");
+        if what.contains("pipelined") {
+            assert!(
+                answers.starts_with("HTTP/1.1 200 OK"),
+                "{what}: {answers:?}"
+            );
+            assert!(last > 0, "{what}: {answers:?}");
+        }
+        let (head, body) = answers[last..]
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{what}: {answers:?}"));
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{what}: {head}"
+        );
+        assert!(
+            head.contains("content-type: application/json"),
+            "{what}: {head}"
+        );
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{what}: {head}"
+        );
+        let v: Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: {e}: {body:?}"));
+        assert_eq!(v["error"]["code"], code, "{what}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("nothing was done"), "{what}: {v}");
+    }
+    // Nothing was drawn by any of them.
+    assert_eq!(s.next("u1").await, 1);
+    s.stop().await;
+}
+
 /// Bad percent-encoding and invalid UTF-8 in the path or the query of every
 /// route answers the documented JSON error body, never axum's plain text.
 #[tokio::test]

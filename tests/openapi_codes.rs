@@ -332,6 +332,23 @@ async fn provoke(code: ErrorCode) -> Sent {
             let body = json!({"name": "x", "description": "d".repeat(128 * 1024)});
             send(&plain().await, "POST", "/v1/sequences", create, Some(body)).await
         }
+        RequestHeadTooLarge => {
+            // hyper refuses the head before any route; the answer has the body.
+            let s = plain().await;
+            let mut req = s.http.get(s.url("/healthz"));
+            for i in 0..120 {
+                req = req.header(format!("x-extra-{i}"), "1");
+            }
+            let resp = req.send().await.unwrap();
+            Sent {
+                method: "GET",
+                path: "/healthz with 120 headers".into(),
+                template: None,
+                status: resp.status().as_u16(),
+                retry_after: resp.headers().contains_key("retry-after"),
+                body: resp.json().await.expect("a JSON body"),
+            }
+        }
         StorageUnavailable => {
             store.insert("down", 0, 10);
             store.set_failing("down", true);

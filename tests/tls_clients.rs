@@ -307,6 +307,31 @@ async fn tls_clients_fail_against_plain_doors() {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// Over TLS too, a head refused before any route (101 headers, sent by
+/// curl) answers 431 with the JSON error body, and nothing is drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_refused_over_tls_answers_the_json_error_body() {
+    let Some((db, pki)) = ready(&["curl"]).await else {
+        return;
+    };
+    let pair = pki.server("server", 0x431);
+    let (p, base, _) = tls_process(&db, &pki, &pair, None, &[]).await;
+    let url = format!("{base}/v1/sequences/order/next");
+    let headers: Vec<String> = (0..101).map(|i| format!("x-extra-{i}: 1")).collect();
+    let mut args = vec!["-X", "POST", "-w", "\n%{http_code}", url.as_str()];
+    for h in &headers {
+        args.extend(["-H", h.as_str()]);
+    }
+    let out = curl(&pki.ca, None, &args).await;
+    let (body, status) = out.stdout.rsplit_once('\n').expect("body and status");
+    assert_eq!(status, "431", "{out:?}");
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["error"]["code"], "request_head_too_large", "{v}");
+    assert_eq!(curl_next(&base, &pki.ca, None).await, 1);
+    drop(p);
+}
+
 /// Clients that trust the CA refuse a server certificate for another host
 /// and a self-signed one, with the reason. (One that expired never reaches
 /// a client: seqd refuses it at start and at reload, see

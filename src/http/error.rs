@@ -82,6 +82,9 @@ error_codes! {
     NotLeasable => CONFLICT,
     /// 413: body over the body limit (64 KiB by default).
     PayloadTooLarge => PAYLOAD_TOO_LARGE,
+    /// 431: a request head over 16 KiB or with more than 100 headers,
+    /// refused before any route sees it (its connection is closed).
+    RequestHeadTooLarge => REQUEST_HEADER_FIELDS_TOO_LARGE,
     /// 503: no IDs in memory and the database unreachable or too slow.
     StorageUnavailable => SERVICE_UNAVAILABLE,
     /// 503: too many requests (or database reads) in flight.

@@ -12,6 +12,7 @@ use crate::service::Service;
 
 pub mod error;
 pub mod extract;
+pub mod head_refusal;
 pub mod health;
 pub mod ids;
 pub mod leases;

@@ -11,8 +11,10 @@
 //!   or written: an idle keep-alive, or a client that stopped reading a large
 //!   answer) is closed. A request being handled is bounded by the request
 //!   timeout instead.
-//! - **A request head is at most [`MAX_HEAD_BYTES`]**, so a connection that
-//!   never finishes its head holds no more than that.
+//! - **A request head is at most [`MAX_HEAD_BYTES`]** and [`MAX_HEADERS`]
+//!   headers, so a connection that never finishes its head holds no more
+//!   than that. hyper refuses a larger or malformed head itself; its answer
+//!   gets the API's error body ([`super::head_refusal`]).
 //! - **Under TLS, the handshake runs on the connection's task**, never in the
 //!   accept loop, and is a request head for the deadlines: it must be done
 //!   within `header_read_timeout` of the accept, and it holds its place under
@@ -43,12 +45,17 @@ use tokio_rustls::server::TlsStream;
 use tower::util::Oneshot;
 use tower::ServiceExt;
 
+use super::head_refusal::JsonRefusals;
 use super::App;
 use crate::tls::{TlsDoor, TlsStore};
 
 /// Most bytes buffered per connection while reading a request head: what a
 /// client that never finishes its head can hold (a larger head answers 431).
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Most headers in a request head (hyper's default, named here): more
+/// answer 431.
+pub const MAX_HEADERS: usize = 100;
 
 /// How long an open connection may still bring a request after shutdown
 /// began (answered, with `Connection: close`) before it is closed.
@@ -320,7 +327,8 @@ async fn connection<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let io = TokioIo::new(io);
+    // hyper's own refusals (a head it cannot read) get the error body.
+    let io = TokioIo::new(JsonRefusals::new(io));
     let service = Tracking {
         app,
         state: state.clone(),
@@ -328,6 +336,7 @@ async fn connection<I>(
     };
     let conn = hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEAD_BYTES)
+        .max_headers(MAX_HEADERS)
         .serve_connection(io, service);
     tokio::pin!(conn);
     // At shutdown a connection gets CLOSE_GRACE to bring the request its
