@@ -238,37 +238,61 @@ pub async fn shutdown_signal() {
 const OTHER_DESCRIPTORS: u64 = 64;
 
 /// Raises the soft limit on open files to the hard one (a service manager
-/// or a shell often sets the soft one far lower), and says in one line at
-/// start when the doors' connection caps, the pools and [`OTHER_DESCRIPTORS`]
-/// may need more than that: past it, every door stops accepting.
-fn open_files(settings: &Settings) {
-    let resp = if settings.resp_listen.is_some() {
-        settings.resp.max_connections
-    } else {
-        0
-    };
+/// or a shell often sets the soft one far lower). When the doors' connection
+/// caps, the pools and [`OTHER_DESCRIPTORS`] need more than that, the caps
+/// are lowered to fit ([`fit_caps`]) and one line at start says so: past the
+/// limit no door could accept, so a flood on one door would take the other
+/// (and its health routes) with it.
+fn open_files(settings: &mut Settings) {
+    let resp = settings
+        .resp_listen
+        .is_some()
+        .then_some(settings.resp.max_connections);
+    let http = settings.connections.max_connections;
     let pools = settings.database_urls.len() as u64 * u64::from(settings.db_max_connections) + 2;
-    let needed = (settings.connections.max_connections + resp) as u64 + pools + OTHER_DESCRIPTORS;
+    let reserved = pools + OTHER_DESCRIPTORS;
+    let needed = (http + resp.unwrap_or(0)) as u64 + reserved;
     match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(limit) if limit < needed => tracing::warn!(
-            limit,
-            needed,
-            max_connections = settings.connections.max_connections,
-            resp_max_connections = resp,
-            "the open-file limit is below what the doors' connection caps and the database pools may \
-             use: past it no door accepts a connection; raise the hard limit (ulimit -Hn, \
-             LimitNOFILE=) or lower --max-connections / --resp-max-connections"
-        ),
+        Ok(limit) if limit < needed => {
+            let (http_cap, resp_cap) = fit_caps(limit.saturating_sub(reserved), http, resp);
+            settings.connections.max_connections = http_cap;
+            if let Some(cap) = resp_cap {
+                settings.resp.max_connections = cap;
+            }
+            tracing::warn!(
+                limit,
+                needed,
+                max_connections = http_cap,
+                resp_max_connections = resp_cap.unwrap_or(0),
+                "the open-file limit is below what the doors' connection caps and the database \
+                 pools may use: the caps are lowered to fit, each door keeping its share; raise \
+                 the hard limit (ulimit -Hn, LimitNOFILE=) to serve more connections"
+            )
+        }
         Ok(limit) => tracing::debug!(limit, needed, "open-file limit"),
         Err(e) => tracing::warn!(error = %e, "the open-file limit could not be read or raised"),
     }
 }
 
+/// The doors' connection caps lowered to fit `available` descriptors: each
+/// door keeps up to half of them, and what one does not ask for goes to the
+/// other (each at least one), so that a flood on one door leaves the other
+/// its share.
+fn fit_caps(available: u64, http: usize, resp: Option<usize>) -> (usize, Option<usize>) {
+    let available = usize::try_from(available).unwrap_or(usize::MAX).max(2);
+    let Some(resp) = resp else {
+        return (http.min(available), None);
+    };
+    let http_cap = http.min((available / 2).max(available.saturating_sub(resp)));
+    let resp_cap = resp.min(available - http_cap).max(1);
+    (http_cap.max(1), Some(resp_cap))
+}
+
 /// `seqd serve`: check the settings, open the store, bind, serve until a signal.
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    let settings = Settings::from_args(args);
+    let mut settings = Settings::from_args(args);
     crate::snowflake::check(&settings.snowflake)?;
-    open_files(&settings);
+    open_files(&mut settings);
     // TLS files that do not load stop the start before any database work.
     if let Some(files) = &settings.tls {
         TlsStore::load(files)?;
@@ -285,4 +309,18 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     run(listener, store, Some(leases), &settings, shutdown_signal()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_caps;
+
+    #[test]
+    fn caps_past_the_limit_are_shared_between_the_doors() {
+        assert_eq!(fit_caps(180, 10_000, Some(10_000)), (90, Some(90)));
+        assert_eq!(fit_caps(180, 10, Some(10_000)), (10, Some(170)));
+        assert_eq!(fit_caps(180, 10_000, Some(10)), (170, Some(10)));
+        assert_eq!(fit_caps(180, 10_000, None), (180, None));
+        assert_eq!(fit_caps(0, 10_000, Some(10_000)), (1, Some(1)));
+    }
 }

@@ -327,48 +327,100 @@ fn soft_open_files(pid: u32) -> u64 {
     line.split_whitespace().nth(3).unwrap().parse().unwrap()
 }
 
-const LIMIT_LOW: &str = "the open-file limit is below what the doors' connection caps and the database pools may use: past it no door accepts a connection; raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections / --resp-max-connections";
+const LIMIT_LOW: &str = "the open-file limit is below what the doors' connection caps and the database pools may use: the caps are lowered to fit, each door keeping its share; raise the hard limit (ulimit -Hn, LimitNOFILE=) to serve more connections";
+
+/// seqd with a RESP door under `prlimit --nofile=SOFT:HARD`, with caps
+/// that need more than HARD descriptors: the soft limit is raised to HARD,
+/// one line at start says so, and the caps are lowered to share what the
+/// pools and the rest leave. The process and that share.
+async fn under_limit(url: &str, soft: u64, hard: u64) -> (Process, usize) {
+    let nofile = format!("--nofile={soft}:{hard}");
+    let prlimit = ["prlimit", nofile.as_str()];
+    let flags = ["--resp-listen", "127.0.0.1:0", "--snowflake", "false"];
+    let p = Process::spawn_under(&prlimit, url, &flags, &[]).await;
+    assert_eq!(soft_open_files(p.pid), hard);
+    let warned = p.log_lines(LIMIT_LOW);
+    assert_eq!(warned.len(), 1, "{:?}", p.all_logs());
+    let warned = &warned[0];
+    assert_eq!(warned["limit"], hard, "{warned}");
+    assert_eq!(warned["needed"], 10_000 + 10_000 + 10 + 2 + 64, "{warned}");
+    let share = (hard as usize - (10 + 2 + 64)) / 2;
+    assert_eq!(warned["max_connections"], share, "{warned}");
+    assert_eq!(warned["resp_max_connections"], share, "{warned}");
+    (p, share)
+}
+
+/// The status of `GET /healthz` on a new connection (it fails the test when
+/// the door does not accept within 10 s).
+async fn healthz(base: &str) -> StatusCode {
+    let http = server::client(Duration::from_secs(10));
+    http.get(format!("{base}/healthz"))
+        .send()
+        .await
+        .expect("the HTTP door accepts")
+        .status()
+}
+
+/// `n` RESP connections to `addr`, each having sent `PING`; the first
+/// `served` of them answer `+PONG`.
+async fn flood(addr: &str, n: usize, served: usize) -> Vec<tokio::net::TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"PING\r\n").await.unwrap();
+        held.push(c);
+    }
+    for c in held.iter_mut().take(served) {
+        let mut pong = [0u8; 7];
+        tokio::time::timeout(Duration::from_secs(30), c.read_exact(&mut pong))
+            .await
+            .expect("a served RESP connection answers")
+            .unwrap();
+        assert_eq!(&pong, b"+PONG\r\n");
+    }
+    held
+}
 
 /// Started with a soft limit of 256 open files under a hard one of 4096 (as
 /// a shell or a service manager leaves it), seqd raises the soft limit to
-/// the hard one: 300 RESP connections, past the old limit, leave the HTTP
-/// door answering. With caps that need more than 4096 descriptors it says
-/// so in one line at start; with caps that fit, it says nothing.
+/// the hard one: 300 RESP connections, past the old limit, are all served
+/// and leave the HTTP door answering. With caps that need more than 4096
+/// descriptors it says so in one line at start; with caps that fit, it says
+/// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_open_file_limit_is_raised_and_caps_past_it_are_named_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("f.db").display());
-    let prlimit = ["prlimit", "--nofile=256:4096"];
-    let flags = ["--resp-listen", "127.0.0.1:0", "--snowflake", "false"];
-    let p = Process::spawn_under(&prlimit, &url, &flags, &[]).await;
-    assert_eq!(soft_open_files(p.pid), 4096);
-    assert_eq!(p.log_lines(LIMIT_LOW).len(), 1, "{:?}", p.all_logs());
-    let warned = &p.log_lines(LIMIT_LOW)[0];
-    assert_eq!(warned["limit"], 4096, "{warned}");
-    assert_eq!(warned["needed"], 10_000 + 10_000 + 10 + 2 + 64, "{warned}");
-
-    let resp = p.resp.clone().unwrap();
-    let mut held = Vec::new();
-    for _ in 0..300 {
-        let mut c = tokio::net::TcpStream::connect(&resp).await.unwrap();
-        c.write_all(b"PING\r\n").await.unwrap();
-        let mut pong = [0u8; 7];
-        c.read_exact(&mut pong).await.unwrap();
-        assert_eq!(&pong, b"+PONG\r\n");
-        held.push(c);
-    }
-    let http = server::client(Duration::from_secs(10));
-    let health = http
-        .get(format!("{}/healthz", p.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    let (p, _) = under_limit(&url, 256, 4096).await;
+    let held = flood(p.resp.as_deref().unwrap(), 300, 300).await;
+    assert_eq!(healthz(&p.base).await, 200);
     drop(held);
     drop(p);
 
+    let prlimit = ["prlimit", "--nofile=256:4096"];
     let fits = ["--max-connections", "1000", "--snowflake", "false"];
     let p = Process::spawn_under(&prlimit, &url, &fits, &[]).await;
     assert_eq!(soft_open_files(p.pid), 4096);
     assert!(p.log_lines(LIMIT_LOW).is_empty(), "{:?}", p.all_logs());
+}
+
+/// Under a hard limit of 256 open files, a flood of 300 RESP connections
+/// (the RESP door's cap is 10,000) used to take every descriptor: the HTTP
+/// door stopped accepting and /healthz went with it. The caps are lowered at
+/// start to share what is left, so the flood meets the RESP door's lowered
+/// cap (past it, refused as Redis refuses) and the HTTP door keeps its
+/// share: /healthz answers, and IDs are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_on_one_door_leaves_the_other_its_share_of_descriptors() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("f.db").display());
+    let (p, share) = under_limit(&url, 256, 256).await;
+    let held = flood(p.resp.as_deref().unwrap(), 300, share).await;
+    for _ in 0..20 {
+        assert_eq!(healthz(&p.base).await, 200);
+    }
+    let http = server::client(Duration::from_secs(10));
+    server::create_at(&http, &p.base, "flood", 1, 10).await;
+    assert_eq!(server::next_at(&http, &p.base, "flood").await, 1);
+    drop(held);
 }
