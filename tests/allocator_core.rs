@@ -196,6 +196,7 @@ async fn the_instance_totals_add_up_every_sequence() {
         Totals {
             fetches: 2,
             fetch_seconds: 0.25,
+            global_reservations: 0,
             waits: 2,
             fetch_errors: 3,
         }
@@ -643,6 +644,38 @@ async fn global_requests_arriving_during_a_reservation_share_the_next_one_in_arr
         "one reservation for a, one for b, c and d together"
     );
     assert_eq!(store.max_id("g"), Some(8), "no gap while all callers stay");
+}
+
+/// A global sequence's reservations fetch no segment: the instance's totals
+/// count them as reservations, not as segment fetches (the monitor's chart
+/// marks fetches), with no fetch latency; its own buffer counts each as
+/// one of its `fetches`, all of its IDs issued.
+#[tokio::test(start_paused = true)]
+async fn global_reservations_are_counted_apart_from_segment_fetches() {
+    let store = memory_with("plain", 0, 100);
+    store.insert("g", 0, 1000);
+    store.set_ordering("g", seqd::domain::IdOrdering::Global);
+    let clock = Arc::new(ManualClock::new());
+    let alloc = Allocator::with_parts(store.clone(), config(), clock, Arc::new(FixedStep));
+    // plain: one segment fetch. g: its first use fetches a segment that
+    // finds the row global (given back, not counted), then reserves.
+    assert_eq!(alloc.next(&name("plain")).await.unwrap(), 1);
+    let g = name("g");
+    assert_eq!(alloc.next(&g).await.unwrap(), 1);
+    for want in 2..=5 {
+        assert_eq!(alloc.next(&g).await.unwrap(), want);
+    }
+    let run = alloc.batch(&g, Count::new(3).unwrap()).await.unwrap();
+    assert_eq!(run.ids().collect::<Vec<_>>(), vec![6, 7, 8]);
+    let totals = alloc.totals();
+    assert_eq!(
+        totals.fetches, 1,
+        "the plain sequence's segment only: {totals:?}"
+    );
+    assert_eq!(totals.global_reservations, 6, "{totals:?}");
+    let snap = alloc.snapshot(&g).unwrap();
+    assert_eq!((snap.issued, snap.fetches), (8, 6));
+    assert_eq!(snap.current_step, 0, "no segment fetched");
 }
 
 #[tokio::test]

@@ -225,10 +225,13 @@ async fn monitor_page_shows_100_sequences_and_pages_with_next_and_previous() {
     srv.stop().await;
 }
 
-/// A serial sequence's row shows its format, reset, current period and the
-/// share of its `{seq:0N}` capacity reserved, as the API reports them, and
-/// the state of the period counter that issued its serials; a plain one
-/// shows none of the period; a global one, no segment but its IDs issued.
+/// A serial sequence's row shows its format, reset, current period, the
+/// serials issued there and, said to be reserved, the top counter reserved
+/// and the share of its `{seq:0N}` capacity that takes, as the API reports
+/// them (not its own row's `max_id`, which never moves), and the state of
+/// the period counter that issued its serials; a plain one shows none of
+/// the period; a global one, no segment, no step, no estimate, but its IDs
+/// issued, its reservations and the IDs per reservation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
@@ -248,7 +251,10 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     browser.wait_page(1).await;
     // A prefetch finishing between two reads raises the counter: compare the
     // page with the API read the same before and after it (bounded).
-    let read = || async { srv.get_json("/v1/sequences/order").await["period"].clone() };
+    let read = || async {
+        let order = srv.get_json("/v1/sequences/order").await;
+        (order["period"].clone(), order["buffer"]["issued"].clone())
+    };
     let mut stable = None;
     for _ in 0..10 {
         let before = read().await;
@@ -261,7 +267,7 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
             break;
         }
     }
-    let (period, rows) = stable.expect("the period settled");
+    let ((period, issued), rows) = stable.expect("the period settled");
     let period = &period;
     let key = period["key"].as_str().expect("a period once served");
     assert_eq!(key.len(), 8, "a day's key: {period}");
@@ -275,7 +281,27 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
     assert!(order.int("issued") > 0, "{:?}", order.get("issued"));
     assert_eq!(order.get("status").raw, "ok");
     assert_eq!(order.get("period").raw, key);
-    assert_eq!(order.int("counter"), int_of(&period["reserved_up_to"]));
+    // Issued is what was issued; reserved is said to be reserved; the max ID
+    // column shows the counter's top reserved, not the settings row's 0.
+    assert_eq!(order.int("issued"), int_of(&issued));
+    assert_eq!(order.int("period_issued"), int_of(&issued));
+    let reserved = int_of(&period["reserved_up_to"]);
+    assert!(
+        reserved > int_of(&issued),
+        "a segment reserved ahead: {period}"
+    );
+    assert_eq!(order.int("reserved"), reserved);
+    assert_eq!(order.int("counter_top"), reserved);
+    assert!(!order.cells.contains_key("max_id"), "{:?}", order.cells);
+    let line = browser
+        .eval("return document.querySelector('tr[data-name=\"order\"] .serial').textContent")
+        .await;
+    let line = line.as_str().unwrap();
+    assert!(
+        line.contains(&format!(" · {issued} issued · reserved to {reserved} (")),
+        "{line}"
+    );
+    assert!(!line.contains('#'), "{line}");
     let fill = period["fill"].as_f64().expect("fill of a bounded counter");
     assert!(fill > 0.0 && fill <= 1.0, "{period}");
     assert!((order.float("fill") - fill).abs() < 1e-9, "{period}");
@@ -292,12 +318,129 @@ async fn monitor_page_shows_a_serial_sequences_period_and_fill() {
         assert!(!plain.cells.contains_key(k), "plain shows {k}");
     }
     // A global sequence keeps no segment: shown as such, with its IDs and
-    // reservations, and ok.
+    // reservations (one per request: they came one at a time), and ok.
     let glob = rows.iter().find(|r| r.name == "glob").expect("glob shown");
     assert_eq!(glob.get("ordering").raw, "global");
     assert_eq!(glob.int("issued"), 3);
-    assert!(glob.int("fetches") >= 1);
+    let api_glob = srv.get_json("/v1/sequences/glob").await["buffer"].clone();
+    assert_eq!(glob.int("reservations"), int_of(&api_glob["fetches"]));
+    assert_eq!(glob.int("reservations"), 3, "{api_glob}");
+    assert_eq!(glob.float("ids_per_reservation"), 1.0);
+    let said = browser
+        .eval("return document.querySelector('tr[data-name=\"glob\"] [data-k=\"ids_per_reservation\"]').parentElement.textContent")
+        .await;
+    assert_eq!(said, "1 ID per reservation");
     assert_eq!(glob.get("status").raw, "ok");
+    global_row_says_nothing_false(&browser, "glob").await;
+    browser.close().await;
+    srv.stop().await;
+}
+
+/// Asserts that a global sequence's row shows no segment numbers: a dash
+/// for the step (it fetches no segment) and for the estimate, no fetches,
+/// and its IDs per reservation said in good English.
+async fn global_row_says_nothing_false(browser: &Browser, name: &str) {
+    let row = browser
+        .eval(&format!(
+            "const r = document.querySelector('tr[data-name=\"{name}\"]');\
+             return {{ text: r.textContent, step: r.cells[2].textContent, rate: r.cells[5].textContent,\
+               keys: [...r.querySelectorAll('[data-k]')].map((e) => e.dataset.k) }};"
+        ))
+        .await;
+    let text = row["text"].as_str().unwrap();
+    for wrong in ["est. 0", "IDs a reservation", "fetch"] {
+        assert!(!text.contains(wrong), "{wrong:?} in {row}");
+    }
+    assert!(text.contains(" per reservation"), "{row}");
+    assert!(row["step"].as_str().unwrap().starts_with('—'), "{row}");
+    assert!(row["rate"].as_str().unwrap().ends_with('—'), "{row}");
+    for absent in ["step", "rate_est", "fetches", "waits"] {
+        assert!(
+            !row["keys"].as_array().unwrap().contains(&json!(absent)),
+            "{absent}: {row}"
+        );
+    }
+}
+
+/// A global sequence under load (every request reserved from the database,
+/// no segment): the instance's totals count its reservations apart from
+/// segment fetches, so the chart draws its rate with no segment-fetch mark;
+/// its row shows reservations and the IDs per reservation that the API's
+/// numbers give, and no step, estimate or fetches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitor_page_shows_global_reservations_as_no_segment_fetches() {
+    let Some(((chromium, chromedriver), _db, srv)) = setup().await else {
+        return;
+    };
+    create_from(&srv, &json!({ "name": "glob", "ordering": "global" })).await;
+    // Its first use: the segment fetched finds the row global (given back).
+    assert_eq!(srv.get("/v1/sequences/glob/next").await.status(), 200);
+    let stop = Arc::new(AtomicBool::new(false));
+    let path = "/v1/sequences/glob/next".to_string();
+    let load = load(&srv, path, Duration::from_millis(5), stop.clone());
+    let before = srv.get_json("/v1/info").await["totals"].clone();
+    let browser = Browser::start(&chromium, &chromedriver).await;
+    browser.open(&srv.url("/")).await;
+    browser.wait_refreshes(5).await;
+    let chart = browser
+        .eval(
+            "const c = document.querySelector('#chart svg');\
+             return { points: Number(c.dataset.points), max: Number(c.dataset.max),\
+               fetchMarks: Number(c.dataset.fetchMarks), circles: c.querySelectorAll('circle.m-fetch').length };",
+        )
+        .await;
+    let api_before = api(&srv).await;
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 2).await; // the last one started after `api_before`
+    let html = browser.source().await;
+    let api_after = api(&srv).await;
+    let after = srv.get_json("/v1/info").await["totals"].clone();
+    assert!(chart["points"].as_u64().unwrap() >= 3, "{chart}");
+    assert!(
+        chart["max"].as_f64().unwrap() > 0.0,
+        "the load is drawn: {chart}"
+    );
+    assert_eq!(
+        chart["fetchMarks"], 0,
+        "reservations drawn as fetches: {chart}"
+    );
+    assert_eq!(chart["circles"], 0, "{chart}");
+    // The API: reservations made, no segment fetched meanwhile.
+    assert_eq!(
+        after["segment_fetches"], before["segment_fetches"],
+        "{after}"
+    );
+    assert!(
+        after["global_reservations"].as_u64().unwrap()
+            > before["global_reservations"].as_u64().unwrap(),
+        "{before} {after}"
+    );
+    // The row, under load: its reservations as the API counted them.
+    let rows = parse_rows(&html);
+    let glob = rows.iter().find(|r| r.name == "glob").expect("glob shown");
+    let shown = glob.int("reservations");
+    let fetches = |a: &monitor::page::Api| int_of(&a["glob"]["buffer"]["fetches"]);
+    assert!(
+        fetches(&api_before) <= shown && shown <= fetches(&api_after),
+        "{shown}"
+    );
+    assert!(glob.float("ids_per_reservation") >= 1.0);
+    global_row_says_nothing_false(&browser, "glob").await;
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap();
+    // At rest: the API's numbers exactly.
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 2).await;
+    let buf = srv.get_json("/v1/sequences/glob").await["buffer"].clone();
+    let rows = parse_rows(&browser.source().await);
+    let glob = rows.iter().find(|r| r.name == "glob").expect("glob shown");
+    assert_eq!(glob.int("issued"), int_of(&buf["issued"]));
+    assert_eq!(glob.int("reservations"), int_of(&buf["fetches"]));
+    let mean = buf["issued"].as_f64().unwrap() / buf["fetches"].as_f64().unwrap();
+    assert!(
+        (glob.float("ids_per_reservation") - mean).abs() <= 1e-9 * mean,
+        "{buf}"
+    );
     browser.close().await;
     srv.stop().await;
 }
@@ -551,12 +694,15 @@ async fn monitor_page_under_client_auth_lists_what_its_token_reads() {
 }
 
 /// Rates as pictures, drawn from live data: under load, a served sequence's
-/// row carries a sparkline of its IDs/s over the refreshes seen, and the
-/// chart above the table the instance's IDs/s with the refreshes in which
-/// segments were fetched marked (a step of at most 10 IDs fetches on every
-/// refresh), also on a page without the sequence drawn from; at rest its
-/// tile shows the API's total of IDs drawn. At 1,280 px wide nothing
-/// overflows the page.
+/// row carries a sparkline of its IDs/s over the refreshes seen, 120 x 32
+/// px, its line spanning it below its top edge, and the chart above the
+/// table the instance's IDs/s with the refreshes in which segments were
+/// fetched marked (a step of at most 10 IDs fetches on every refresh), a y
+/// axis whose round top is above the highest rate drawn from the API's
+/// totals, times of day in the window drawn, and the current rate labelled;
+/// also on a page without the sequence drawn from; at rest its tile shows
+/// the API's total of IDs drawn. At 1,280 px wide nothing overflows the
+/// page; at 1,000 px the header stays one line, RESP address and all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     let Some((tools, db)) = tools_and_db().await else {
@@ -565,6 +711,8 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     let (chromium, chromedriver) = tools;
     let mut settings = Settings::for_database(db.url.clone());
     settings.allocator.max_step = 10;
+    // The RESP door on: its address is the header's widest pill.
+    settings.resp_listen = Some("127.0.0.1:0".into());
     let srv = TestServer::start(settings).await;
     srv.create("order", 1, 10).await;
     srv.create("idle-one", 1, 10).await;
@@ -587,6 +735,8 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     );
     let browser = Browser::start(&chromium, &chromedriver).await;
     resize(&browser, 1280).await;
+    let drawn_before = srv.get_json("/v1/info").await["totals"]["ids_drawn"].clone();
+    let opened = epoch_ms();
     browser.open(&srv.url("/")).await;
     browser.wait_refreshes(5).await;
     let spark = browser
@@ -600,6 +750,8 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
     assert!(spark["max"].as_f64().unwrap() > 0.0, "{spark}");
     assert_eq!(spark["lines"], 1, "{spark}");
     chart_shows_the_load(&browser).await;
+    chart_axes_match_the_api(&browser, &srv, &drawn_before, opened).await;
+    sparkline_shows_a_shape(&browser, "order").await;
     // A sequence never served has no sparkline.
     assert_eq!(
         dom_count(&browser, "tr[data-name=\"idle-one\"] svg").await,
@@ -618,6 +770,15 @@ async fn monitor_page_draws_rates_from_live_data_and_fits_1280_px() {
         2,
         "max ID and last fetch fold"
     );
+    header_is_one_line(&browser).await;
+    let seen = browser.refreshes().await;
+    browser.wait_refreshes(seen + 1).await; // drawn at this width
+    sparkline_shows_a_shape(&browser, "order").await;
+    chart_axes_match_the_api(&browser, &srv, &drawn_before, opened).await;
+    let png = browser.screenshot_png().await;
+    let shot = artifact_path().with_file_name("monitor-1000.png");
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot at 1,000 px: {}", shot.display());
     // The chart and the tiles are the instance's: on a page whose only row
     // (`idle-one`) draws nothing, the chart still shows the load of `order`.
     resize(&browser, 1280).await;
@@ -757,6 +918,212 @@ async fn monitor_page_follows_a_restart_of_the_instance() {
     );
     browser.close().await;
     second.kill().await;
+}
+
+/// Milliseconds since 1970 on this machine's clock (the browser's too).
+fn epoch_ms() -> f64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    since.as_millis() as f64
+}
+
+/// A number as an axis label writes it (`1,500`, `25k`, `1.2M`).
+fn axis_number(text: &str) -> f64 {
+    let t = text.replace(',', "");
+    let (digits, times) = match t.strip_suffix('k') {
+        Some(d) => (d.to_string(), 1e3),
+        None => match t.strip_suffix('M') {
+            Some(d) => (d.to_string(), 1e6),
+            None => (t.clone(), 1.0),
+        },
+    };
+    digits
+        .parse::<f64>()
+        .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+        * times
+}
+
+/// Asserts that the chart's axes say what the API's totals say. The chart
+/// keeps, per point, the `ids_drawn` of `GET /v1/info` at the refresh before
+/// and at its own, and the seconds between: those are the API's numbers (in
+/// order, each point starting where the one before ended, from at least
+/// `drawn_before`, read before the page opened at `opened`, to at most the
+/// total now), and the rates they give are checked against the axes: the y
+/// axis runs from 0 in equal steps to a top at least 10% above the highest
+/// rate and at most twice it; the x axis's labels are times of day (the
+/// browser's zone) within the window drawn, which ends at the last refresh;
+/// the current rate is labelled.
+async fn chart_axes_match_the_api(
+    browser: &Browser,
+    srv: &TestServer,
+    drawn_before: &serde_json::Value,
+    opened: f64,
+) {
+    let chart = browser
+        .eval(
+            "const c = document.querySelector('#chart svg');\
+             const now = c.querySelector('[data-k=\"chart-now\"]');\
+             return { series: JSON.parse(c.dataset.series), from: Number(c.dataset.from), to: Number(c.dataset.to),\
+               y: [...c.querySelectorAll('text.y-label')].map((e) => [Number(e.dataset.v), e.textContent]),\
+               x: [...c.querySelectorAll('text.x-label')].map((e) => [Number(e.dataset.t), e.textContent,\
+                 new Date(Number(e.dataset.t)).getTimezoneOffset()]),\
+               now: now && [Number(now.dataset.v), now.textContent] };",
+        )
+        .await;
+    let drawn_now = srv.get_json("/v1/info").await["totals"]["ids_drawn"]
+        .as_f64()
+        .unwrap();
+    let series: Vec<(f64, f64, f64, f64)> = chart["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let v = |i: usize| p[i].as_f64().unwrap();
+            (v(0), v(1), v(2), v(3))
+        })
+        .collect();
+    assert!(series.len() >= 3, "{chart}");
+    let mut last_to = drawn_before.as_f64().unwrap();
+    let mut last_at = opened;
+    let mut max: f64 = 0.0;
+    for &(at, secs, from, to) in &series {
+        assert!(
+            from >= last_to && to >= from,
+            "not the API's totals: {chart}"
+        );
+        assert!(at >= last_at && secs > 0.0, "{chart}");
+        max = max.max((to - from) / secs);
+        (last_to, last_at) = (to, at);
+    }
+    assert!(
+        last_to <= drawn_now,
+        "{last_to} drawn, the API says {drawn_now}"
+    );
+    assert!(max > 0.0, "{chart}");
+    // The y axis: 0, equal steps, a round top with headroom above the peak.
+    let y = chart["y"].as_array().unwrap();
+    assert!(y.len() >= 3, "{chart}");
+    let ticks: Vec<f64> = y.iter().map(|l| l[0].as_f64().unwrap()).collect();
+    for l in y {
+        let (v, text) = (l[0].as_f64().unwrap(), l[1].as_str().unwrap());
+        assert!((axis_number(text) - v).abs() <= 1e-9 * v.max(1.0), "{l}");
+    }
+    assert_eq!(ticks[0], 0.0, "{chart}");
+    let step = ticks[1];
+    for pair in ticks.windows(2) {
+        assert!(((pair[1] - pair[0]) - step).abs() <= 1e-9 * step, "{chart}");
+    }
+    let top = *ticks.last().unwrap();
+    assert!(top >= max * 1.1, "top {top} for a peak of {max}: {chart}");
+    assert!(top <= max * 2.0, "top {top} for a peak of {max}: {chart}");
+    // The x axis: the window drawn ends at the last point; its labels are
+    // times of day within it.
+    let (from, to) = (
+        chart["from"].as_f64().unwrap(),
+        chart["to"].as_f64().unwrap(),
+    );
+    assert_eq!(to, last_at, "{chart}");
+    assert_eq!(to - from, 180_000.0, "three minutes: {chart}");
+    assert!(to <= epoch_ms(), "{chart}");
+    let x = chart["x"].as_array().unwrap();
+    assert!(x.len() >= 2, "{chart}");
+    for l in x {
+        let (t, text, offset) = (
+            l[0].as_f64().unwrap(),
+            l[1].as_str().unwrap(),
+            l[2].as_f64().unwrap(),
+        );
+        assert!(from <= t && t <= to, "{l} outside [{from}, {to}]");
+        let local = ((t / 1000.0) as i64 - (offset as i64) * 60).rem_euclid(86_400);
+        let want = format!(
+            "{:02}:{:02}:{:02}",
+            local / 3600,
+            local / 60 % 60,
+            local % 60
+        );
+        assert_eq!(text, want, "{l}");
+    }
+    // The current rate, labelled: the last point's.
+    let (_, secs, from_drawn, to_drawn) = *series.last().unwrap();
+    let now = &chart["now"];
+    let current = (to_drawn - from_drawn) / secs;
+    assert!(
+        (now[0].as_f64().unwrap() - current).abs() <= 1e-9 * current.max(1.0),
+        "{chart}"
+    );
+    assert!(now[1].as_str().unwrap().ends_with(" IDs/s"), "{chart}");
+}
+
+/// Asserts that the sparkline of `name` is big enough to show a shape
+/// (120 x 32 px at least 100 x 24), that its line spans its width, and
+/// that it stays below the top edge (a round scale with headroom).
+async fn sparkline_shows_a_shape(browser: &Browser, name: &str) {
+    let spark = browser
+        .eval(&format!(
+            "const s = document.querySelector('tr[data-name=\"{name}\"] svg[data-k=\"spark\"]');\
+             const r = s.getBoundingClientRect(); const b = s.querySelector('polyline').getBBox();\
+             return {{ width: r.width, height: r.height, points: Number(s.dataset.points),\
+               view: s.viewBox.baseVal.width, viewH: s.viewBox.baseVal.height, lineWidth: b.width, lineTop: b.y }};"
+        ))
+        .await;
+    let f = |k: &str| spark[k].as_f64().unwrap();
+    assert!(f("width") >= 100.0 && f("height") >= 24.0, "{spark}");
+    assert!(f("points") >= 3.0, "{spark}");
+    assert!(
+        f("lineWidth") >= 0.9 * f("view"),
+        "a dash, not a line: {spark}"
+    );
+    assert!(
+        f("lineTop") >= 0.1 * f("viewH"),
+        "along the top edge: {spark}"
+    );
+}
+
+/// Asserts that the header is one line: the pills at the same height, the
+/// brand and the connection state on their line, no pill cut, and nothing
+/// wider than the header.
+async fn header_is_one_line(browser: &Browser) {
+    let header = browser
+        .eval(
+            "const h = document.querySelector('header.top');\
+             const box = (e) => { const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.right]; };\
+             return { pills: [...h.querySelectorAll('.fact')].map((e) => [e.offsetTop, e.textContent]),\
+               boxes: [...h.querySelectorAll('.fact, .brand, .conn')].map(box), width: h.clientWidth,\
+               scroll: h.scrollWidth, cut: [...h.querySelectorAll('.fact-v')].filter((e) => e.scrollWidth > e.clientWidth + 1)\
+                 .map((e) => [e.textContent, e.scrollWidth, e.clientWidth]) };",
+        )
+        .await;
+    let pills = header["pills"].as_array().unwrap();
+    assert_eq!(pills.len(), 4, "{header}");
+    assert!(
+        pills.iter().all(|p| p[0] == pills[0][0]),
+        "pills wrap: {header}"
+    );
+    assert!(
+        pills
+            .iter()
+            .any(|p| p[1].as_str().unwrap().contains("127.0.0.1:")),
+        "the RESP address shown: {header}"
+    );
+    let boxes = header["boxes"].as_array().unwrap();
+    let mid = |b: &serde_json::Value| (b[0].as_f64().unwrap() + b[1].as_f64().unwrap()) / 2.0;
+    let first = &boxes[0];
+    for b in boxes {
+        assert!(
+            b[0].as_f64().unwrap() < mid(first) && mid(first) < b[1].as_f64().unwrap(),
+            "not on one line: {header}"
+        );
+        assert!(
+            b[2].as_f64().unwrap() <= header["width"].as_f64().unwrap(),
+            "{header}"
+        );
+    }
+    assert!(
+        header["scroll"].as_f64() <= header["width"].as_f64(),
+        "{header}"
+    );
+    assert_eq!(header["cut"], json!([]), "{header}");
 }
 
 /// Asserts that the rate chart is drawn from live load: at least 3 points,

@@ -140,13 +140,19 @@ pub struct InstanceTotals {
     /// its own beside its settings.
     #[schema(example = 42)]
     pub live_names: usize,
-    /// Segments fetched from the database (global sequences: reservations).
+    /// Segments fetched from the database (a serial sequence's period
+    /// counter included). A global sequence's reservations fetch no segment:
+    /// they count in `global_reservations`.
     #[schema(example = 310)]
     pub segment_fetches: u64,
     /// The latencies of those fetches added up, in seconds: with
     /// `segment_fetches`, the mean latency of the fetches between two reads.
     #[schema(example = 1.24)]
     pub fetch_seconds: f64,
+    /// Reservations made for global sequences: each reserves, at request
+    /// time, the IDs of the requests that were waiting together.
+    #[schema(example = 0)]
+    pub global_reservations: u64,
     /// Requests that waited for a fetch: a name's first use (found or
     /// not), or a burst that emptied a buffer.
     #[schema(example = 3)]
@@ -191,6 +197,7 @@ pub async fn info(State(st): State<AppState>) -> Json<Info> {
             live_names: allocator.names_in_memory().live,
             segment_fetches: totals.fetches,
             fetch_seconds: totals.fetch_seconds,
+            global_reservations: totals.global_reservations,
             fetch_waits: totals.waits,
             fetch_errors: totals.fetch_errors,
         },

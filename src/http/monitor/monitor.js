@@ -170,16 +170,19 @@
 
   // Global order in the segment and next columns: what it does instead of
   // keeping segments (every request reserved from the database, requests
-  // that arrive together merged into one reservation).
+  // that arrive together merged into one reservation), and how many IDs a
+  // reservation served on average since this instance started.
   function globalCells(buf) {
-    const fetches = Number(buf.fetches);
-    const perFetch = fetches > 0 ? Number(big(buf.issued)) / fetches : null;
+    const reservations = Number(buf.fetches);
+    const mean = reservations > 0 ? Number(big(buf.issued)) / reservations : null;
     return [
       el('td', { class: 'c-seg' },
         el('span', { 'data-k': 'ordering', 'data-v': 'global' }, 'global order'),
         el('span', { class: 'sub' }, 'no segment: each request reserved from the database')),
-      el('td', { class: 'c-next' },
-        el('span', { class: 'sub' }, num('ids_per_fetch', perFetch, perFetch === null ? '—' : nf1.format(perFetch)), ' IDs a reservation')),
+      el('td', { class: 'c-next', title: 'IDs issued / reservations made, since this instance started serving it' },
+        mean === null ? el('span', { class: 'sub dim' }, 'no reservation yet')
+          : el('span', { class: 'sub' }, num('ids_per_reservation', mean, nf1.format(mean)),
+            mean === 1 ? ' ID' : ' IDs', ' per reservation')),
     ];
   }
 
@@ -187,12 +190,19 @@
   // live sequence's IDs/s over the last HISTORY refreshes (3 minutes) as a
   // sparkline (kept for the page shown only), and the whole instance's IDs/s
   // (GET /v1/info's totals: every sequence and every door) as a chart with
-  // the refreshes in which segments were fetched (and their mean latency)
-  // and in which requests waited marked on it.
+  // a y axis (a round scale with headroom above the peak), the time of day
+  // on the x axis, the current rate labelled at the right, and the refreshes
+  // in which segments were fetched (and their mean latency) and in which
+  // requests waited marked on it. A global sequence's reservations fetch no
+  // segment and are not marked.
   const HISTORY = 90;
+  const WINDOW_MS = HISTORY * REFRESH_MS;
   const sparks = new Map(); // name -> IDs/s, oldest first
-  const series = []; // { rate, fetches, latency, waits } per refresh, oldest first
+  // Per refresh, oldest first: { at (ms since 1970), secs (since the refresh
+  // before), from and to (ids_drawn then and now), rate, fetches, latency, waits }.
+  const series = [];
   const SVG = 'http://www.w3.org/2000/svg';
+  const nf3 = new Intl.NumberFormat(undefined, { maximumFractionDigits: 3 });
 
   function svg(tag, attrs, ...children) {
     return fill(document.createElementNS(SVG, tag), attrs, children);
@@ -203,62 +213,124 @@
     if (list.length > HISTORY) list.shift();
   }
 
-  // The x of slot i of n (the newest at the right edge) and the y of a value.
-  const xOf = (i, n, w) => (w * (HISTORY - n + i)) / (HISTORY - 1);
-  const yOf = (v, max, h) => h - 1 - (max > 0 ? (v / max) * (h - 2) : 0);
-
-  function polyline(values, w, h, max) {
-    return values.map((v, i) => xOf(i, values.length, w).toFixed(1) + ',' + yOf(v, max, h).toFixed(1)).join(' ');
+  // A round scale for values up to `max`: steps of 1, 2, 2.5 or 5 times a
+  // power of ten, about four of them, the top at least 15% above `max` so a
+  // steady rate is drawn below the top edge, not along it.
+  function niceScale(max) {
+    const want = max > 0 ? max * 1.15 : 1;
+    const raw = want / 4;
+    const mag = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw * (1 - 1e-9));
+    const count = Math.ceil(want / step - 1e-9);
+    const ticks = [];
+    for (let i = 0; i <= count; i += 1) ticks.push(Number((i * step).toPrecision(12)));
+    return { top: ticks[ticks.length - 1], ticks };
   }
 
+  // An axis value, short enough for the axis: 1,500, 25k, 1.2M.
+  function axisValue(v) {
+    if (v >= 1e6) return nf3.format(v / 1e6) + 'M';
+    if (v >= 1e4) return nf3.format(v / 1e3) + 'k';
+    return nf3.format(v);
+  }
+
+  const pad2 = (n) => String(n).padStart(2, '0');
+
+  // The local time of day, 24 h: 14:05:30.
+  function clock(ms) {
+    const d = new Date(ms);
+    return pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds());
+  }
+
+  const points = (xs, ys) => xs.map((x, i) => x.toFixed(1) + ',' + ys[i].toFixed(1)).join(' ');
+
+  // A sequence's sparkline: its points spread over the whole width, on a
+  // round scale from 0.
   function sparkline(name, r) {
     const values = sparks.get(name) || [];
     if (r !== null) remember(values, r);
     sparks.set(name, values);
     const max = Math.max(0, ...values);
-    const [w, h] = [80, 18];
+    const { top } = niceScale(max);
+    const [w, h] = [120, 32];
+    const n = values.length;
+    const xs = values.map((_, i) => (n > 1 ? (i * w) / (n - 1) : w));
+    const ys = values.map((v) => h - 1 - (v / top) * (h - 2));
     return svg('svg', {
       class: 'spark', viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img',
-      'data-k': 'spark', 'data-points': values.length, 'data-max': max,
-      'aria-label': 'IDs per second, last ' + values.length + ' refreshes',
+      'data-k': 'spark', 'data-points': n, 'data-max': max, 'data-top': top,
+      'aria-label': 'IDs per second, last ' + n + ' refreshes',
     },
-    svg('title', {}, 'IDs/s over the last ' + values.length + ' refreshes (2 s each); peak ' + rate(max)),
+    svg('title', {}, 'IDs/s over the last ' + n + ' refreshes (2 s each); peak ' + rate(max) + ', scale 0 to ' + rate(top)),
     svg('line', { class: 'axis', x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5 }),
-    values.length > 1 ? svg('polyline', { points: polyline(values, w, h, max) }) : null);
+    n > 1 ? svg('polyline', { points: points(xs, ys) }) : null);
   }
 
+  // The instance's chart over the last WINDOW_MS, ending at the last refresh.
   function renderChart(point) {
     if (point) remember(series, point);
     const chart = $('chart');
-    const w = Math.max(200, Math.round(chart.getBoundingClientRect().width) || 600);
-    const h = 72;
+    const w = Math.max(320, Math.round(chart.getBoundingClientRect().width) || 600);
+    const h = 168;
+    const [left, right, top, bottom] = [52, 96, 10, 22];
+    const [x0, x1, y0, y1] = [left, w - right, top, h - bottom];
+    const n = series.length;
+    const end = n ? series[n - 1].at : Date.now();
+    const start = end - WINDOW_MS;
     const rates = series.map((p) => p.rate);
     const max = Math.max(0, ...rates);
-    const n = series.length;
+    const scale = niceScale(max);
+    const xAt = (t) => x0 + ((t - start) / WINDOW_MS) * (x1 - x0);
+    const yAt = (v) => y1 - (v / scale.top) * (y1 - y0);
+    const yAxis = scale.ticks.map((v) => [
+      svg('line', { class: v === 0 ? 'axis' : 'grid', x1: x0, y1: yAt(v).toFixed(1), x2: x1, y2: yAt(v).toFixed(1) }),
+      svg('text', { class: 'y-label', x: x0 - 6, y: (yAt(v) + 4).toFixed(1), 'text-anchor': 'end', 'data-v': v }, axisValue(v)),
+    ]);
+    // Times of day on round half minutes (whole minutes when narrow).
+    const every = x1 - x0 < 480 ? 60000 : 30000;
+    const xAxis = [];
+    for (let t = Math.ceil(start / every) * every; t <= end; t += every) {
+      const x = xAt(t);
+      xAxis.push(svg('line', { class: 'tick', x1: x.toFixed(1), y1: y1, x2: x.toFixed(1), y2: y1 + 4 }),
+        svg('text', { class: 'x-label', x: x.toFixed(1), y: h - 5, 'text-anchor': 'middle', 'data-t': t }, clock(t)));
+    }
     const marks = [];
-    series.forEach((p, i) => {
-      const x = xOf(i, n, w);
+    series.forEach((p) => {
+      const x = xAt(p.at).toFixed(1);
       if (p.fetches > 0) {
-        marks.push(svg('circle', { class: 'm-fetch', cx: x.toFixed(1), cy: yOf(p.rate, max, h).toFixed(1), r: 3 },
+        marks.push(svg('circle', { class: 'm-fetch', cx: x, cy: yAt(p.rate).toFixed(1), r: 3 },
           svg('title', {}, p.fetches + (p.fetches === 1 ? ' fetch' : ' fetches') + ', mean ' + latency(p.latency))));
       }
       if (p.waits > 0) {
-        marks.push(svg('path', { class: 'm-wait', d: `M${x.toFixed(1)} ${h - 7} l4 7 h-8 z` },
+        marks.push(svg('path', { class: 'm-wait', d: `M${x} ${y1 - 7} l4 7 h-8 z` },
           svg('title', {}, p.waits + (p.waits === 1 ? ' request waited' : ' requests waited') + ' for a fetch')));
       }
     });
+    const last = n ? series[n - 1] : null;
+    const now = last ? [
+      svg('circle', { class: 'now-dot', cx: x1.toFixed(1), cy: yAt(last.rate).toFixed(1), r: 3 }),
+      svg('text', {
+        class: 'now-label', x: x1 + 8, y: (Math.min(y1, Math.max(y0 + 8, yAt(last.rate))) + 4).toFixed(1),
+        'data-k': 'chart-now', 'data-v': last.rate,
+      }, rate(last.rate) + ' IDs/s'),
+    ] : null;
     chart.replaceChildren(svg('svg', {
       class: 'chart', viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img',
       'aria-label': 'IDs per second of this instance, last 3 minutes',
-      'data-points': n, 'data-max': max,
+      'data-points': n, 'data-max': max, 'data-top': scale.top, 'data-from': start, 'data-to': end,
+      'data-series': JSON.stringify(series.map((p) => [p.at, p.secs, p.from, p.to])),
       'data-fetch-marks': series.filter((p) => p.fetches > 0).length,
       'data-wait-marks': series.filter((p) => p.waits > 0).length,
     },
-    svg('line', { class: 'axis', x1: 0, y1: h - 1, x2: w, y2: h - 1 }),
-    n > 1 ? svg('polyline', { points: polyline(rates, w, h, max) }) : null,
-    marks));
+    yAxis,
+    xAxis,
+    n > 1 ? svg('polyline', { points: points(series.map((p) => xAt(p.at)), rates.map(yAt)) }) : null,
+    marks,
+    now));
     $('chart-peak').textContent = rate(max);
   }
+
+  window.addEventListener('resize', () => renderChart(null));
 
   // The instance's totals (GET /v1/info): the tiles, and a point of the
   // chart per refresh from the change since the refresh before. Totals of
@@ -286,8 +358,13 @@
     }
     const p = prev.t;
     const fetches = Math.max(0, Number(t.segment_fetches) - Number(p.segment_fetches));
+    const [from, to] = [Number(p.ids_drawn), Number(t.ids_drawn)];
     const point = {
-      rate: Math.max(0, Number(t.ids_drawn) - Number(p.ids_drawn)) / secs,
+      at: Date.now(),
+      secs,
+      from,
+      to,
+      rate: Math.max(0, to - from) / secs,
       fetches,
       latency: fetches > 0 ? ((t.fetch_seconds - p.fetch_seconds) / fetches) * 1000 : null,
       waits: Math.max(0, Number(t.fetch_waits) - Number(p.fetch_waits)),
@@ -307,19 +384,37 @@
   }
 
   // A serial sequence: its format and reset, and the period this instance
-  // is in with the share of its {seq:0N} capacity reserved.
+  // is in: the serials it issued there, and the counters it reserved (the
+  // top one, and the share of the {seq:0N} capacity they take). Reserved is
+  // not issued: a fetch reserves a segment of counters ahead of use.
   function serialLine(seq) {
     if (!seq.serial) return null;
     const s = seq.serial;
     const p = seq.period;
+    const buf = seq.buffer;
     const fill = p && p.fill !== null && p.fill !== undefined
-      ? el('span', { 'data-k': 'fill', 'data-v': String(p.fill) }, ' · ' + (p.fill * 100).toFixed(p.fill < 0.1 ? 2 : 0) + '% of ' + nf.format(p.capacity))
+      ? el('span', { 'data-k': 'fill', 'data-v': String(p.fill) },
+        ' (' + (p.fill * 100).toFixed(p.fill < 0.1 ? 2 : 0) + '% of ' + nf.format(p.capacity) + ')')
       : null;
     return el('span', { class: 'serial', title: s.format + ' · reset ' + s.reset + ' · ' + s.time_zone },
       el('span', { 'data-k': 'format', 'data-v': s.format }, s.format),
       ' · ', s.reset,
       p ? [' · period ', el('span', { 'data-k': 'period', 'data-v': p.key }, p.key || 'all'),
-        p.reserved_up_to !== null ? [' · #', num('counter', p.reserved_up_to)] : null, fill] : null);
+        buf ? [' · ', num('period_issued', buf.issued), ' issued'] : null,
+        p.reserved_up_to !== null ? [' · reserved to ', num('reserved', p.reserved_up_to), fill] : null] : null);
+  }
+
+  // The max ID column. A serial sequence's own row issues nothing (its
+  // max_id never moves): shown is the top counter this instance reserved in
+  // the current period, or a dash.
+  function maxIdCell(seq) {
+    if (!seq.serial) return el('td', { class: 'num' }, num('max_id', seq.max_id));
+    const top = seq.period ? seq.period.reserved_up_to : null;
+    if (top === null || top === undefined) {
+      return el('td', { class: 'num dim', title: 'a serial sequence: no counter reserved here in this period' }, '—');
+    }
+    return el('td', { class: 'num', title: 'the highest counter this instance reserved in period ' + (seq.period.key || 'all') },
+      num('counter_top', top), el('span', { class: 'sub' }, 'counter, reserved'));
   }
 
   function row(seq, now, totals) {
@@ -331,27 +426,35 @@
         el('span', { class: 'pill s-' + state, 'data-k': 'status', 'data-v': state }, label)),
       serialLine(seq),
       seq.description ? el('span', { class: 'desc', title: seq.description }, seq.description) : null);
-    const maxId = el('td', { class: 'num' }, num('max_id', seq.max_id));
+    const maxId = maxIdCell(seq);
     const rowStep = el('span', { class: 'sub' }, 'row ', num('row_step', seq.step));
     const attrs = { 'data-name': seq.name, 'data-live': buf ? '1' : '0', 'data-status': state, class: 's-' + state };
+    const dash = (title) => el('span', { class: 'dim', title }, '—');
     if (!buf) {
-      const dash = () => el('td', { class: 'num dim' }, '—');
-      return el('tr', attrs, name, maxId, el('td', { class: 'num' }, el('span', { class: 'dim' }, '—'), rowStep),
-        el('td', { class: 'dim' }, '—'), el('td', { class: 'dim' }, '—'), dash(), dash(), dash(), dash());
+      const none = () => el('td', { class: 'num dim' }, '—');
+      return el('tr', attrs, name, maxId, el('td', { class: 'num' }, dash(), rowStep),
+        el('td', { class: 'dim' }, '—'), el('td', { class: 'dim' }, '—'), none(), none(), none(), none());
     }
     const r = liveRate(seq.name, buf, now);
     totals.live += 1;
+    // Global order fetches no segment: no adapted step, no estimate at a
+    // fetch; its reservations are counted where a segment's fetches are.
+    const global = seq.ordering === 'global';
+    const noSegment = 'global order fetches no segment';
     return el('tr', attrs,
       name,
       maxId,
-      el('td', { class: 'num' }, num('step', buf.current_step), rowStep),
-      seq.ordering === 'global' ? globalCells(buf)
+      el('td', { class: 'num' }, global ? dash(noSegment) : num('step', buf.current_step), rowStep),
+      global ? globalCells(buf)
         : [segmentCell(buf.current, seq.stripes && seq.stripes.current), nextCell(buf, seq.stripes && seq.stripes.next)],
       el('td', { class: 'num c-rate' }, num('rate', r, rate(r)), sparkline(seq.name, r),
-        el('span', { class: 'sub', title: 'estimate at the last segment fetch' }, 'est. ', num('rate_est', buf.rate_per_sec, rate(buf.rate_per_sec)))),
+        global ? el('span', { class: 'sub' }, dash(noSegment))
+          : el('span', { class: 'sub', title: 'estimate at the last segment fetch' }, 'est. ', num('rate_est', buf.rate_per_sec, rate(buf.rate_per_sec)))),
       el('td', { class: 'num' }, num('issued', buf.issued),
-        el('span', { class: 'sub' }, num('fetches', buf.fetches), plural(buf.fetches, ' fetch', ' fetches'), ' · ',
-          num('waits', buf.waits), plural(buf.waits, ' wait', ' waits'))),
+        global
+          ? el('span', { class: 'sub' }, num('reservations', buf.fetches), plural(buf.fetches, ' reservation', ' reservations'))
+          : el('span', { class: 'sub' }, num('fetches', buf.fetches), plural(buf.fetches, ' fetch', ' fetches'), ' · ',
+            num('waits', buf.waits), plural(buf.waits, ' wait', ' waits'))),
       el('td', { class: 'num' }, num('fetch_ago', buf.last_fetch_ago_ms, ago(buf.last_fetch_ago_ms)),
         el('span', { class: 'sub' }, num('fetch_ms', buf.last_fetch_latency_ms, latency(buf.last_fetch_latency_ms)))),
       el('td', { class: 'num', title: buf.last_error ? buf.last_error.kind + ': ' + buf.last_error.message : '' },
@@ -400,7 +503,7 @@
     resp.textContent = info.resp_listen || 'off';
     resp.className = 'fact-v ' + (info.resp_listen ? 'good' : 'off');
     resp.title = info.resp_listen
-      ? 'Redis clients draw IDs here: INCR name, INCRBY name n'
+      ? 'Redis clients draw IDs at ' + info.resp_listen + ': INCR name, INCRBY name n'
       : 'no RESP listener (--resp-listen)';
     $('target').textContent = seconds(info.segment_target_secs);
     document.title = 'seqd monitor · ' + info.backend;
@@ -411,7 +514,7 @@
     const conn = $('conn');
     conn.dataset.state = ok ? 'live' : 'down';
     $('conn-text').textContent = ok
-      ? 'live · updated ' + new Date().toLocaleTimeString()
+      ? 'live · ' + clock(Date.now())
       : 'cannot refresh · retrying';
     $('sequences').classList.toggle('stale', !ok);
     const banner = $('banner');

@@ -611,7 +611,7 @@ impl Allocator {
         self.inner.live.with(name.as_str(), |b| b.snapshot())
     }
 
-    /// What every sequence did since start, added up (four reads, however
+    /// What every sequence did since start, added up (five reads, however
     /// many sequences are live).
     pub fn totals(&self) -> Totals {
         self.inner.shared.tally.totals()

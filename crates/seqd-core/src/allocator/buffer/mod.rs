@@ -492,10 +492,25 @@ impl SeqBuffer {
 
     /// Counts a fetch that landed, made at `started` and answered at `now`.
     fn count_fetch(&self, started: Duration, now: Duration) {
+        let latency = self.count_landed(started, now);
+        self.shared.tally.fetched(latency);
+    }
+
+    /// Counts a global sequence's reservation, made at `started` and
+    /// answered at `now`: in this buffer's `fetches` (a global sequence has
+    /// no other) and the latency histogram, but in the instance's tally as a
+    /// reservation, not as a segment fetch.
+    fn count_reservation(&self, started: Duration, now: Duration) {
+        self.count_landed(started, now);
+        self.shared.tally.reserved();
+    }
+
+    /// What a fetch and a global reservation both count; their latency.
+    fn count_landed(&self, started: Duration, now: Duration) -> Duration {
         let latency = now.saturating_sub(started);
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.shared.tally.fetched(latency);
         metrics::histogram!(FETCH_DURATION_METRIC).record(latency.as_secs_f64());
+        latency
     }
 
     /// Counts a failed fetch (an attempt), here and in the instance's tally.

@@ -113,7 +113,7 @@ pub(super) async fn reserve_global(
         });
     }
     let now = buf.shared.clock.now();
-    buf.count_fetch(started, now);
+    buf.count_reservation(started, now);
     buf.segments.count_outside(total as u64);
     // Every ID this instance hands out counts for the high-water mark: a
     // segment reserved before a switch and landing after the switch back is

@@ -135,9 +135,10 @@ pub struct BufferSnapshot {
     pub last_error: Option<FetchFailure>,
 }
 
-/// Every buffer's fetches, waits and failed fetches added up as they happen
-/// (all off the ID path), so the instance's totals cost four reads, not a
-/// walk over every live sequence (docs/design.md, "What the monitor reads").
+/// Every buffer's fetches, global reservations, waits and failed fetches
+/// added up as they happen (all off the ID path), so the instance's totals
+/// cost five reads, not a walk over every live sequence (docs/design.md,
+/// "What the monitor reads").
 /// Aligned to its own cache lines: the settings beside it in the buffers'
 /// shared state are read on every request.
 #[derive(Debug, Default)]
@@ -145,6 +146,7 @@ pub struct BufferSnapshot {
 pub(crate) struct Tally {
     fetches: AtomicU64,
     fetch_micros: AtomicU64,
+    reservations: AtomicU64,
     waits: AtomicU64,
     fetch_errors: AtomicU64,
 }
@@ -154,6 +156,10 @@ impl Tally {
         self.fetches.fetch_add(1, Ordering::Relaxed);
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         self.fetch_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    pub(crate) fn reserved(&self) {
+        self.reservations.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn waited(&self) {
@@ -168,6 +174,7 @@ impl Tally {
         Totals {
             fetches: self.fetches.load(Ordering::Relaxed),
             fetch_seconds: self.fetch_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            global_reservations: self.reservations.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
             fetch_errors: self.fetch_errors.load(Ordering::Relaxed),
         }
@@ -179,10 +186,15 @@ impl Tally {
 /// period's counter, once the period is over) still count.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Totals {
-    /// Segments fetched (global sequences: reservations made).
+    /// Segments fetched (a serial period's counter included); a global
+    /// sequence's reservations are not segments and count in
+    /// `global_reservations` instead.
     pub fetches: u64,
     /// The latencies of those fetches added up, in seconds.
     pub fetch_seconds: f64,
+    /// Reservations made for global sequences: each serves the requests
+    /// that were waiting together, and fetches no segment.
+    pub global_reservations: u64,
     /// Requests that waited for a fetch (each counted once), those for a
     /// name then found missing included.
     pub waits: u64,
