@@ -393,10 +393,10 @@ pub struct SchemaArgs {
 /// the URL with its password redacted.
 #[derive(Clone, Args)]
 pub struct DatabaseArgs {
-    /// Database URL: postgres://, mysql:// or sqlite:// [default: sqlite://seqd.db?mode=rwc,
-    /// or $DATABASE_URL when set]. Given several times (or several URLs
-    /// separated by spaces in SEQD_DATABASE_URL), each URL is a stripe, in
-    /// this order: every sequence spans all of them (see `seqd stripes`).
+    /// Database URL: `postgres://`, `mysql://` (MariaDB too) or `sqlite://`; when not given,
+    /// `$DATABASE_URL`, else `sqlite://seqd.db?mode=rwc`. Given several times (in the variable:
+    /// several URLs separated by spaces), each URL is a stripe, in this order: every sequence spans
+    /// all of them (docs/high-availability.md#high-availability-stripes).
     #[arg(
         long,
         env = "SEQD_DATABASE_URL",
@@ -404,38 +404,41 @@ pub struct DatabaseArgs {
         value_delimiter = ' '
     )]
     pub database_url: Vec<String>,
-    /// Largest adapted step, and largest step a sequence may be created with
-    /// (the row's `step` is the floor the adapted step never goes below).
+    /// Largest adapted step, and largest step a sequence may be created with (the row's `step` is
+    /// the floor the adapted step never goes below).
     #[arg(long, env = "SEQD_MAX_STEP", default_value_t = 1_000_000)]
     pub max_step: i64,
-    /// Schema at start: `auto` applies missing migrations, `check` refuses to
-    /// start when one is missing, `off` touches no DDL (a role with row rights
-    /// only is enough). `seqd migrate` always applies.
+    /// Schema at start: `auto` applies missing migrations, `check` refuses to start (exit 2) when
+    /// one is missing, `off` runs no DDL (a role with row rights only is enough); `seqd migrate`
+    /// always applies (docs/operations.md#schema-and-migrations).
     #[arg(long = "migrate", value_name = "MODE", env = "SEQD_MIGRATE", default_value = "auto",
         value_parser = clap::builder::PossibleValuesParser::new(MigrateMode::NAMES)
             .map(|s| s.parse::<MigrateMode>().expect("a listed mode")))]
     pub migrate: MigrateMode,
-    /// PostgreSQL: the schema of seqd's tables and migration history (set as
-    /// search_path on every connection; created by `--migrate auto` if missing).
+    /// PostgreSQL: the schema of seqd's tables and migration history, set as `search_path` on every
+    /// connection and created by `--migrate auto` if missing (one named in the URL's
+    /// `options=-csearch_path%3D...` is not); `seqd schema` for a named schema:
+    /// docs/operations.md#schema-and-migrations.
     #[arg(long, value_name = "NAME", env = "SEQD_SCHEMA", value_parser = parse_schema)]
     pub schema: Option<String>,
-    /// `on`: the identity of the database server is recorded and checked on
-    /// every new connection; a different one (a promoted replica) is fenced
-    /// before anything is reserved from it: every sequence raised past what
-    /// the failover may have lost (docs/high-availability.md). `off` only
-    /// where replication is synchronous. No effect on SQLite.
+    /// `on`: the database server's identity is recorded and checked on every new connection; a
+    /// different one (a promoted replica) is fenced before anything is reserved from it: every
+    /// sequence raised past what the failover may have lost
+    /// (docs/high-availability.md#failover-of-the-database). `off` only where replication is
+    /// synchronous. No effect on SQLite.
     #[arg(long, value_name = "ON|OFF", env = "SEQD_FAILOVER_FENCE", value_enum,
         default_value_t = FenceSwitch::On)]
     pub failover_fence: FenceSwitch,
-    /// The least a fence raises every sequence by; seqd raises by 1,000
-    /// times the largest reservation in force when that is more.
+    /// The least a fence raises every sequence by; seqd raises by 1,000 times the largest
+    /// reservation in force (`--max-step`, `--max-lease`, a batch) when that is more.
     #[arg(long, value_name = "IDS", env = "SEQD_FAILOVER_MARGIN",
         default_value_t = crate::store::migrator::DEFAULT_MARGIN,
         value_parser = clap::value_parser!(i64).range(1..))]
     pub failover_margin: i64,
-    /// Connections of the pool to each database (each stripe has its own),
-    /// plus one for the worker leases; two in ten serve the unauthenticated
-    /// reads (`GET /v1/sequences...`), the rest the segment fetches.
+    /// Connections of the pool to each database (each stripe has its own), plus one for the
+    /// snowflake worker leases; two in ten serve the unauthenticated reads (`GET
+    /// /v1/sequences...`), the rest the segment fetches
+    /// (docs/operations.md#sizing-the-database-pool).
     #[arg(long, value_name = "N", env = "SEQD_DB_MAX_CONNECTIONS", default_value_t = 10,
         value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub db_max_connections: u32,
@@ -549,35 +552,35 @@ pub struct ServeArgs {
     /// Address to bind.
     #[arg(long, env = "SEQD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Bearer token for admin calls (creating and changing sequences, client
-    /// tokens); it may also draw and read. Without it, admin calls are open
-    /// on a loopback listener only.
+    /// Bearer token for admin calls (creating and changing sequences, client tokens); it may also
+    /// draw and read. Without it, admin calls are open on a loopback listener only.
     #[arg(long, env = "SEQD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
-    /// `on`: drawing IDs (every route) needs a client token with `draw`
-    /// covering the name, listing and reading sequences one with `read`
-    /// (`seqd tokens create`); the admin token may do everything. `off`:
-    /// anyone who reaches the port may draw from and list every sequence.
+    /// `on`: drawing IDs (every route) needs a client token with `draw` covering the name, listing
+    /// and reading sequences one with `read` (`seqd tokens create`, docs/api.md#client-tokens); the
+    /// admin token may do everything. `off`: anyone who reaches the port may draw from and list
+    /// every sequence.
     #[arg(long, env = "SEQD_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off)]
     pub client_auth: ClientAuth,
-    /// Largest range one lease may hold (`POST /v1/sequences/{name}/lease?size=N`).
+    /// Largest range one lease may hold (`POST /v1/sequences/{name}/lease?size=N`,
+    /// docs/api.md#leases).
     #[arg(long, env = "SEQD_MAX_LEASE", default_value_t = crate::service::lease::DEFAULT_MAX_LEASE,
         value_parser = clap::value_parser!(i64).range(1..))]
     pub max_lease: i64,
-    /// Where Tinyid's routes are served (`{prefix}/id/nextSegmentIdSimple`,
-    /// ...): Tinyid's clients reach seqd unchanged. Empty: at the root.
+    /// Where Tinyid's routes are served (`{prefix}/id/nextSegmentIdSimple`, ...;
+    /// docs/api.md#tinyids-routes): Tinyid's clients reach seqd unchanged. Empty: at the root.
     #[arg(long, env = "SEQD_TINYID_PREFIX", default_value = crate::http::tinyid::DEFAULT_PREFIX,
         value_parser = crate::http::tinyid::parse_prefix)]
     pub tinyid_prefix: String,
-    /// Address of the RESP listener (Redis clients: `INCR name`, `INCRBY
-    /// name n`, `SEQD.NEXT`, `SEQD.BATCH`); off when not set.
+    /// Address of the RESP listener (Redis clients: `INCR name`, `INCRBY name n`, `SEQD.NEXT`,
+    /// `SEQD.BATCH`; docs/api.md#the-resp-door); off when not set.
     #[arg(long, env = "SEQD_RESP_LISTEN")]
     pub resp_listen: Option<String>,
     /// A RESP connection with no command for this long is closed.
     #[arg(long, env = "SEQD_RESP_IDLE_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
     pub resp_idle_timeout: Duration,
-    /// Most open RESP connections; one more is answered `-ERR max number of
-    /// clients reached` and closed.
+    /// Most open RESP connections; one more is answered `-ERR max number of clients reached` and
+    /// closed. Lowered at start when the open-file limit cannot hold both doors' caps.
     #[arg(long, env = "SEQD_RESP_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub resp_max_connections: usize,
     /// How long a segment should last at the measured rate.
@@ -586,37 +589,40 @@ pub struct ServeArgs {
     /// Longest a request waits for a segment before answering 503.
     #[arg(long, env = "SEQD_WAIT_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     pub wait_timeout: Duration,
-    /// Longest a request may take (body upload included) before a 408.
+    /// Longest a request may take (body upload included) before a 408 `request_timeout`.
     #[arg(long, env = "SEQD_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
-    /// Most requests in flight at once; beyond it requests are shed with 503 `overloaded`.
+    /// Most requests in flight at once; beyond it requests are shed at once with 503 `overloaded`
+    /// (not queued).
     #[arg(long, env = "SEQD_MAX_CONCURRENCY", default_value_t = 10_000)]
     pub max_concurrency: usize,
-    /// Longest a client may take to send a request head (a RESP command),
-    /// from its first byte; slower clients are disconnected.
+    /// Longest a client may take to send a request head (a RESP command), from its first byte;
+    /// slower clients are disconnected.
     #[arg(long, env = "SEQD_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
-    /// A connection with no byte read or written for this long (an idle
-    /// keep-alive, a client that stopped reading) is closed.
+    /// A connection with no byte read or written for this long (an idle keep-alive, a client that
+    /// stopped reading) is closed.
     #[arg(long, env = "SEQD_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
-    /// Most open connections; past it, new connections wait in the listen backlog.
+    /// Most open connections; past it, new connections wait in the listen backlog. Lowered at start
+    /// when the open-file limit cannot hold both doors' caps.
     #[arg(long, env = "SEQD_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
-    /// Largest request body accepted, in bytes.
+    /// Largest request body accepted, in bytes; a larger one, or a `Content-Length` announcing one,
+    /// gets 413 `payload_too_large` on every route.
     #[arg(long, env = "SEQD_MAX_BODY", default_value_t = 64 * 1024)]
     pub max_body: usize,
-    /// Longest graceful shutdown waits for in-flight requests.
+    /// Longest a graceful shutdown waits for in-flight requests.
     #[arg(long, env = "SEQD_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
-    /// Per-sequence series on /metrics for at most this many sequences: those
-    /// in trouble first, then those with the most IDs issued; 0 for none.
-    /// Totals always cover every sequence.
+    /// Per-sequence series on `/metrics` for at most this many sequences: those in trouble first,
+    /// then those with the most IDs issued; 0 for none. Totals always cover every sequence
+    /// (docs/monitoring.md#monitoring).
     #[arg(long, value_name = "N", env = "SEQD_METRICS_TOP", default_value_t = DEFAULT_METRICS_TOP)]
     pub metrics_top: usize,
-    /// With several database URLs (stripes): a fetch that a stripe has not
-    /// answered within this long is raced on the next stripe (the slow one
-    /// is marked down until a probe finds it answering).
+    /// With several database URLs (stripes): a fetch that a stripe has not answered within this
+    /// long is raced on the next stripe, and the slow one is marked down until a probe finds it
+    /// answering.
     #[arg(long, env = "SEQD_FAILOVER_AFTER", default_value = "200ms", value_parser = humantime::parse_duration)]
     pub failover_after: Duration,
     /// How often each instance reads the settings of the sequences it holds
@@ -630,16 +636,17 @@ pub struct ServeArgs {
     /// is for tests that count connection attempts.
     #[arg(long, env = "SEQD_HEALTH_CHECK_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration, hide = true)]
     pub health_check_interval: Duration,
-    /// Serve HTTP and RESP over TLS only, with this certificate (PEM; the
-    /// chain after it, in the same file). Needs --tls-key. SIGHUP reads the
-    /// files again for new handshakes.
+    /// Serve HTTP and RESP over TLS only, with this certificate (PEM; the chain after it, in the
+    /// same file). Needs `--tls-key`. SIGHUP reads the files again for new handshakes; a
+    /// certificate expired or not yet valid is refused, at start and at SIGHUP
+    /// (docs/operations.md#tls-on-the-doors).
     #[arg(long, value_name = "PATH", env = "SEQD_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "PATH", env = "SEQD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Ask every client, on both listeners, for a certificate signed by a CA
-    /// of this PEM file (mutual TLS); a client without one is refused.
+    /// Ask every client, on both listeners, for a certificate signed by a CA of this PEM file
+    /// (mutual TLS); a client without one is refused.
     #[arg(
         long,
         value_name = "PATH",
@@ -647,7 +654,8 @@ pub struct ServeArgs {
         requires = "tls_cert"
     )]
     pub tls_client_ca: Option<PathBuf>,
-    /// Log format; the level comes from RUST_LOG (default info).
+    /// `text` or `json`, on stderr; text is coloured only on a terminal (plain in a file or pipe);
+    /// the level comes from `RUST_LOG` (default `info`).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Snowflake IDs: `--snowflake`, `--snowflake-epoch`, `--snowflake-bits`, ...

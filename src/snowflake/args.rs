@@ -13,13 +13,13 @@ use super::SnowflakeSettings;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Snowflake IDs")]
 pub struct SnowflakeArgs {
-    /// Serve snowflake IDs, leasing a worker ID from the `workers` table
-    /// (`false` turns the routes into 404 `snowflake_disabled`).
+    /// Serve snowflake IDs (docs/snowflake.md), leasing a worker ID from the `workers` table
+    /// (`false`: the routes answer 404 `snowflake_disabled`).
     #[arg(long = "snowflake", env = "SEQD_SNOWFLAKE", value_name = "BOOL", default_value = "true",
           action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     pub enabled: bool,
-    /// Epoch of the timestamp field (RFC 3339, in the past). Every instance
-    /// sharing a database must use the same epoch, bits and time unit.
+    /// Epoch of the timestamp field (RFC 3339, in the past). Every instance sharing a database must
+    /// use the same epoch, bits and time unit.
     #[arg(long = "snowflake-epoch", env = "SEQD_SNOWFLAKE_EPOCH", value_name = "TIME",
           default_value = "2024-01-01T00:00:00Z", value_parser = parse_epoch)]
     pub epoch_ms: i64,
@@ -31,19 +31,18 @@ pub struct SnowflakeArgs {
         default_value = "41/10/12"
     )]
     pub bits: Bits,
-    /// Time unit of the timestamp field, a whole number of milliseconds
-    /// (e.g. `1s` with `--snowflake-bits 36/5/22`), at most a third of
-    /// `--snowflake-lease` plus 2 ms.
+    /// Time unit of the timestamp field, a whole number of milliseconds (e.g. `1s` with
+    /// `--snowflake-bits 36/5/22`), at most a third of `--snowflake-lease` plus 2 ms.
     #[arg(long = "snowflake-time-unit", env = "SEQD_SNOWFLAKE_TIME_UNIT", value_name = "DURATION",
           default_value = "1ms", value_parser = humantime::parse_duration)]
     pub time_unit: Duration,
-    /// Clock rollbacks up to this long are waited out; longer ones answer
-    /// 503 `clock_moved_backwards` until the clock catches up.
+    /// Clock rollbacks up to this long (at most `1m`) are waited out; longer ones answer 503
+    /// `clock_moved_backwards` until the clock catches up.
     #[arg(long = "snowflake-clock-tolerance", env = "SEQD_SNOWFLAKE_CLOCK_TOLERANCE", value_name = "DURATION",
           default_value = "5ms", value_parser = humantime::parse_duration)]
     pub clock_tolerance: Duration,
-    /// Worker-ID lease time-to-live: renewed every quarter of it; issuing
-    /// stops a third of it before an unrenewed lease ends.
+    /// Worker-ID lease time-to-live (`1s` .. `1h`): renewed every quarter of it; issuing stops a
+    /// third of it before an unrenewed lease ends.
     #[arg(long = "snowflake-lease", env = "SEQD_SNOWFLAKE_LEASE", value_name = "DURATION",
           default_value = "30s", value_parser = humantime::parse_duration)]
     pub lease: Duration,
