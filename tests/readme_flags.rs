@@ -29,21 +29,28 @@ fn readme_rows() -> BTreeMap<String, (String, String, String)> {
         .collect()
 }
 
+/// The flags of `seqd serve` that `--help` shows: each by its long name.
+/// Hidden flags (for tests, such as --settings-refresh) are not documented.
+fn documented_flags() -> Vec<(String, clap::Arg)> {
+    let cli = seqd::config::Cli::command();
+    let serve = cli.find_subcommand("serve").expect("seqd serve");
+    serve
+        .get_arguments()
+        .filter(|arg| !arg.is_hide_set())
+        .filter_map(|arg| {
+            let long = arg.get_long()?;
+            (long != "help" && long != "version").then(|| (format!("--{long}"), arg.clone()))
+        })
+        .collect()
+}
+
 #[test]
 fn the_readme_configuration_table_lists_every_serve_flag_with_its_variable_and_default() {
     let rows = readme_rows();
-    let cli = seqd::config::Cli::command();
-    let serve = cli.find_subcommand("serve").expect("seqd serve");
     let mut wrong = Vec::new();
     let mut flags = 0;
-    for arg in serve.get_arguments() {
-        let Some(long) = arg.get_long() else { continue };
-        // Hidden flags (for tests, such as --settings-refresh) are not documented.
-        if long == "help" || long == "version" || arg.is_hide_set() {
-            continue;
-        }
+    for (flag, arg) in documented_flags() {
         flags += 1;
-        let flag = format!("--{long}");
         let Some((env_cell, default_cell, _)) = rows.get(&flag) else {
             wrong.push(format!("{flag}: no row"));
             continue;
@@ -108,15 +115,9 @@ fn lower_first(s: &str) -> String {
 #[test]
 fn each_flag_means_in_the_readme_what_its_help_says() {
     let rows = readme_rows();
-    let cli = seqd::config::Cli::command();
-    let serve = cli.find_subcommand("serve").expect("seqd serve");
     let mut wrong = Vec::new();
-    for arg in serve.get_arguments() {
-        let Some(long) = arg.get_long() else { continue };
-        if long == "help" || long == "version" || arg.is_hide_set() {
-            continue;
-        }
-        let Some((_, _, cell)) = rows.get(&format!("--{long}")) else {
+    for (flag, arg) in documented_flags() {
+        let Some((_, _, cell)) = rows.get(&flag) else {
             continue; // the other test names it
         };
         let help = arg
@@ -126,7 +127,7 @@ fn each_flag_means_in_the_readme_what_its_help_says() {
             .unwrap_or_default();
         let readme = readme_meaning(cell);
         if help != readme {
-            wrong.push(format!("--{long}\n  help:   {help}\n  README: {readme}"));
+            wrong.push(format!("{flag}\n  help:   {help}\n  README: {readme}"));
         }
     }
     assert!(
