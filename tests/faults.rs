@@ -330,7 +330,56 @@ async fn readiness_rides_through_an_outage_until_a_draw_would_fail(db: TestDb) {
     assert_eq!(unique.len(), ids.len(), "duplicates");
 }
 
+/// Once shutdown began, the health listener's `/readyz` answers 503
+/// `draining` while the doors finish what is in flight (here a draw that
+/// waits on a cut database), so a probe takes the instance out of rotation
+/// before it stops.
+async fn readiness_says_draining_once_shutdown_began(db: TestDb) {
+    let proxy = Proxy::start(upstream_of(&db.url)).await;
+    let via = proxy.url_for(&db.url);
+    let flags = [
+        "--health-listen",
+        "127.0.0.1:0",
+        "--wait-timeout",
+        "20s",
+        "--shutdown-timeout",
+        "20s",
+        "--snowflake",
+        "false",
+    ];
+    let p = Process::spawn(&via, &flags).await;
+    let probe = format!("{}/readyz", p.health.as_deref().expect("a health listener"));
+    let http = server::client(Duration::from_secs(30));
+    server::create_at(&http, &p.base, "drain", 1, 10).await;
+    proxy.cut();
+    // A draw with no segment in memory waits on the cut database.
+    let waiting = tokio::spawn({
+        let (http, url) = (http.clone(), format!("{}/v1/sequences/drain/next", p.base));
+        async move { http.get(url).send().await.map(|r| r.status().as_u16()) }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    p.signal("TERM");
+    let draining = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            if let Ok(resp) = http.get(&probe).send().await {
+                let body: serde_json::Value = resp.json().await.unwrap();
+                if body["checks"]["instance"] == "draining" {
+                    return body;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the probe says draining while the draw is in flight");
+    assert_eq!(draining["status"], "unavailable", "{draining}");
+    assert!(!waiting.is_finished(), "the draw was still in flight");
+    proxy.heal();
+    drop(waiting.await);
+}
+
 network_backends!(
+    readiness_says_draining_once_shutdown_began,
     database_gone_mid_load_then_back,
     a_slow_database_does_not_make_steady_traffic_wait,
     readiness_rides_through_an_outage_until_a_draw_would_fail
