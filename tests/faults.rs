@@ -82,6 +82,42 @@ fn fast_failing() -> AllocatorConfig {
     }
 }
 
+/// The binary on `db` through a fault proxy, with a health listener, no
+/// snowflake IDs and `extra` flags: the proxy, the process and its probe URL
+/// (`/readyz` on the health listener).
+async fn with_health_listener(db: &TestDb, extra: &[&str]) -> (Proxy, Process, String) {
+    let proxy = Proxy::start(upstream_of(&db.url)).await;
+    let mut flags = vec!["--health-listen", "127.0.0.1:0", "--snowflake", "false"];
+    flags.extend_from_slice(extra);
+    let p = Process::spawn(&proxy.url_for(&db.url), &flags).await;
+    let probe = format!("{}/readyz", p.health.as_deref().expect("a health listener"));
+    (proxy, p, probe)
+}
+
+/// Reads `probe` until `done(status, body)` holds, within 30 s (else fails
+/// saying `what`); that body.
+async fn probe_until(
+    http: &reqwest::Client,
+    probe: &str,
+    what: &str,
+    mut done: impl FnMut(u16, &serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let polled = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(resp) = http.get(probe).send().await {
+                let status = resp.status().as_u16();
+                let body = resp.json().await.unwrap();
+                if done(status, &body) {
+                    return body;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    polled.unwrap_or_else(|_| panic!("{what}"))
+}
+
 /// Waits until `name`'s next segment is in memory on the server at `base`:
 /// a database cut while its fetch is in flight (a slow machine) could leave
 /// both segments empty at once.
@@ -244,20 +280,8 @@ async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
 /// again once the database is back. The real binary, through a proxy that
 /// cuts the database.
 async fn readiness_rides_through_an_outage_until_a_draw_would_fail(db: TestDb) {
-    let proxy = Proxy::start(upstream_of(&db.url)).await;
-    let via = proxy.url_for(&db.url);
-    let flags = [
-        "--health-listen",
-        "127.0.0.1:0",
-        "--max-step",
-        "50",
-        "--wait-timeout",
-        "500ms",
-        "--snowflake",
-        "false",
-    ];
-    let p = Process::spawn(&via, &flags).await;
-    let probe = format!("{}/readyz", p.health.as_deref().expect("a health listener"));
+    let (proxy, p, probe) =
+        with_health_listener(&db, &["--max-step", "50", "--wait-timeout", "500ms"]).await;
     let http = server::client(Duration::from_secs(10));
     let readyz = || async {
         let resp = http.get(&probe).send().await.expect("the probe answers");
@@ -277,18 +301,16 @@ async fn readiness_rides_through_an_outage_until_a_draw_would_fail(db: TestDb) {
     until_next_in_memory(&http, &p.base, "ride").await;
     proxy.cut();
     // The background check notices the cut; the probe stays 200 meanwhile.
-    let noticed = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (status, body) = readyz().await;
+    let noticed = probe_until(
+        &http,
+        &probe,
+        "the database check notices the cut",
+        |status, body| {
             assert_eq!(status, 200, "out of rotation with IDs in memory: {body}");
-            if body["checks"]["database"] == "failed" {
-                return body;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the database check notices the cut");
+            body["checks"]["database"] == "failed"
+        },
+    )
+    .await;
     assert_eq!(noticed["status"], "degraded", "{noticed}");
     assert!(noticed["checks"]["memory"]["sequences_holding_ids"].as_u64() >= Some(1));
     // Draw until a draw fails: every probe read while draws succeed is 200;
@@ -315,17 +337,13 @@ async fn readiness_rides_through_an_outage_until_a_draw_would_fail(db: TestDb) {
     assert_eq!(failed.1["checks"]["database"], "failed", "{}", failed.1);
 
     proxy.heal();
-    let back = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (status, body) = readyz().await;
-            if status == 200 && body["status"] == "ready" {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
+    probe_until(
+        &http,
+        &probe,
+        "ready again once the database is back",
+        |status, body| status == 200 && body["status"] == "ready",
+    )
     .await;
-    assert!(back.is_ok(), "ready again once the database is back");
     let unique: HashSet<_> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "duplicates");
 }
@@ -335,20 +353,8 @@ async fn readiness_rides_through_an_outage_until_a_draw_would_fail(db: TestDb) {
 /// waits on a cut database), so a probe takes the instance out of rotation
 /// before it stops.
 async fn readiness_says_draining_once_shutdown_began(db: TestDb) {
-    let proxy = Proxy::start(upstream_of(&db.url)).await;
-    let via = proxy.url_for(&db.url);
-    let flags = [
-        "--health-listen",
-        "127.0.0.1:0",
-        "--wait-timeout",
-        "20s",
-        "--shutdown-timeout",
-        "20s",
-        "--snowflake",
-        "false",
-    ];
-    let p = Process::spawn(&via, &flags).await;
-    let probe = format!("{}/readyz", p.health.as_deref().expect("a health listener"));
+    let (proxy, p, probe) =
+        with_health_listener(&db, &["--wait-timeout", "20s", "--shutdown-timeout", "20s"]).await;
     let http = server::client(Duration::from_secs(30));
     server::create_at(&http, &p.base, "drain", 1, 10).await;
     proxy.cut();
@@ -359,19 +365,11 @@ async fn readiness_says_draining_once_shutdown_began(db: TestDb) {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     p.signal("TERM");
-    let draining = tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            if let Ok(resp) = http.get(&probe).send().await {
-                let body: serde_json::Value = resp.json().await.unwrap();
-                if body["checks"]["instance"] == "draining" {
-                    return body;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let what = "the probe says draining while the draw is in flight";
+    let draining = probe_until(&http, &probe, what, |_, body| {
+        body["checks"]["instance"] == "draining"
     })
-    .await
-    .expect("the probe says draining while the draw is in flight");
+    .await;
     assert_eq!(draining["status"], "unavailable", "{draining}");
     assert!(!waiting.is_finished(), "the draw was still in flight");
     proxy.heal();

@@ -24,7 +24,14 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::error::{ErrorBody, ErrorCode, ErrorDetail};
-use super::serve::{MAX_HEADERS, MAX_HEAD_BYTES};
+
+/// Most bytes buffered per connection while reading a request head: what a
+/// client that never finishes its head can hold (a larger head answers 431).
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Most headers in a request head (hyper's default, named here): more
+/// answer 431.
+pub const MAX_HEADERS: usize = 100;
 
 /// A connection whose hyper refusals are rewritten with the error body.
 pub struct JsonRefusals<I> {

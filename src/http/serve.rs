@@ -49,13 +49,7 @@ use super::head_refusal::JsonRefusals;
 use super::App;
 use crate::tls::{TlsDoor, TlsStore};
 
-/// Most bytes buffered per connection while reading a request head: what a
-/// client that never finishes its head can hold (a larger head answers 431).
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-
-/// Most headers in a request head (hyper's default, named here): more
-/// answer 431.
-pub const MAX_HEADERS: usize = 100;
+pub use super::head_refusal::{MAX_HEADERS, MAX_HEAD_BYTES};
 
 /// How long an open connection may still bring a request after shutdown
 /// began (answered, with `Connection: close`) before it is closed.
