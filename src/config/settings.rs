@@ -15,10 +15,10 @@ use crate::tls::TlsFiles;
 
 /// What `serve` needs besides the listener. `Debug` shows the database URL
 /// with its password redacted.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     /// The database URLs, one per stripe (usually one).
-    pub database_urls: Vec<String>,
+    pub database_urls: DatabaseUrls,
     /// Admin bearer token, if any.
     pub admin_token: Option<Secret>,
     /// Whether drawing and reading need a client token (`--client-auth`).
@@ -55,68 +55,32 @@ pub struct Settings {
     pub tinyid_prefix: String,
     /// Where the RESP door listens (`--resp-listen`); off when `None`.
     pub resp_listen: Option<String>,
-    /// Where the health listener (plain HTTP: `/healthz`, `/readyz`,
-    /// `/metrics`) listens (`--health-listen`); off when `None`.
-    pub health_listen: Option<String>,
     /// The RESP door's caps and deadlines.
     pub resp: RespLimits,
+    /// Where the health listener listens (`--health-listen`); off when `None`.
+    pub health_listen: Option<String>,
     /// TLS on both listeners (`--tls-cert`, `--tls-key`, `--tls-client-ca`);
     /// plain TCP when `None`.
     pub tls: Option<TlsFiles>,
 }
 
-impl std::fmt::Debug for Settings {
+/// The database URLs of [`Settings`], one per stripe: read as a slice, and
+/// shown by `Debug` with their passwords redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrls(pub Vec<String>);
+
+impl std::ops::Deref for DatabaseUrls {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Destructured, so that a new field cannot be left out unnoticed.
-        let Settings {
-            database_urls,
-            admin_token,
-            client_auth,
-            max_lease,
-            tinyid_prefix,
-            resp_listen,
-            health_listen,
-            resp,
-            tls,
-            allocator,
-            shutdown_timeout,
-            snowflake,
-            limits,
-            connections,
-            schema,
-            metrics_top,
-            failover_after,
-            db_max_connections,
-            settings_refresh,
-            health_check_interval,
-        } = self;
-        f.debug_struct("Settings")
-            .field(
-                "database_urls",
-                &database_urls
-                    .iter()
-                    .map(|u| store::redact_url(u))
-                    .collect::<Vec<_>>(),
-            )
-            .field("admin_token", admin_token)
-            .field("client_auth", client_auth)
-            .field("max_lease", max_lease)
-            .field("tinyid_prefix", tinyid_prefix)
-            .field("resp_listen", resp_listen)
-            .field("health_listen", health_listen)
-            .field("resp", resp)
-            .field("tls", tls)
-            .field("allocator", allocator)
-            .field("shutdown_timeout", shutdown_timeout)
-            .field("snowflake", snowflake)
-            .field("limits", limits)
-            .field("connections", connections)
-            .field("schema", schema)
-            .field("metrics_top", metrics_top)
-            .field("failover_after", failover_after)
-            .field("db_max_connections", db_max_connections)
-            .field("settings_refresh", settings_refresh)
-            .field("health_check_interval", health_check_interval)
+        f.debug_list()
+            .entries(self.0.iter().map(|u| store::redact_url(u)))
             .finish()
     }
 }
@@ -125,7 +89,7 @@ impl Settings {
     /// Settings for a database URL with every other value at its default.
     pub fn for_database(url: impl Into<String>) -> Self {
         Settings {
-            database_urls: vec![url.into()],
+            database_urls: DatabaseUrls(vec![url.into()]),
             admin_token: None,
             client_auth: ClientAuth::Off,
             max_lease: crate::service::lease::DEFAULT_MAX_LEASE,
@@ -151,7 +115,7 @@ impl Settings {
     /// Settings from `seqd serve`'s flags.
     pub fn from_args(args: &ServeArgs) -> Self {
         Settings {
-            database_urls: args.db.urls(),
+            database_urls: DatabaseUrls(args.db.urls()),
             admin_token: args.admin_token.clone(),
             client_auth: args.client_auth,
             max_lease: args.max_lease,
