@@ -60,6 +60,9 @@ pub struct Settings {
     /// TLS on both listeners (`--tls-cert`, `--tls-key`, `--tls-client-ca`);
     /// plain TCP when `None`.
     pub tls: Option<TlsFiles>,
+    /// How often the TLS files are checked for a change
+    /// (`--tls-watch-interval`, docs/design.md, "TLS on the doors").
+    pub tls_watch_interval: Duration,
 }
 
 impl std::fmt::Debug for Settings {
@@ -74,6 +77,7 @@ impl std::fmt::Debug for Settings {
             resp_listen,
             resp,
             tls,
+            tls_watch_interval,
             allocator,
             shutdown_timeout,
             snowflake,
@@ -101,6 +105,7 @@ impl std::fmt::Debug for Settings {
             .field("resp_listen", resp_listen)
             .field("resp", resp)
             .field("tls", tls)
+            .field("tls_watch_interval", tls_watch_interval)
             .field("allocator", allocator)
             .field("shutdown_timeout", shutdown_timeout)
             .field("snowflake", snowflake)
@@ -128,6 +133,7 @@ impl Settings {
             resp_listen: None,
             resp: RespLimits::default(),
             tls: None,
+            tls_watch_interval: crate::tls::DEFAULT_WATCH_INTERVAL,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -165,6 +171,7 @@ impl Settings {
                     .expect("clap requires --tls-key with --tls-cert"),
                 client_ca: args.tls_client_ca.clone(),
             }),
+            tls_watch_interval: args.tls_watch_interval,
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,
