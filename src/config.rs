@@ -642,9 +642,9 @@ pub struct ServeArgs {
     #[arg(long, env = "SEQD_HEALTH_CHECK_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration, hide = true)]
     pub health_check_interval: Duration,
     /// Serve HTTP and RESP over TLS only, with this certificate (PEM; the chain after it, in the
-    /// same file). Needs `--tls-key`. SIGHUP reads the files again for new handshakes; a
-    /// certificate expired or not yet valid is refused, at start and at SIGHUP
-    /// (docs/operations.md#tls-on-the-doors).
+    /// same file). Needs `--tls-key`. The files are read again for new handshakes when they
+    /// change (within seconds) and on SIGHUP; a certificate expired or not yet valid is refused,
+    /// at start and at reload (docs/operations.md#tls-on-the-doors).
     #[arg(long, value_name = "PATH", env = "SEQD_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1).
@@ -659,6 +659,11 @@ pub struct ServeArgs {
         requires = "tls_cert"
     )]
     pub tls_client_ca: Option<PathBuf>,
+    /// How often the TLS files are read to see whether they changed (a
+    /// renewed certificate is in force within this interval). Longer is for
+    /// tests of SIGHUP alone; shorter for tests of the watch.
+    #[arg(long, env = "SEQD_TLS_WATCH_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration, hide = true)]
+    pub tls_watch_interval: Duration,
     /// `text` or `json`, on stderr; text is coloured only on a terminal (plain in a file or pipe);
     /// the level comes from `RUST_LOG` (default `info`).
     #[arg(long, env = "SEQD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -122,11 +122,13 @@ pub async fn run_with_resp(
             }
         }
     }
-    // SIGHUP reads the TLS files again; the task ends with the server.
+    // SIGHUP and a change of the files read the TLS files again; the task
+    // ends with the server.
     let _reload = tls.as_ref().map(|t| {
-        AbortOnDrop(tokio::spawn(crate::tls::reload_on_hangup(Arc::downgrade(
-            t,
-        ))))
+        AbortOnDrop(tokio::spawn(crate::tls::keep_current(
+            Arc::downgrade(t),
+            settings.tls_watch_interval,
+        )))
     });
     let allocator = service.allocator().clone();
     let resp_service = service.clone();

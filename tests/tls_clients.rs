@@ -3,10 +3,11 @@
 //! `openssl s_client` (TLS 1.2 and 1.3, the certificate served), `redis-cli
 //! --tls` and redis-py with `ssl=True`, with certificates the tests make
 //! (tests/pki): a CA, servers' and clients' certificates, expired, for
-//! another host, self-signed and from another CA. Also: SIGHUP swapping the
+//! another host, self-signed and from another CA. Also: SIGHUP, and a
+//! Kubernetes Secret's mount renewed as the kubelet does it, swapping the
 //! certificate under load (no request of an open connection fails, new
 //! handshakes get the new certificate, a file that does not load keeps the
-//! old one and is logged), TLS files refused at start, clients of the wrong
+//! old one and is logged once), TLS files refused at start, clients of the wrong
 //! kind (plain to TLS, TLS to plain), and the warning when client tokens
 //! would cross a network in clear.
 //!
@@ -456,6 +457,7 @@ async fn client_certificates_are_required_on_both_doors_under_tls_client_ca() {
 /// Connections held open, each drawing IDs in a loop until told to stop
 /// (at most 100,000 each): HTTP keep-alives and RESP connections.
 struct Load {
+    config: Arc<tokio_rustls::rustls::ClientConfig>,
     done: Vec<Arc<AtomicU64>>,
     tasks: Vec<tokio::task::JoinHandle<Result<Vec<u8>, String>>>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -472,6 +474,7 @@ impl Load {
     ) -> Load {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut load = Load {
+            config: config.clone(),
             done: Vec::new(),
             tasks: Vec::new(),
             stop,
@@ -508,6 +511,44 @@ impl Load {
             }));
         }
         load
+    }
+
+    /// 8 keep-alive connections to the HTTP door at `http` and 4 to the
+    /// RESP door at `resp`, trusting `ca`, each having answered a request.
+    async fn on_both_doors(ca: &std::path::Path, http: &str, resp: &str) -> Load {
+        let config = pki::client_config(ca, None);
+        let load = Load::start(
+            &config,
+            http.parse().unwrap(),
+            resp.parse().unwrap(),
+            (8, 4),
+        )
+        .await;
+        load.progressed(&[0; 12]).await;
+        load
+    }
+
+    /// A new handshake at `http` gets `pair`'s certificate, and every open
+    /// connection answers again.
+    async fn new_handshake_gets(&self, http: &str, pair: &Pair) {
+        let fresh = pki::connect(http.parse().unwrap(), &self.config)
+            .await
+            .unwrap();
+        assert_eq!(pki::served(&fresh), pair.der, "a new handshake at {http}");
+        self.progressed(&self.counts()).await;
+    }
+
+    /// Stops the connections once each answered again: none failed a
+    /// request (a failure panics in `stop`) and each kept `first`, the
+    /// certificate of its handshake; the server at `base` still serves.
+    async fn finish(self, first: &Pair, base: &str, ca: &std::path::Path) {
+        self.progressed(&self.counts()).await;
+        let served = self.stop().await;
+        assert!(
+            served.iter().all(|der| *der == first.der),
+            "a connection opened before the certificate was swapped changed certificate"
+        );
+        assert!(curl_next(base, ca, None).await > 1);
     }
 
     /// Requests answered so far, per connection.
@@ -561,6 +602,17 @@ fn replace(path: &std::path::Path, text: &[u8]) {
     std::fs::rename(&new, path).unwrap();
 }
 
+/// Asserts `kept` is the one error line of a reload that kept the old
+/// files: after `trigger`, naming `file`, its error saying both of `says`.
+#[track_caller]
+fn assert_kept(kept: &serde_json::Value, trigger: &str, file: &std::path::Path, says: [&str; 2]) {
+    assert_eq!(kept["level"], "ERROR", "{kept}");
+    assert_eq!(kept["trigger"], trigger, "{kept}");
+    assert_eq!(kept["file"], file.to_str().unwrap(), "{kept}");
+    let why = kept["error"].as_str().unwrap();
+    assert!(says.iter().all(|s| why.contains(s)), "{kept}");
+}
+
 /// Waits until the process logged `message` `n` times; the last one.
 async fn nth_log(p: &Process, message: &str, n: usize) -> serde_json::Value {
     let found = tokio::time::timeout(BOUND, async {
@@ -600,17 +652,11 @@ async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_on
     };
     std::fs::copy(&first.cert, &files.cert).unwrap();
     std::fs::copy(&first.key, &files.key).unwrap();
-    let (p, base, resp) = tls_process(&db, &pki, &files, None, &[]).await;
+    // SIGHUP alone: the watch of the files would take the changes first.
+    let (p, base, resp) =
+        tls_process(&db, &pki, &files, None, &["--tls-watch-interval", "1h"]).await;
     let http = base.strip_prefix("https://").unwrap().to_owned();
-    let config = pki::client_config(&pki.ca, None);
-    let load = Load::start(
-        &config,
-        http.parse().unwrap(),
-        resp.parse().unwrap(),
-        (8, 4),
-    )
-    .await;
-    load.progressed(&[0; 12]).await;
+    let load = Load::on_both_doors(&pki.ca, &http, &resp).await;
     for addr in [&http, &resp] {
         assert_eq!(
             s_client(addr, &pki.ca, "tls1_3").await.1,
@@ -622,8 +668,8 @@ async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_on
     replace(&files.cert, &std::fs::read(&second.cert).unwrap());
     replace(&files.key, &std::fs::read(&second.key).unwrap());
     p.signal("HUP");
-    nth_log(&p, RELOADED, 1).await;
-    let at_reload = load.counts();
+    let reloaded = nth_log(&p, RELOADED, 1).await;
+    assert_eq!(reloaded["trigger"], "SIGHUP", "{reloaded}");
     for addr in [&http, &resp] {
         for version in ["tls1_2", "tls1_3"] {
             let (_, cert) = s_client(addr, &pki.ca, version).await;
@@ -634,21 +680,13 @@ async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_on
             );
         }
     }
-    let fresh = pki::connect(http.parse().unwrap(), &config).await.unwrap();
-    assert_eq!(pki::served(&fresh), second.der);
-    load.progressed(&at_reload).await;
+    load.new_handshake_gets(&http, &second).await;
 
     // A key file that is not PEM: logged, the second certificate kept.
     replace(&files.key, b"not a key\n");
     p.signal("HUP");
     let kept = nth_log(&p, KEPT, 1).await;
-    assert_eq!(kept["level"], "ERROR", "{kept}");
-    assert_eq!(kept["file"], files.key.to_str().unwrap(), "{kept}");
-    let why = kept["error"].as_str().unwrap();
-    assert!(
-        why.contains("--tls-key") && why.contains("no private key"),
-        "{kept}"
-    );
+    assert_kept(&kept, "SIGHUP", &files.key, ["--tls-key", "no private key"]);
     // An expired certificate, its own key beside it: every client would
     // refuse it, so it is not taken.
     let expired = pki.leaf(
@@ -687,16 +725,164 @@ async fn sighup_swaps_the_certificate_under_load_and_a_bad_file_keeps_the_old_on
             printed(&second, "B2")
         );
     }
-    let before_stop = load.counts();
-    load.progressed(&before_stop).await;
-    let served = load.stop().await;
-    assert!(
-        served.iter().all(|der| *der == first.der),
-        "a connection opened before the reload changed certificate"
+    load.finish(&first, &base, &pki.ca).await;
+    drop(p);
+}
+
+/// A Kubernetes Secret's volume as the kubelet writes it: `tls.crt` and
+/// `tls.key` are links into `..data`, itself a link to a timestamped
+/// directory that holds the files.
+struct SecretMount {
+    dir: std::path::PathBuf,
+    /// The timestamped directory `..data` points at.
+    version: String,
+    /// Versions written so far.
+    written: u32,
+}
+
+impl SecretMount {
+    /// The volume at `dir`, holding `pair`.
+    fn new(dir: std::path::PathBuf, pair: &Pair) -> SecretMount {
+        use std::os::unix::fs::symlink;
+        std::fs::create_dir(&dir).unwrap();
+        let mut mount = SecretMount {
+            dir,
+            version: String::new(),
+            written: 0,
+        };
+        mount.version = mount.write(pair);
+        symlink(&mount.version, mount.dir.join("..data")).unwrap();
+        for file in ["tls.crt", "tls.key"] {
+            symlink(format!("..data/{file}"), mount.dir.join(file)).unwrap();
+        }
+        mount
+    }
+
+    /// A new timestamped directory holding `pair`'s files; its name.
+    fn write(&mut self, pair: &Pair) -> String {
+        self.written += 1;
+        let version = format!("..2026_12_07_19_00_{:02}.123", self.written);
+        let at = self.dir.join(&version);
+        std::fs::create_dir(&at).unwrap();
+        std::fs::copy(&pair.cert, at.join("tls.crt")).unwrap();
+        std::fs::copy(&pair.key, at.join("tls.key")).unwrap();
+        version
+    }
+
+    /// The paths seqd is given, `tls.crt` and `tls.key`, for the
+    /// certificate `der`.
+    fn files(&self, der: &[u8]) -> Pair {
+        Pair {
+            cert: self.dir.join("tls.crt"),
+            key: self.dir.join("tls.key"),
+            der: der.to_vec(),
+        }
+    }
+
+    /// Renews the volume to `pair` as the kubelet does: a new timestamped
+    /// directory, a link `..data_tmp` to it renamed over `..data` (the
+    /// swap, atomic), then the old directory removed.
+    fn swap(&mut self, pair: &Pair) {
+        let version = self.write(pair);
+        let tmp = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&version, &tmp).unwrap();
+        std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
+        let old = std::mem::replace(&mut self.version, version);
+        std::fs::remove_dir_all(self.dir.join(old)).unwrap();
+    }
+}
+
+/// Waits until new handshakes at both `addrs` (`openssl s_client`, TLS 1.3)
+/// get the certificate `openssl x509` prints as `expected`, at most [`BOUND`].
+async fn serves(addrs: [&str; 2], ca: &std::path::Path, expected: &str) {
+    for addr in addrs {
+        let waited = tokio::time::timeout(BOUND, async {
+            while s_client(addr, ca, "tls1_3").await.1 != expected {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "{addr} never served {expected}");
+    }
+}
+
+/// Under load on both doors, a Secret's volume renewed as the kubelet does
+/// it (the `..data` link swapped to a new directory, the old one removed)
+/// is served without a signal: new handshakes on both doors get the new
+/// certificate (its serial, from `openssl s_client`) while the connections
+/// opened before keep theirs and fail no request. A renewal to an expired
+/// certificate keeps the one in force and is logged once, however many
+/// checks of the files see it; SIGHUP still reloads (and reports the same
+/// files again, once); the next good renewal is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_renewed_as_the_kubelet_does_is_served_under_load_without_a_signal() {
+    let Some((db, pki)) = ready(&["curl", "openssl"]).await else {
+        return;
+    };
+    const EVERY_MS: u64 = 100;
+    let first = pki.server("first", 0xa1);
+    let mut mount = SecretMount::new(pki.path("secret"), &first);
+    let files = mount.files(&first.der);
+    let interval = format!("{EVERY_MS}ms");
+    let (p, base, resp) = tls_process(
+        &db,
+        &pki,
+        &files,
+        None,
+        &["--tls-watch-interval", &interval],
+    )
+    .await;
+    let http = base.strip_prefix("https://").unwrap().to_owned();
+    let doors = [http.as_str(), resp.as_str()];
+    let load = Load::on_both_doors(&pki.ca, &http, &resp).await;
+    serves(doors, &pki.ca, &printed(&first, "A1")).await;
+
+    let second = pki.server("second", 0xb2);
+    mount.swap(&second);
+    serves(doors, &pki.ca, &printed(&second, "B2")).await;
+    let reloaded = nth_log(&p, RELOADED, 1).await;
+    assert_eq!(reloaded["trigger"], "file change", "{reloaded}");
+    assert_eq!(reloaded["cert"], files.cert.to_str().unwrap(), "{reloaded}");
+    for addr in doors {
+        let (_, cert) = s_client(addr, &pki.ca, "tls1_2").await;
+        assert_eq!(cert, printed(&second, "B2"), "{addr} tls1_2");
+    }
+    load.new_handshake_gets(&http, &second).await;
+
+    // An expired certificate with its own key: not taken, one line.
+    let expired = pki.leaf(
+        "expired",
+        Leaf {
+            expired: true,
+            ..Leaf::default()
+        },
     );
-    // Every request was answered (a failure panics in `stop`), and the
-    // server still serves.
-    assert!(curl_next(&base, &pki.ca, None).await > 1);
+    mount.swap(&expired);
+    let kept = nth_log(&p, KEPT, 1).await;
+    let expiry = "the certificate expired at 2001-01-01";
+    assert_kept(&kept, "file change", &files.cert, ["--tls-cert", expiry]);
+    // Twenty checks or so see the same files: none logs again.
+    tokio::time::sleep(Duration::from_millis(20 * EVERY_MS)).await;
+    serves(doors, &pki.ca, &printed(&second, "B2")).await;
+    // SIGHUP reads the files too, and says so.
+    p.signal("HUP");
+    let kept = nth_log(&p, KEPT, 2).await;
+    assert_eq!(kept["trigger"], "SIGHUP", "{kept}");
+    tokio::time::sleep(Duration::from_millis(20 * EVERY_MS)).await;
+
+    let third = pki.server("third", 0xc3);
+    mount.swap(&third);
+    serves(doors, &pki.ca, &printed(&third, "C3")).await;
+    let reloaded = nth_log(&p, RELOADED, 2).await;
+    assert_eq!(reloaded["trigger"], "file change", "{reloaded}");
+    p.signal("HUP");
+    let reloaded = nth_log(&p, RELOADED, 3).await;
+    assert_eq!(reloaded["trigger"], "SIGHUP", "{reloaded}");
+    serves(doors, &pki.ca, &printed(&third, "C3")).await;
+    assert_eq!(p.log_lines(KEPT).len(), 2, "{:?}", p.all_logs());
+    assert_eq!(p.log_lines(RELOADED).len(), 3, "{:?}", p.all_logs());
+
+    load.finish(&first, &base, &pki.ca).await;
     drop(p);
 }
 

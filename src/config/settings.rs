@@ -62,6 +62,9 @@ pub struct Settings {
     /// TLS on both listeners (`--tls-cert`, `--tls-key`, `--tls-client-ca`);
     /// plain TCP when `None`.
     pub tls: Option<TlsFiles>,
+    /// How often the TLS files are checked for a change
+    /// (`--tls-watch-interval`, docs/design.md, "TLS on the doors").
+    pub tls_watch_interval: Duration,
 }
 
 /// The database URLs of [`Settings`], one per stripe: read as a slice, and
@@ -98,6 +101,7 @@ impl Settings {
             health_listen: None,
             resp: RespLimits::default(),
             tls: None,
+            tls_watch_interval: crate::tls::DEFAULT_WATCH_INTERVAL,
             allocator: AllocatorConfig::default(),
             shutdown_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -136,6 +140,7 @@ impl Settings {
                     .expect("clap requires --tls-key with --tls-cert"),
                 client_ca: args.tls_client_ca.clone(),
             }),
+            tls_watch_interval: args.tls_watch_interval,
             allocator: AllocatorConfig {
                 segment_target: args.segment_target,
                 max_step: args.db.max_step,
