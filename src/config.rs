@@ -576,6 +576,11 @@ pub struct ServeArgs {
     /// `SEQD.BATCH`; docs/api.md#the-resp-door); off when not set.
     #[arg(long, env = "SEQD_RESP_LISTEN")]
     pub resp_listen: Option<String>,
+    /// Address of the health listener: plain HTTP serving only `/healthz`, `/readyz` and
+    /// `/metrics`, without TLS or client certificates, for probes and scrapers when the doors
+    /// require client certificates (`--tls-client-ca`); off when not set.
+    #[arg(long, env = "SEQD_HEALTH_LISTEN")]
+    pub health_listen: Option<String>,
     /// A RESP connection with no command for this long is closed.
     #[arg(long, env = "SEQD_RESP_IDLE_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
     pub resp_idle_timeout: Duration,

@@ -50,6 +50,15 @@ pub async fn run_with_resp(
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let resp_addr = resp.as_ref().map(|l| l.local_addr()).transpose()?;
+    let health = match &settings.health_listen {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("binding the health listener {a}"))?,
+        ),
+        None => None,
+    };
+    let health_addr = health.as_ref().map(|l| l.local_addr()).transpose()?;
     // Validates the snowflake layout first: an unusable one is a start-up error.
     let snowflake = crate::snowflake::start(&settings.snowflake, leases)?;
     let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
@@ -84,6 +93,7 @@ pub async fn run_with_resp(
             .join(" "),
         listen = %addr,
         resp_listen = resp_addr.map(|a| a.to_string()),
+        health_listen = health_addr.map(|a| a.to_string()),
         admin_auth = admin.describe(),
         client_auth = ?settings.client_auth,
         tls = describe_tls(settings.tls.as_ref()),
@@ -129,6 +139,22 @@ pub async fn run_with_resp(
         reads: crate::http::reads::ReadGate::for_pool(settings.db_max_connections),
         ..AppState::serving(service)
     };
+    // The health listener answers until the doors are done (its /readyz
+    // says `draining` meanwhile); plain HTTP, whatever the doors speak.
+    let (stop_health, health_stop) = tokio::sync::oneshot::channel::<()>();
+    let _health = health.map(|l| {
+        let app = crate::http::health_router(state.clone(), &settings.limits);
+        let connections = settings.connections;
+        AbortOnDrop(tokio::spawn(async move {
+            let stop = async move {
+                let _ = health_stop.await;
+            };
+            if let Err(e) = crate::http::serve::serve(l, app, connections, stop).await {
+                tracing::error!(error = %e, "serving the health listener failed");
+            }
+        }))
+    });
+    let draining = state.service.clone();
     let app = router_with(state, &settings.limits, &settings.tinyid_prefix);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -146,6 +172,7 @@ pub async fn run_with_resp(
         crate::http::serve::serve_with_tls(listener, app, settings.connections, tls, async move {
             shutdown.await;
             tracing::info!("shutting down: finishing in-flight requests");
+            draining.begin_draining();
             let _ = stop_tx.send(true);
         });
     let servers = async {
@@ -161,6 +188,7 @@ pub async fn run_with_resp(
             tokio::time::sleep(bound).await;
         } => tracing::warn!(?bound, "shutdown bound reached; dropping remaining connections"),
     }
+    let _ = stop_health.send(());
     // Requests are answered (or the bound passed): give back what the
     // buffers reserved and did not hand out, so a rolling restart leaves no
     // gap. A crash cannot, and leaves one.

@@ -856,15 +856,9 @@ async fn the_overlay_adds_a_service_monitor_on_the_health_port_the_rules_and_the
     );
 }
 
-/// An address on 127.0.0.1 with a port free a moment ago.
-fn free_address() -> &'static str {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    String::leak(listener.local_addr().unwrap().to_string())
-}
-
-/// `GET path` over plain HTTP to `addr`: the status.
-async fn probe(addr: &str, path: &str) -> u16 {
-    let response = reqwest::get(format!("http://{addr}{path}")).await;
+/// `GET path` over plain HTTP to `base` (`http://HOST:PORT`): the status.
+async fn probe(base: &str, path: &str) -> u16 {
+    let response = reqwest::get(format!("{base}{path}")).await;
     response
         .unwrap_or_else(|e| panic!("{path}: {e}"))
         .status()
@@ -902,19 +896,14 @@ async fn the_probe_paths_answer_on_an_instance_started_as_the_manifests_say() {
         ("SEQD_TLS_KEY", key),
         ("SEQD_ADMIN_TOKEN", "deploy-test-admin-token"),
     ]);
-    // A health listener of its own for each run (the first one's port may
-    // linger after the kill).
-    let (health_before, health) = (free_address(), free_address());
-    let flags = |health: &'static str| -> [&'static str; 6] {
-        [
-            "--listen",
-            "127.0.0.1:0",
-            "--resp-listen",
-            "127.0.0.1:0",
-            "--health-listen",
-            health,
-        ]
-    };
+    let flags = [
+        "--listen",
+        "127.0.0.1:0",
+        "--resp-listen",
+        "127.0.0.1:0",
+        "--health-listen",
+        "127.0.0.1:0",
+    ];
     let annotations = &d["spec"]["template"]["metadata"]["annotations"];
     let paths: Vec<&str> = ["startupProbe", "readinessProbe", "livenessProbe"]
         .iter()
@@ -922,13 +911,10 @@ async fn the_probe_paths_answer_on_an_instance_started_as_the_manifests_say() {
         .chain([annotations["prometheus.io/path"].as_str().unwrap()])
         .collect();
 
-    let before = server::Process::spawn_with_env(&db.url, &flags(health_before), &vars).await;
-    assert_eq!(
-        probe(health_before, "/readyz").await,
-        503,
-        "before migrating"
-    );
-    assert_eq!(probe(health_before, "/healthz").await, 200);
+    let before = server::Process::spawn_with_env(&db.url, &flags, &vars).await;
+    let health = before.health.clone().expect("the health listener");
+    assert_eq!(probe(&health, "/readyz").await, 503, "before migrating");
+    assert_eq!(probe(&health, "/healthz").await, 200);
     before.kill().await;
 
     let migrator = init_container(&d);
@@ -937,9 +923,10 @@ async fn the_probe_paths_answer_on_an_instance_started_as_the_manifests_say() {
     migrate_env.push(("SEQD_DATABASE_URL", &db.url));
     common::ok(&common::seqd_binary_with_env(&args, &migrate_env).await);
 
-    let seqd = server::Process::spawn_with_env(&db.url, &flags(health), &vars).await;
+    let seqd = server::Process::spawn_with_env(&db.url, &flags, &vars).await;
+    let health = seqd.health.clone().expect("the health listener");
     for path in paths {
-        assert_eq!(probe(health, path).await, 200, "{path}");
+        assert_eq!(probe(&health, path).await, 200, "{path}");
     }
     assert!(seqd.resp.is_some(), "the RESP door is open");
 }

@@ -82,6 +82,24 @@ fn fast_failing() -> AllocatorConfig {
     }
 }
 
+/// Waits until `name`'s next segment is in memory on the server at `base`:
+/// a database cut while its fetch is in flight (a slow machine) could leave
+/// both segments empty at once.
+async fn until_next_in_memory(http: &reqwest::Client, base: &str, name: &str) {
+    let info = format!("{base}/v1/sequences/{name}");
+    let next_in_memory = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v: serde_json::Value = http.get(&info).send().await.unwrap().json().await.unwrap();
+            if v["buffer"]["next"].is_object() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(next_in_memory.is_ok(), "the next segment was never fetched");
+}
+
 async fn database_gone_mid_load_then_back(db: TestDb) {
     create(&db, "gone", 50).await;
     let proxy = Proxy::start(upstream_of(&db.url)).await;
@@ -97,19 +115,7 @@ async fn database_gone_mid_load_then_back(db: TestDb) {
             Outcome::Unavailable => panic!("503 while the database is up"),
         }
     }
-    // Cut only once the next segment is in memory: cut while its fetch is in
-    // flight (a slow machine), both segments could be empty at once.
-    let next_in_memory = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let v = s.get_json("/v1/sequences/gone").await;
-            if v["buffer"]["next"].is_object() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(next_in_memory.is_ok(), "the next segment was never fetched");
+    until_next_in_memory(&s.http, &s.base, "gone").await;
     proxy.cut();
     // Memory first, then 503s.
     let mut served_after_cut = 0;
@@ -231,9 +237,152 @@ async fn a_slow_database_does_not_make_steady_traffic_wait(db: TestDb) {
     s.stop().await;
 }
 
+/// The probe the Kubernetes Deployment names (`/readyz` on the health
+/// listener) keeps the ride-through: with the database cut under load, it
+/// answers 200 (`degraded`, the sequences holding IDs counted) while `/next`
+/// still answers from memory, and 503 once a draw would fail; it is `ready`
+/// again once the database is back. The real binary, through a proxy that
+/// cuts the database.
+async fn readiness_rides_through_an_outage_until_a_draw_would_fail(db: TestDb) {
+    let proxy = Proxy::start(upstream_of(&db.url)).await;
+    let via = proxy.url_for(&db.url);
+    let flags = [
+        "--health-listen",
+        "127.0.0.1:0",
+        "--max-step",
+        "50",
+        "--wait-timeout",
+        "500ms",
+        "--snowflake",
+        "false",
+    ];
+    let p = Process::spawn(&via, &flags).await;
+    let probe = format!("{}/readyz", p.health.as_deref().expect("a health listener"));
+    let http = server::client(Duration::from_secs(10));
+    let readyz = || async {
+        let resp = http.get(&probe).send().await.expect("the probe answers");
+        let status = resp.status().as_u16();
+        (status, resp.json::<serde_json::Value>().await.unwrap())
+    };
+    server::create_at(&http, &p.base, "ride", 1, 50).await;
+    let url = format!("{}/v1/sequences/ride/next", p.base);
+    let mut ids = Vec::new();
+    for _ in 0..300 {
+        match fetch_ids(&http, &url).await {
+            Outcome::Ids(v) => ids.extend(v),
+            Outcome::Unavailable => panic!("503 while the database is up"),
+        }
+    }
+    assert_eq!(readyz().await.0, 200);
+    until_next_in_memory(&http, &p.base, "ride").await;
+    proxy.cut();
+    // The background check notices the cut; the probe stays 200 meanwhile.
+    let noticed = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (status, body) = readyz().await;
+            assert_eq!(status, 200, "out of rotation with IDs in memory: {body}");
+            if body["checks"]["database"] == "failed" {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the database check notices the cut");
+    assert_eq!(noticed["status"], "degraded", "{noticed}");
+    assert!(noticed["checks"]["memory"]["sequences_holding_ids"].as_u64() >= Some(1));
+    // Draw until a draw fails: every probe read while draws succeed is 200;
+    // once one fails, the probe is 503.
+    let mut served = 0;
+    let failed = loop {
+        let (before, body) = readyz().await;
+        match fetch_ids(&http, &url).await {
+            Outcome::Ids(v) => {
+                assert_eq!(before, 200, "the probe failed while /next served: {body}");
+                served += v.len();
+                ids.extend(v);
+                assert!(served <= 200, "more than two segments served from memory");
+            }
+            Outcome::Unavailable => break readyz().await,
+        }
+    };
+    assert!(served > 0, "IDs were served from memory after the cut");
+    assert_eq!(
+        failed.0, 503,
+        "a draw failed and the probe still passes: {}",
+        failed.1
+    );
+    assert_eq!(failed.1["checks"]["database"], "failed", "{}", failed.1);
+
+    proxy.heal();
+    let back = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (status, body) = readyz().await;
+            if status == 200 && body["status"] == "ready" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(back.is_ok(), "ready again once the database is back");
+    let unique: HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "duplicates");
+}
+
+/// Once shutdown began, the health listener's `/readyz` answers 503
+/// `draining` while the doors finish what is in flight (here a draw that
+/// waits on a cut database), so a probe takes the instance out of rotation
+/// before it stops.
+async fn readiness_says_draining_once_shutdown_began(db: TestDb) {
+    let proxy = Proxy::start(upstream_of(&db.url)).await;
+    let via = proxy.url_for(&db.url);
+    let flags = [
+        "--health-listen",
+        "127.0.0.1:0",
+        "--wait-timeout",
+        "20s",
+        "--shutdown-timeout",
+        "20s",
+        "--snowflake",
+        "false",
+    ];
+    let p = Process::spawn(&via, &flags).await;
+    let probe = format!("{}/readyz", p.health.as_deref().expect("a health listener"));
+    let http = server::client(Duration::from_secs(30));
+    server::create_at(&http, &p.base, "drain", 1, 10).await;
+    proxy.cut();
+    // A draw with no segment in memory waits on the cut database.
+    let waiting = tokio::spawn({
+        let (http, url) = (http.clone(), format!("{}/v1/sequences/drain/next", p.base));
+        async move { http.get(url).send().await.map(|r| r.status().as_u16()) }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    p.signal("TERM");
+    let draining = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            if let Ok(resp) = http.get(&probe).send().await {
+                let body: serde_json::Value = resp.json().await.unwrap();
+                if body["checks"]["instance"] == "draining" {
+                    return body;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the probe says draining while the draw is in flight");
+    assert_eq!(draining["status"], "unavailable", "{draining}");
+    assert!(!waiting.is_finished(), "the draw was still in flight");
+    proxy.heal();
+    drop(waiting.await);
+}
+
 network_backends!(
+    readiness_says_draining_once_shutdown_began,
     database_gone_mid_load_then_back,
-    a_slow_database_does_not_make_steady_traffic_wait
+    a_slow_database_does_not_make_steady_traffic_wait,
+    readiness_rides_through_an_outage_until_a_draw_would_fail
 );
 
 /// Runs `clients` HTTP clients against `bases[c % bases.len()]` until `stop`,

@@ -861,3 +861,51 @@ async fn client_auth_on_warns_of_each_listener_without_tls_off_loopback() {
     );
     assert!(tls.log_lines(IN_CLEAR).is_empty(), "{:?}", tls.all_logs());
 }
+
+/// Under `--tls-client-ca` the doors refuse a client without a certificate,
+/// so the kubelet's probes and Prometheus cannot reach them: the health
+/// listener (`--health-listen`, plain HTTP) answers such a client on
+/// `/healthz`, `/readyz` and `/metrics` (curl, no certificate), serves
+/// nothing else (no ID is drawn through it), and the door still refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_listener_answers_probes_without_a_certificate_under_tls_client_ca() {
+    let Some((db, pki)) = ready(&["curl"]).await else {
+        return;
+    };
+    let pair = pki.server("server", 0x4ea1);
+    let ca = pki.ca.to_str().unwrap().to_owned();
+    let good = pki.client("client");
+    let extra = [
+        "--tls-client-ca",
+        ca.as_str(),
+        "--health-listen",
+        "127.0.0.1:0",
+    ];
+    let (p, base, _) = tls_process(&db, &pki, &pair, Some(&good), &extra).await;
+    let health = p.health.clone().expect("a health listener");
+    let plain = |path: &str| {
+        let url = format!("{health}{path}");
+        async move {
+            let out = common::run("curl", &["-sS", "-w", "\n%{http_code}", &url], b"").await;
+            let (body, status) = out.stdout.rsplit_once('\n').expect("body and status");
+            (status.to_owned(), body.to_owned())
+        }
+    };
+    let (status, body) = plain("/healthz").await;
+    assert_eq!(status, "200", "{body}");
+    let (status, body) = plain("/readyz").await;
+    assert_eq!(status, "200", "{body}");
+    assert!(body.contains(r#""status":"ready""#), "{body}");
+    let (status, body) = plain("/metrics").await;
+    assert_eq!(status, "200");
+    assert!(body.contains("seqd_"), "a scrape: {body:.200}");
+    for path in ["/v1/sequences/order/next", "/v1/sequences", "/"] {
+        let (status, body) = plain(path).await;
+        assert_eq!(status, "404", "{path} on the health listener: {body}");
+    }
+    // The door still wants a certificate; nothing was drawn meanwhile.
+    let out = curl(&pki.ca, None, &[&format!("{base}/healthz")]).await;
+    assert_refused("curl without a certificate", &out, "certificate required");
+    assert_eq!(curl_next(&base, &pki.ca, Some(&good)).await, 1);
+    drop(p);
+}

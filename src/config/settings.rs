@@ -55,6 +55,9 @@ pub struct Settings {
     pub tinyid_prefix: String,
     /// Where the RESP door listens (`--resp-listen`); off when `None`.
     pub resp_listen: Option<String>,
+    /// Where the health listener (plain HTTP: `/healthz`, `/readyz`,
+    /// `/metrics`) listens (`--health-listen`); off when `None`.
+    pub health_listen: Option<String>,
     /// The RESP door's caps and deadlines.
     pub resp: RespLimits,
     /// TLS on both listeners (`--tls-cert`, `--tls-key`, `--tls-client-ca`);
@@ -72,6 +75,7 @@ impl std::fmt::Debug for Settings {
             max_lease,
             tinyid_prefix,
             resp_listen,
+            health_listen,
             resp,
             tls,
             allocator,
@@ -99,6 +103,7 @@ impl std::fmt::Debug for Settings {
             .field("max_lease", max_lease)
             .field("tinyid_prefix", tinyid_prefix)
             .field("resp_listen", resp_listen)
+            .field("health_listen", health_listen)
             .field("resp", resp)
             .field("tls", tls)
             .field("allocator", allocator)
@@ -126,6 +131,7 @@ impl Settings {
             max_lease: crate::service::lease::DEFAULT_MAX_LEASE,
             tinyid_prefix: crate::http::tinyid::DEFAULT_PREFIX.to_owned(),
             resp_listen: None,
+            health_listen: None,
             resp: RespLimits::default(),
             tls: None,
             allocator: AllocatorConfig::default(),
@@ -151,6 +157,7 @@ impl Settings {
             max_lease: args.max_lease,
             tinyid_prefix: args.tinyid_prefix.clone(),
             resp_listen: args.resp_listen.clone(),
+            health_listen: args.health_listen.clone(),
             resp: RespLimits {
                 frame: crate::resp::FrameLimits::default(),
                 frame_timeout: args.header_read_timeout,

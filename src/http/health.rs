@@ -1,6 +1,7 @@
-//! `/healthz` (the process answers) and `/readyz` (the database answered
-//! its last check and the schema is in place), both answered from what the
-//! instance knows, never waiting on the store.
+//! `/healthz` (the process answers) and `/readyz` (the instance can answer
+//! draws: the database answered its last check and the schema is in place,
+//! or, while it does not answer, IDs are held in memory), both answered from
+//! what the instance knows, never waiting on the store.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -24,17 +25,20 @@ pub async fn healthz() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-/// `GET /readyz`: 200 when the database answered the last check and records
-/// every migration this binary needs, else 503 naming the failed check
-/// (`schema_behind` when a migration is missing, `fencing` while the
-/// failover fence blocks). Answered from what the instance knows (the fence's
-/// state, the last background check of [`crate::service::health`]): it never
-/// waits on the store.
+/// `GET /readyz`: 200 while the instance can answer draws: the database
+/// answered the last check and records every migration this binary needs
+/// (`"status":"ready"`), or it does not answer but IDs are held in memory
+/// (`"status":"degraded"`, the ride-through). Else 503 naming the failed
+/// check: `schema_behind` when a migration is missing, `fencing` while the
+/// failover fence blocks, `failed` with no IDs in memory, `draining` once
+/// shutdown began. Answered from what the instance knows (the fence's state,
+/// the last background check of [`crate::service::health`], the buffers): it
+/// never waits on the store.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "operations",
-    summary = "Readiness: the database answered its last check and the schema is in place",
+    summary = "Readiness: the instance can answer draws (database answering, or IDs in memory)",
     responses(
         (status = 200, description = "Ready", body = ReadyDoc,
             example = json!({"status": "ready", "checks": {"database": "ok"}})),
@@ -45,6 +49,13 @@ pub async fn healthz() -> impl IntoResponse {
     )
 )]
 pub async fn readyz(State(st): State<AppState>) -> Response {
+    if st.service.draining() {
+        return not_ready_checks(
+            json!({ "instance": "draining" }),
+            ErrorCode::Overloaded,
+            "shutting down: this instance takes no new work",
+        );
+    }
     let fence = st.service.fence_status();
     if let Some(f) = fence.as_ref().filter(|f| f.blocking()) {
         let message = match f.state {
@@ -93,11 +104,23 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             "the database schema is older than this seqd needs: apply `seqd migrate` \
              (or the DDL of `seqd schema`)",
         ),
-        Some(DatabaseState::Failed) => not_ready(
-            "failed",
-            ErrorCode::StorageUnavailable,
-            "database check failed: unreachable or not migrated",
-        ),
+        Some(DatabaseState::Failed) => match st.service.sequences_holding_ids() {
+            // The buffers carry the instance through the outage: it stays
+            // in rotation while it holds IDs to hand out.
+            0 => not_ready(
+                "failed",
+                ErrorCode::StorageUnavailable,
+                "database check failed (unreachable or not migrated) and no IDs in memory",
+            ),
+            holding => Json(json!({
+                "status": "degraded",
+                "checks": {
+                    "database": "failed",
+                    "memory": { "sequences_holding_ids": holding }
+                }
+            }))
+            .into_response(),
+        },
         None => not_ready(
             "unchecked",
             ErrorCode::StorageUnavailable,
@@ -111,6 +134,21 @@ fn not_ready(check: &str, code: ErrorCode, message: &str) -> Response {
     not_ready_with(check, code, message, None)
 }
 
+/// A 503 answer of `/readyz` with `checks` as given.
+fn not_ready_checks(checks: serde_json::Value, code: ErrorCode, message: &str) -> Response {
+    let error = ErrorDetail {
+        code,
+        message: message.into(),
+    };
+    let body = json!({ "status": "unavailable", "checks": checks, "error": error });
+    let mut resp = (code.status(), Json(body)).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(super::error::RETRY_AFTER_SECS),
+    );
+    resp
+}
+
 /// [`not_ready`] with the failover fence's state in `checks.fence`.
 fn not_ready_with(
     check: &str,
@@ -118,25 +156,11 @@ fn not_ready_with(
     message: &str,
     fence: Option<serde_json::Value>,
 ) -> Response {
-    let error = ErrorDetail {
-        code,
-        message: message.into(),
-    };
     let mut checks = json!({ "database": check });
     if let Some(f) = fence {
         checks["fence"] = f;
     }
-    let body = json!({
-        "status": "unavailable",
-        "checks": checks,
-        "error": error
-    });
-    let mut resp = (code.status(), Json(body)).into_response();
-    resp.headers_mut().insert(
-        axum::http::header::RETRY_AFTER,
-        axum::http::HeaderValue::from(super::error::RETRY_AFTER_SECS),
-    );
-    resp
+    not_ready_checks(checks, code, message)
 }
 
 /// `{"status":"ok"}`.

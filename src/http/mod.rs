@@ -98,7 +98,36 @@ pub fn router_with(state: AppState, limits: &limits::Limits, tinyid_prefix: &str
     let router = routes
         .into_iter()
         .fold(Router::new(), |r, (path, handlers)| r.route(path, handlers))
-        .merge(openapi::swagger_ui())
+        .merge(openapi::swagger_ui());
+    finish(router, labels, limits, state)
+}
+
+/// The routes of the health listener (`--health-listen`): no ID, no
+/// sequence, nothing but what probes and scrapers read.
+pub const HEALTH_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// The application of the health listener: [`HEALTH_ROUTES`] only, from
+/// the same table and state as the API (any other path answers 404).
+pub fn health_router(state: AppState, limits: &limits::Limits) -> App {
+    let routes: Vec<_> = routes(limits, tinyid::DEFAULT_PREFIX)
+        .into_iter()
+        .filter(|(path, _)| HEALTH_ROUTES.contains(path))
+        .collect();
+    let labels = middleware::RouteLabels::new(routes.iter().map(|(path, _)| *path));
+    let router = routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, handlers)| r.route(path, handlers));
+    finish(router, labels, limits, state)
+}
+
+/// `router` with the JSON fallbacks and its state, inside [`middleware::Front`].
+fn finish(
+    router: Router<AppState>,
+    labels: middleware::RouteLabels,
+    limits: &limits::Limits,
+    state: AppState,
+) -> App {
+    let router = router
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state.clone());

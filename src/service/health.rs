@@ -33,9 +33,22 @@ pub enum DatabaseState {
 #[derive(Debug, Default)]
 pub struct DatabaseHealth {
     last: Mutex<Option<DatabaseState>>,
+    /// Set once shutdown began: the instance takes no new work.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl DatabaseHealth {
+    /// Marks the instance as shutting down (what `/readyz` then answers).
+    pub fn begin_draining(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether shutdown began.
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The last check's result; `None` before the first one ended.
     pub fn last(&self) -> Option<DatabaseState> {
         *self.last.lock().unwrap()

@@ -160,6 +160,23 @@ impl Service {
         self.health.last()
     }
 
+    /// Marks the instance as shutting down: `/readyz` answers 503
+    /// `draining` from then on.
+    pub fn begin_draining(&self) {
+        self.health.begin_draining();
+    }
+
+    /// Whether shutdown began ([`Service::begin_draining`]).
+    pub fn draining(&self) -> bool {
+        self.health.draining()
+    }
+
+    /// How many live sequences hold IDs in memory: what this instance can
+    /// still serve while its database does not answer.
+    pub fn sequences_holding_ids(&self) -> usize {
+        self.allocator.sequences_holding_ids()
+    }
+
     /// Checks the database once now (bounded), then every `every` in the
     /// background; the task ends when the handle is aborted or the service
     /// and its store are dropped.

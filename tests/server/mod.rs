@@ -422,6 +422,9 @@ pub struct Process {
     /// The RESP listener's `127.0.0.1:PORT`, when started with
     /// `--resp-listen` (read from the start-up log line).
     pub resp: Option<String>,
+    /// The health listener's `http://127.0.0.1:PORT`, when started with
+    /// `--health-listen`.
+    pub health: Option<String>,
     /// The child's process id.
     pub pid: u32,
     /// Its log lines (JSON) read so far, but the start-up line.
@@ -489,29 +492,31 @@ impl Process {
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         // The lines before the start-up line are kept too (start-up warnings).
         let mut before = Vec::new();
-        let (addr, resp) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-            let mut said = Vec::new();
-            while let Some(line) = lines.next_line().await.unwrap() {
-                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-                    said.push(line);
-                    continue;
-                };
-                if let Some(listen) = v["listen"].as_str() {
-                    return (
-                        listen.to_string(),
-                        v["resp_listen"].as_str().map(str::to_owned),
-                    );
+        let (addr, resp, health) =
+            tokio::time::timeout(std::time::Duration::from_secs(60), async {
+                let mut said = Vec::new();
+                while let Some(line) = lines.next_line().await.unwrap() {
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                        said.push(line);
+                        continue;
+                    };
+                    if let Some(listen) = v["listen"].as_str() {
+                        return (
+                            listen.to_string(),
+                            v["resp_listen"].as_str().map(str::to_owned),
+                            v["health_listen"].as_str().map(|a| format!("http://{a}")),
+                        );
+                    }
+                    before.push(line);
                 }
-                before.push(line);
-            }
-            panic!(
-                "seqd exited before listening: {}\n{}",
-                said.join("\n"),
-                before.join("\n")
-            );
-        })
-        .await
-        .expect("seqd did not start in time");
+                panic!(
+                    "seqd exited before listening: {}\n{}",
+                    said.join("\n"),
+                    before.join("\n")
+                );
+            })
+            .await
+            .expect("seqd did not start in time");
         // Keep draining stderr so the child never blocks on a full pipe
         // (echoed when SEQD_TEST_ECHO_LOGS=1, to debug a test).
         let echo = std::env::var("SEQD_TEST_ECHO_LOGS").is_ok_and(|v| v == "1");
@@ -529,6 +534,7 @@ impl Process {
             child,
             base: format!("http://{addr}"),
             resp,
+            health,
             pid,
             logs,
         }

@@ -623,6 +623,20 @@ impl Allocator {
         self.inner.live.for_each(|buf| f(buf.name(), &buf.stats()));
     }
 
+    /// How many live sequences hold IDs in memory: those this instance can
+    /// still serve without its database (the ride-through that `/readyz`
+    /// keeps). A walk over the live sequences, each read as a scrape of
+    /// `/metrics` reads it.
+    pub fn sequences_holding_ids(&self) -> usize {
+        let mut holding = 0;
+        self.inner.live.for_each(|buf| {
+            if buf.ids_available() > 0 {
+                holding += 1;
+            }
+        });
+        holding
+    }
+
     /// Calls `f` with the name of every live sequence (period counters
     /// included), in no particular order, copying no name.
     pub fn for_each_name(&self, mut f: impl FnMut(&SeqName)) {

@@ -28,6 +28,12 @@ impl SeqBuffer {
         }
     }
 
+    /// IDs this buffer can hand out without the database (its current and
+    /// next segments' rest).
+    pub(crate) fn ids_available(&self) -> u64 {
+        self.segments.counts().1
+    }
+
     /// A point-in-time view for monitoring.
     pub fn snapshot(&self) -> BufferSnapshot {
         let view = |s: &Segment, used: u64| {
