@@ -4,7 +4,8 @@
 //! `_sqlx_migrations`, `seqd schema` applied by the backend's own client and
 //! served under a role with the documented runtime grants (row rights only;
 //! tests/grants.rs runs every feature under them), `--migrate check`, PostgreSQL
-//! `--schema`, and concurrent migrators on a fresh database.
+//! `--schema`, and concurrent migrators on a fresh database (in one process, and
+//! as `seqd migrate` processes).
 
 #[macro_use]
 mod common;
@@ -245,6 +246,20 @@ async fn four_concurrent_migrators_on_a_fresh_database_all_succeed(db: TestDb) {
 }
 
 per_backend!(four_concurrent_migrators_on_a_fresh_database_all_succeed);
+
+/// Several `seqd migrate` processes (the binary, as the init containers of
+/// new pods run it together in a rollout) started at once on a fresh
+/// database: every one exits 0, and the history holds one row per migration.
+async fn concurrent_seqd_migrate_processes_apply_each_migration_once(db: TestDb) {
+    let env = [("SEQD_DATABASE_URL", db.url.as_str())];
+    let runs = (0..4).map(|_| common::seqd_binary_with_env(&["migrate"], &env));
+    for out in futures::future::join_all(runs).await {
+        ok(&out);
+    }
+    assert_eq!(history(&db, "seqd_migrations").await, seqds(db.backend));
+}
+
+per_backend!(concurrent_seqd_migrate_processes_apply_each_migration_once);
 
 async fn check_refuses_a_database_one_migration_behind(db: TestDb) {
     one_migration_behind(&db).await;
