@@ -177,13 +177,15 @@ pub struct HealthDoc {
 #[derive(ToSchema)]
 #[schema(as = Ready)]
 pub struct ReadyDoc {
-    /// `ready`, `degraded` (several databases: one is down or lacks a
-    /// row, the others serve) or `unavailable`.
+    /// `ready`, `degraded` (the database does not answer and IDs remain in
+    /// memory; or several databases: one is down or lacks a row, the others
+    /// serve) or `unavailable`.
     #[schema(example = "ready")]
     pub status: String,
     /// Each check and its result.
     pub checks: ReadyChecksDoc,
-    /// Present on 503 only (code `storage_unavailable`).
+    /// Present on 503 only (code `storage_unavailable`; `overloaded` once
+    /// shutdown began).
     #[schema(nullable = false)]
     pub error: Option<ErrorDetail>,
 }
@@ -198,8 +200,16 @@ pub struct ReadyChecksDoc {
     /// has ended yet; `fencing`: the
     /// database server changed (a failover) and is being fenced, or cannot
     /// be (`fence.state` `stale`, `refused` or `failed`): nothing is reserved.
-    #[schema(example = "ok")]
-    pub database: String,
+    /// Absent once shutdown began (`instance` says `draining`).
+    #[schema(example = "ok", nullable = false)]
+    pub database: Option<String>,
+    /// `draining` once shutdown began (then the only check).
+    #[schema(nullable = false)]
+    pub instance: Option<String>,
+    /// While the database does not answer: what the buffers still hold
+    /// (the ride-through).
+    #[schema(nullable = false)]
+    pub memory: Option<MemoryDoc>,
     /// The failover fence of the database (absent when off, on SQLite, and
     /// with stripes, where each stripe has its own).
     #[schema(nullable = false)]
@@ -207,6 +217,15 @@ pub struct ReadyChecksDoc {
     /// With several databases (stripes): the state of each, in order.
     #[schema(nullable = false)]
     pub stripes: Option<Vec<StripeDoc>>,
+}
+
+/// What the buffers hold, in `/readyz` while the database does not answer.
+#[derive(ToSchema)]
+#[schema(as = ReadyMemory)]
+pub struct MemoryDoc {
+    /// Live sequences with IDs left in memory: the instance stays ready
+    /// while this is above 0.
+    pub sequences_holding_ids: u64,
 }
 
 /// One stripe in `/readyz`.

@@ -104,6 +104,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         health::HealthDoc,
         health::ReadyDoc,
         health::ReadyChecksDoc,
+        health::MemoryDoc,
         health::StripeDoc,
         health::FenceDoc,
         monitor::Info,
