@@ -650,8 +650,8 @@ pub struct ServeArgs {
     /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "PATH", env = "SEQD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Ask every client, on both listeners, for a certificate signed by a CA of this PEM file
-    /// (mutual TLS); a client without one is refused.
+    /// Ask every client, on both doors (not the health listener), for a certificate signed by
+    /// a CA of this PEM file (mutual TLS); a client without one is refused.
     #[arg(
         long,
         value_name = "PATH",
