@@ -146,7 +146,11 @@ pub async fn run_with_resp(
     let (stop_health, health_stop) = tokio::sync::oneshot::channel::<()>();
     let _health = health.map(|l| {
         let app = crate::http::health_router(state.clone(), &settings.limits);
-        let connections = settings.connections;
+        // Probes and scrapers: a few connections, kept out of the doors' share.
+        let connections = crate::http::serve::ConnLimits {
+            max_connections: HEALTH_CONNECTIONS,
+            ..settings.connections
+        };
         AbortOnDrop(tokio::spawn(async move {
             let stop = async move {
                 let _ = health_stop.await;
@@ -263,6 +267,10 @@ pub async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
+/// Most open connections of the health listener (probes and scrapers);
+/// counted apart from the doors' caps in the open-file budget.
+const HEALTH_CONNECTIONS: usize = 64;
+
 /// Descriptors seqd holds besides its connections' sockets: the listeners,
 /// log and database files, the runtime's own.
 const OTHER_DESCRIPTORS: u64 = 64;
@@ -280,7 +288,12 @@ fn open_files(settings: &mut Settings) {
         .then_some(settings.resp.max_connections);
     let http = settings.connections.max_connections;
     let pools = settings.database_urls.len() as u64 * u64::from(settings.db_max_connections) + 2;
-    let reserved = pools + OTHER_DESCRIPTORS;
+    let health = if settings.health_listen.is_some() {
+        HEALTH_CONNECTIONS as u64
+    } else {
+        0
+    };
+    let reserved = pools + health + OTHER_DESCRIPTORS;
     let needed = (http + resp.unwrap_or(0)) as u64 + reserved;
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) if limit < needed => {

@@ -424,3 +424,28 @@ async fn a_flood_on_one_door_leaves_the_other_its_share_of_descriptors() {
     assert_eq!(server::next_at(&http, &p.base, "flood").await, 1);
     drop(held);
 }
+
+/// The health listener's few connections (64) are counted apart in the
+/// open-file budget: under a hard limit of 256 with `--health-listen`, the
+/// doors share what the pools, the health listener and the rest leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_listener_has_its_own_descriptors_in_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("f.db").display());
+    let prlimit = ["prlimit", "--nofile=256:256"];
+    let flags = [
+        "--resp-listen",
+        "127.0.0.1:0",
+        "--health-listen",
+        "127.0.0.1:0",
+        "--snowflake",
+        "false",
+    ];
+    let p = Process::spawn_under(&prlimit, &url, &flags, &[]).await;
+    let warned = p.log_lines(LIMIT_LOW);
+    assert_eq!(warned.len(), 1, "{:?}", p.all_logs());
+    let share = (256 - (10 + 2 + 64 + 64)) / 2;
+    assert_eq!(warned[0]["max_connections"], share, "{}", warned[0]);
+    assert_eq!(warned[0]["resp_max_connections"], share, "{}", warned[0]);
+    assert_eq!(healthz(p.health.as_deref().unwrap()).await, 200);
+}
