@@ -29,20 +29,20 @@ pub enum ServiceError {
     Exhausted(SeqName),
     /// The period's counter outgrew `{seq:0N}`.
     #[error(
-        "sequence '{0}': {1}; serials resume in the next period, or set \"overflow\":\"widen\" \
-         or a wider {{seq:0N}} with PATCH /v1/sequences/{0}"
+        "sequence '{0}': {1}; serials resume in the next period, or change its format to \
+         \"overflow\":\"widen\" or a wider {{seq:0N}}"
     )]
     SerialExhausted(SeqName, Exhausted),
     /// A lease of a sequence that is not plain (`global` or `serial`).
     #[error(
         "sequence '{0}' is {1}: only plain sequences can be leased (a {1} sequence is served by \
-         seqd at request time); draw its IDs with /next or /batch"
+         seqd at request time); draw its IDs one at a time or in batches"
     )]
     NotLeasable(SeqName, &'static str),
     /// The sequence's row holds settings seqd cannot use.
     #[error(
-        "sequence '{0}' cannot be used: its row in `sequences` has an invalid {1}; repair it with \
-         PATCH /v1/sequences/{0} or SQL"
+        "sequence '{0}' cannot be used: its row in `sequences` has an invalid {1}; repair it by \
+         changing the sequence's settings or by SQL"
     )]
     Misconfigured(SeqName, RowProblem),
     /// A bump refused as a whole (nothing written).
@@ -98,7 +98,7 @@ impl ServiceError {
             }
             AllocError::RunTooLong { segment } => ServiceError::InvalidRequest(format!(
                 "sequence '{name}' is served in segments of {segment} IDs, too short for a run of \
-                 that many consecutive IDs; give it a larger step (PATCH /v1/sequences/{name})"
+                 that many consecutive IDs; give it a larger step"
             )),
             AllocError::Unavailable { storage_failing } => {
                 throttled!(
