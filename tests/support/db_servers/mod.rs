@@ -19,8 +19,6 @@
 //! A server that cannot be started skips the test that needs it (`skipped:
 //! ...`), or fails it under `SEQD_TEST_REQUIRE_ALL=1` ([`required`]).
 
-#![allow(dead_code)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

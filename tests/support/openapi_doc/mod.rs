@@ -1,7 +1,6 @@
 //! What the OpenAPI tests share: a server to read the document from, the
 //! document's references resolved, a value checked against a schema, and
 //! one request sent.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 

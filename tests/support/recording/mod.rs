@@ -2,8 +2,6 @@
 //! tests watch: how many reservations went through it, and the `max_id`
 //! moves of its compare-and-sets (the write by which a stripe reserves).
 
-#![allow(dead_code)]
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -42,8 +42,6 @@
 //! Every call blocks (it runs the engine's programs) and panics when the
 //! server does not do what it is asked, with the server's log.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command};

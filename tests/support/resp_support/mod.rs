@@ -4,8 +4,6 @@
 //! it answered, and the Rust `redis` crate's connection and commands, each
 //! with a bounded wait so that a hang fails the test.
 
-#![allow(dead_code)]
-
 use std::time::Duration;
 
 use crate::support::common::{self, Backend, TestDb};

@@ -3,8 +3,6 @@
 //! document shows, read from the document itself, so that a test of them
 //! and the document cannot drift apart. Dropped with its guard.
 
-#![allow(dead_code)]
-
 use crate::support::common::{self, Backend, TestDb};
 
 /// The document whose fenced SQL blocks hold the grants.

@@ -12,8 +12,6 @@
 //! that cannot be started skips the test that needs it (`skipped: ...`), or
 //! fails it under `SEQD_TEST_REQUIRE_ALL=1`.
 
-#![allow(dead_code)]
-
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
