@@ -1,5 +1,5 @@
 # The seqd image: the binary, built with a pinned toolchain, on a distroless base that
-# runs it as a non-root user (docs/deployment.md). tests/container.rs checks this file.
+# runs it as a non-root user (docs/deployment.md). tests/in_process/container.rs checks this file.
 #
 #   docker build -t seqd .        (or: podman build -t seqd .)
 #

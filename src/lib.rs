@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! The layers, from the bottom; a module imports only from its own layer
-//! and those below (`tests/layers.rs` holds the same table and fails on an
+//! and those below (`tests/in_process/layers.rs` holds the same table and fails on an
 //! arrow up). The file-by-file tree is in `docs/code-tour.md`, the one
 //! description of the layout.
 //!

@@ -206,6 +206,10 @@ pub fn started_at() -> SystemTime {
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
+        crate::snowflake::generator::CLOCK_BACKWARDS_METRIC,
+        "Snowflake requests refused with 503 clock_moved_backwards: the clock went back further than --snowflake-clock-tolerance."
+    );
+    describe_counter!(
         "seqd_ids_drawn_total",
         "IDs drawn, by client token label (`none`: no token, under --client-auth off; `admin`: the admin token)."
     );

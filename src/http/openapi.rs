@@ -10,7 +10,7 @@
 //! error schema is [`super::error`]'s own types. So the handlers never import
 //! this module.
 //!
-//! `tests/openapi.rs` checks that the document lists exactly the routes the
+//! `tests/in_process/openapi.rs` checks that the document lists exactly the routes the
 //! router serves (every route registered under `src/`, every method of each)
 //! and that real responses carry exactly the documented fields: a route added
 //! without an annotation here fails that test.

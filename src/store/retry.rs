@@ -30,7 +30,7 @@ pub const RETRIES_METRIC: &str = "seqd_store_retries_total";
 
 /// Most attempts of one operation, the first included. Measured with 16
 /// clients reserving from one row of PostgreSQL under SERIALIZABLE
-/// (`tests/serializable.rs`, five runs each): 8 attempts left 6 to 9 of the
+/// (`tests/in_process/serializable.rs`, five runs each): 8 attempts left 6 to 9 of the
 /// 16 clients with a give-up per run, 12 none, 16 none; 16 leaves a margin.
 /// The pauses of 16 attempts add up to at most about 1 s, well under the
 /// allocator's 5 s fetch timeout.

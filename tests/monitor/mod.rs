@@ -1,5 +1,0 @@
-//! Helpers of the monitor page's browser tests (tests/monitor_browser.rs):
-//! the browser, and the page compared with the API.
-
-pub mod browser;
-pub mod page;
