@@ -26,9 +26,9 @@ use super::pool::Held;
 use super::retry::retrying;
 use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
-    found_row, in_dialect, in_list, initial_max_id, insert_failed, name_bytes, name_text,
-    period_row, refused, reservation, serial_values, unavailable, Columns, PerDialect, ReadTime,
-    Reserve, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK,
+    found_row, in_dialect, in_list, initial_max_id, insert_failed, name_text, period_row, refused,
+    reservation, serial_values, unavailable, Columns, PerDialect, ReadTime, Reserve, GROUP_LIMIT,
+    SETTINGS_CHUNK,
 };
 use super::workers::LeaseDb;
 use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
@@ -89,137 +89,156 @@ struct Statements {
     /// Whether a statement that writes a row returns it (`RETURNING`).
     returning: bool,
     /// Bind: the name. Reads [`COLUMNS`].
-    get: String,
+    get: &'static str,
     /// Reads [`COLUMNS`] of every sequence (no period counter), by name in
     /// byte order.
-    list: String,
+    list: &'static str,
     /// Binds: name, max_id, step, description, ordering, counter_start,
     /// format, reset, time_zone, overflow. Returns [`COLUMNS`] where
     /// `returning`.
-    insert: String,
+    insert: &'static str,
     /// Binds: step, description, ordering (each `NULL`: unchanged), then
     /// four times whether the serial settings are set, each before one of
     /// format, reset, time_zone, overflow; then the name. Returns
     /// [`COLUMNS`] where `returning`.
-    update: String,
+    update: &'static str,
     /// Gives the counter rows in a name range the step and the ordering of
     /// their sequence (each `NULL`: unchanged). Binds: step, ordering, low,
     /// high.
-    update_periods: String,
+    update_periods: &'static str,
     /// Creates a counter row (first bind) of a period of a sequence (second
     /// bind) from its row (`max_id = counter_start - 1`, its step and
     /// ordering), unless it exists: any number of instances may run it at
     /// once, one inserts.
-    create_period: String,
+    create_period: &'static str,
     /// The counter rows in the name range `[low, high)` (binds), in byte
     /// order. Reads `name, max_id, created_at, updated_at`.
-    list_periods: String,
+    list_periods: &'static str,
     /// After a reserving statement that updated nothing: 1 when the row
     /// issues serial numbers, 0 when it is plain (and full, or global for a
     /// lease), and its ordering; no row when it is missing. Bind: the name.
-    read_kind: String,
+    read_kind: &'static str,
     /// Sets `max_id` to the first bind where the name (second) and `max_id`
     /// (third) match: a compare-and-set, for
     /// [`Segments::compare_and_set_max_id`].
-    set_max_id_if: String,
+    set_max_id_if: &'static str,
     /// Reads `max_id` of one row. Bind: the name.
-    read_max_id: String,
+    read_max_id: &'static str,
     /// Appended to a bump's read inside its transaction: holds the rows'
     /// locks until commit.
     bump_lock: &'static str,
     /// Adds the first bind to `max_id`, sparing rows that would pass
     /// `i64::MAX` (the caller checks the count). Binds: by, by;
     /// [`names_in`] appends the names and their counters' ranges, if any.
-    bump: String,
+    bump: &'static str,
 }
 
-/// The statements of each dialect, built once.
-static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
+/// The statements of each dialect.
+static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES, &MYSQL, &SQLITE);
 
-impl Statements {
-    fn new(dialect: Dialect) -> Statements {
-        let sql = |text: String| in_dialect(dialect, &text);
-        let name = name_bytes(dialect);
-        // MariaDB 10.11 has no `UPDATE ... RETURNING`.
-        let returning = match dialect {
-            Dialect::Postgres | Dialect::Sqlite => format!(" RETURNING {COLUMNS}"),
-            Dialect::Mysql => String::new(),
-        };
-        // The `CASE` is a 32-bit integer on PostgreSQL.
-        let flag = match dialect {
-            Dialect::Postgres => "::BIGINT",
-            Dialect::Mysql | Dialect::Sqlite => "",
-        };
-        // `IGNORE` skips only the duplicate here: every value comes from a
-        // row that passed the table's checks, and the name fits (128 + 1 +
-        // 8). (`ON DUPLICATE KEY UPDATE` would count a found row as
-        // inserted, as sqlx connects with `CLIENT_FOUND_ROWS`.) On SQLite,
-        // the `WHERE` also keeps `ON CONFLICT` from being read as a join.
-        let (insert_or_ignore, on_conflict) = match dialect {
-            Dialect::Postgres | Dialect::Sqlite => ("INSERT", " ON CONFLICT (name) DO NOTHING"),
-            Dialect::Mysql => ("INSERT IGNORE", ""),
-        };
-        Statements {
-            returning: !returning.is_empty(),
-            get: sql(format!("SELECT {COLUMNS} FROM sequences WHERE name = ?")),
-            list: sql(format!(
-                "SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY {name}"
-            )),
-            insert: sql(format!(
-                "INSERT INTO sequences (name, max_id, step, description, ordering, \
-                 counter_start, format, reset, time_zone, overflow) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?){returning}"
-            )),
-            update: sql(format!(
-                "UPDATE sequences SET step = COALESCE(?, step), \
-                 description = COALESCE(?, description), ordering = COALESCE(?, ordering), \
-                 format = CASE WHEN ? THEN ? ELSE format END, \
-                 reset = CASE WHEN ? THEN ? ELSE reset END, \
-                 time_zone = CASE WHEN ? THEN ? ELSE time_zone END, \
-                 overflow = CASE WHEN ? THEN ? ELSE overflow END, \
-                 updated_at = CURRENT_TIMESTAMP WHERE name = ?{returning}"
-            )),
-            update_periods: sql(format!(
-                "UPDATE sequences SET step = COALESCE(?, step), \
-                 ordering = COALESCE(?, ordering), updated_at = CURRENT_TIMESTAMP \
-                 WHERE {name} >= ? AND {name} < ?"
-            )),
-            create_period: sql(format!(
-                "{insert_or_ignore} INTO sequences \
-                 (name, max_id, step, description, ordering, counter_start) \
-                 SELECT ?, counter_start - 1, step, '', ordering, counter_start \
-                 FROM sequences WHERE name = ?{on_conflict}"
-            )),
-            list_periods: sql(format!(
-                "SELECT name, max_id, created_at, updated_at FROM sequences \
-                 WHERE {name} >= ? AND {name} < ? ORDER BY {name}"
-            )),
-            read_kind: sql(format!(
-                "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END{flag}, ordering \
-                 FROM sequences WHERE name = ?"
-            )),
-            set_max_id_if: sql(
-                "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP \
-                 WHERE name = ? AND max_id = ?"
-                    .into(),
-            ),
-            read_max_id: sql("SELECT max_id FROM sequences WHERE name = ?".into()),
-            bump_lock: match dialect {
-                // The locks taken in name order.
-                Dialect::Postgres => " ORDER BY name COLLATE \"C\" FOR UPDATE",
-                // The rows and, for all rows, the gaps between them.
-                Dialect::Mysql => " FOR UPDATE",
-                // No row locks: the bump's `BEGIN IMMEDIATE` ([`begin_bump`])
-                // already holds the database's write lock.
-                Dialect::Sqlite => "",
-            },
-            bump: sql("UPDATE sequences \
-                 SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
-                 WHERE max_id <= 9223372036854775807 - ?"
-                .into()),
-        }
-    }
-}
+/// PostgreSQL: numbered placeholders, `RETURNING`, names compared in byte
+/// order as `name COLLATE "C"` (the index of migration 0003); the `CASE`
+/// of `read_kind` is a 32-bit integer unless cast. The bump's read locks
+/// its rows in name order.
+static POSTGRES: Statements = Statements {
+    returning: true,
+    get: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
+        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name = $1",
+    list: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
+        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name NOT LIKE \
+        '%@%' ORDER BY name COLLATE \"C\"",
+    insert: "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
+        format, reset, time_zone, overflow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+        RETURNING name, max_id, step, description, created_at, updated_at, ordering, \
+        counter_start, format, reset, time_zone, overflow",
+    update: "UPDATE sequences SET step = COALESCE($1, step), description = COALESCE($2, \
+        description), ordering = COALESCE($3, ordering), format = CASE WHEN $4 THEN $5 ELSE \
+        format END, reset = CASE WHEN $6 THEN $7 ELSE reset END, time_zone = CASE WHEN $8 THEN \
+        $9 ELSE time_zone END, overflow = CASE WHEN $10 THEN $11 ELSE overflow END, updated_at \
+        = CURRENT_TIMESTAMP WHERE name = $12 RETURNING name, max_id, step, description, \
+        created_at, updated_at, ordering, counter_start, format, reset, time_zone, overflow",
+    update_periods: "UPDATE sequences SET step = COALESCE($1, step), ordering = COALESCE($2, \
+        ordering), updated_at = CURRENT_TIMESTAMP WHERE name COLLATE \"C\" >= $3 AND name \
+        COLLATE \"C\" < $4",
+    create_period: "INSERT INTO sequences (name, max_id, step, description, ordering, \
+        counter_start) SELECT $1, counter_start - 1, step, '', ordering, counter_start FROM \
+        sequences WHERE name = $2 ON CONFLICT (name) DO NOTHING",
+    list_periods: "SELECT name, max_id, created_at, updated_at FROM sequences WHERE name \
+        COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 ORDER BY name COLLATE \"C\"",
+    read_kind: "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT, ordering FROM \
+        sequences WHERE name = $1",
+    set_max_id_if: "UPDATE sequences SET max_id = $1, updated_at = CURRENT_TIMESTAMP WHERE name \
+        = $2 AND max_id = $3",
+    read_max_id: "SELECT max_id FROM sequences WHERE name = $1",
+    bump_lock: " ORDER BY name COLLATE \"C\" FOR UPDATE",
+    bump: "UPDATE sequences SET max_id = max_id + $1, updated_at = CURRENT_TIMESTAMP WHERE \
+        max_id <= 9223372036854775807 - $2",
+};
+
+/// MariaDB/MySQL: no `UPDATE ... RETURNING` (MariaDB 10.11), so a written
+/// row is read back in its transaction. `INSERT IGNORE` skips only the
+/// duplicate here: every value comes from a row that passed the table's
+/// checks, and the name fits (128 + 1 + 8); `ON DUPLICATE KEY UPDATE` would
+/// count a found row as inserted, as sqlx connects with `CLIENT_FOUND_ROWS`.
+/// The bump's read locks the rows and, for all rows, the gaps between them.
+const MYSQL: Statements = Statements {
+    returning: false,
+    get: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
+        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name = ?",
+    list: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
+        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name NOT LIKE \
+        '%@%' ORDER BY name",
+    insert: "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
+        format, reset, time_zone, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    update: "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, \
+        description), ordering = COALESCE(?, ordering), format = CASE WHEN ? THEN ? ELSE \
+        format END, reset = CASE WHEN ? THEN ? ELSE reset END, time_zone = CASE WHEN ? THEN ? \
+        ELSE time_zone END, overflow = CASE WHEN ? THEN ? ELSE overflow END, updated_at = \
+        CURRENT_TIMESTAMP WHERE name = ?",
+    update_periods: "UPDATE sequences SET step = COALESCE(?, step), ordering = COALESCE(?, \
+        ordering), updated_at = CURRENT_TIMESTAMP WHERE name >= ? AND name < ?",
+    create_period: "INSERT IGNORE INTO sequences (name, max_id, step, description, ordering, \
+        counter_start) SELECT ?, counter_start - 1, step, '', ordering, counter_start FROM \
+        sequences WHERE name = ?",
+    list_periods: "SELECT name, max_id, created_at, updated_at FROM sequences WHERE name >= ? \
+        AND name < ? ORDER BY name",
+    read_kind: "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END, ordering FROM sequences \
+        WHERE name = ?",
+    set_max_id_if: "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE name \
+        = ? AND max_id = ?",
+    read_max_id: "SELECT max_id FROM sequences WHERE name = ?",
+    bump_lock: " FOR UPDATE",
+    bump: "UPDATE sequences SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP WHERE \
+        max_id <= 9223372036854775807 - ?",
+};
+
+/// SQLite: MariaDB's texts but for `RETURNING` and `ON CONFLICT` (whose
+/// `WHERE` keeps it from being read as a join). The bump takes no row
+/// locks: its `BEGIN IMMEDIATE` ([`begin_bump`]) already holds the
+/// database's write lock.
+static SQLITE: Statements = Statements {
+    returning: true,
+    insert: "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
+        format, reset, time_zone, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING \
+        name, max_id, step, description, created_at, updated_at, ordering, counter_start, \
+        format, reset, time_zone, overflow",
+    update: "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, \
+        description), ordering = COALESCE(?, ordering), format = CASE WHEN ? THEN ? ELSE \
+        format END, reset = CASE WHEN ? THEN ? ELSE reset END, time_zone = CASE WHEN ? THEN ? \
+        ELSE time_zone END, overflow = CASE WHEN ? THEN ? ELSE overflow END, updated_at = \
+        CURRENT_TIMESTAMP WHERE name = ? RETURNING name, max_id, step, description, \
+        created_at, updated_at, ordering, counter_start, format, reset, time_zone, overflow",
+    create_period: "INSERT INTO sequences (name, max_id, step, description, ordering, \
+        counter_start) SELECT ?, counter_start - 1, step, '', ordering, counter_start FROM \
+        sequences WHERE name = ? ON CONFLICT (name) DO NOTHING",
+    bump_lock: "",
+    ..MYSQL
+};
+
+/// [`BUMP_STATEMENT_BOUND`] (in milliseconds) as PostgreSQL's bound of
+/// the statements of the bump's transaction ([`Sequences::widen_bound`]).
+const WIDEN_BOUND: &str = "SET LOCAL statement_timeout = 120000";
+const _: () = assert!(BUMP_STATEMENT_BOUND.as_millis() == 120_000);
 
 /// The statement that opens a bump's transaction in `dialect`: on SQLite
 /// `BEGIN IMMEDIATE`, which holds the database's write lock from the start,
@@ -253,6 +272,68 @@ fn padded<'a>(names: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
         .copied()
         .chain(std::iter::repeat(last))
         .take(len)
+}
+
+/// A group's statements ([`Sequences::reserve_group`]), each with an `IN`
+/// list of one placeholder per name, the names [`padded`].
+#[derive(Clone, Copy)]
+enum Group {
+    /// Where `UPDATE` returns its rows: the group's reservation. Binds: the
+    /// size, the names, the size twice. Reads as [`Granting`].
+    Reserve,
+    /// Elsewhere (MariaDB), first: the rows read and locked. Binds: the
+    /// size, the names. Reads as [`Granting`].
+    Lock,
+    /// Then: the update of the locked rows that fit. Binds: the size, the
+    /// names.
+    Raise,
+}
+
+/// How many texts each group statement has: one per padded count, 1, 2,
+/// 4, ... up to [`GROUP_LIMIT`].
+const GROUP_SIZES: usize = GROUP_LIMIT.trailing_zeros() as usize + 1;
+
+/// The text of `group` in `dialect` for `n` names, a power of two up to
+/// [`GROUP_LIMIT`] ([`padded`]): the `IN` list's length is only known at
+/// run time, so each text is written on its first use ([`write_group_sql`])
+/// and kept for the process; a group's reservation never formats one.
+fn group_sql(group: Group, dialect: Dialect, n: usize) -> &'static str {
+    type Texts = [[std::sync::OnceLock<String>; GROUP_SIZES]; 3];
+    static TEXTS: [Texts; 3] =
+        [const { [const { [const { std::sync::OnceLock::new() }; GROUP_SIZES] }; 3] }; 3];
+    assert!(
+        n.is_power_of_two() && n <= GROUP_LIMIT,
+        "a group of {n} names"
+    );
+    TEXTS[group as usize][dialect as usize][n.trailing_zeros() as usize]
+        .get_or_init(|| write_group_sql(group, dialect, n))
+}
+
+/// The text of `group` in `dialect` for `n` names ([`group_sql`]).
+fn write_group_sql(group: Group, dialect: Dialect, n: usize) -> String {
+    let names = in_list(n);
+    // SQLite's two-argument `MAX` is its `GREATEST`.
+    let greatest = match dialect {
+        Dialect::Sqlite => "MAX",
+        Dialect::Postgres | Dialect::Mysql => "GREATEST",
+    };
+    let text = match group {
+        Group::Reserve => format!(
+            "UPDATE sequences SET max_id = max_id + {greatest}(step, ?), \
+             updated_at = CURRENT_TIMESTAMP WHERE name {names} AND format IS NULL \
+             AND max_id <= 9223372036854775807 - {greatest}(step, ?) \
+             RETURNING name, max_id, {greatest}(step, ?) AS size, step, ordering"
+        ),
+        Group::Lock => format!(
+            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
+             FROM sequences WHERE name {names} AND format IS NULL FOR UPDATE"
+        ),
+        Group::Raise => format!(
+            "UPDATE sequences SET max_id = max_id + GREATEST(step, ?), \
+             updated_at = CURRENT_TIMESTAMP WHERE name {names}"
+        ),
+    };
+    in_dialect(dialect, &text)
 }
 
 /// A counter row as read by `list_periods`.
@@ -665,24 +746,11 @@ where
         size: i64,
     ) -> Result<Vec<(String, Reservation)>, StoreError> {
         let dialect = DB::DIALECT;
-        let greatest = match dialect {
-            Dialect::Sqlite => "MAX",
-            Dialect::Postgres | Dialect::Mysql => "GREATEST",
-        };
         let mut held = Held::acquire(self.0).await?;
         let granted = if Self::statements().returning {
-            let sql = in_dialect(
-                dialect,
-                &format!(
-                    "UPDATE sequences SET max_id = max_id + {greatest}(step, ?), \
-                     updated_at = CURRENT_TIMESTAMP WHERE name {} AND format IS NULL \
-                     AND max_id <= 9223372036854775807 - {greatest}(step, ?) \
-                     RETURNING name, max_id, {greatest}(step, ?) AS size, step, ordering",
-                    in_list(padded(names).count())
-                ),
-            );
+            let sql = group_sql(Group::Reserve, dialect, padded(names).count());
             let rows = retrying!(dialect.name(), {
-                let mut query = sqlx::query_as::<DB, Granting<DB>>(&sql).bind(size);
+                let mut query = sqlx::query_as::<DB, Granting<DB>>(sql).bind(size);
                 for name in padded(names) {
                     query = query.bind(name);
                 }
@@ -714,12 +782,8 @@ where
         size: i64,
     ) -> Result<Vec<Granting<DB>>, sqlx::Error> {
         let mut tx = conn.begin().await?;
-        let read = format!(
-            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
-             FROM sequences WHERE name {} AND format IS NULL FOR UPDATE",
-            in_list(padded(names).count())
-        );
-        let mut query = sqlx::query_as::<DB, Granting<DB>>(&read).bind(size);
+        let read = group_sql(Group::Lock, DB::DIALECT, padded(names).count());
+        let mut query = sqlx::query_as::<DB, Granting<DB>>(read).bind(size);
         for name in padded(names) {
             query = query.bind(name);
         }
@@ -731,12 +795,8 @@ where
         }
         let fit: Vec<String> = rows.iter().map(|r| name_text(r.0.clone())).collect();
         let fit: Vec<&str> = fit.iter().map(String::as_str).collect();
-        let update = format!(
-            "UPDATE sequences SET max_id = max_id + GREATEST(step, ?), \
-             updated_at = CURRENT_TIMESTAMP WHERE name {}",
-            in_list(padded(&fit).count())
-        );
-        let mut query = sqlx::query::<DB>(&update).bind(size);
+        let update = group_sql(Group::Raise, DB::DIALECT, padded(&fit).count());
+        let mut query = sqlx::query::<DB>(update).bind(size);
         for name in padded(&fit) {
             query = query.bind(name);
         }
@@ -761,11 +821,7 @@ where
     /// per session only.
     pub(crate) async fn widen_bound(conn: &mut DB::Connection) -> Result<(), sqlx::Error> {
         if DB::DIALECT == Dialect::Postgres {
-            let sql = format!(
-                "SET LOCAL statement_timeout = {}",
-                BUMP_STATEMENT_BOUND.as_millis()
-            );
-            sqlx::query::<DB>(&sql).execute(conn).await?;
+            sqlx::query::<DB>(WIDEN_BOUND).execute(conn).await?;
         }
         Ok(())
     }
@@ -849,7 +905,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::{binary_page_sql, page_sql_in};
+    use crate::store::sql::{binary_page_sql, page_sql_in, COLUMNS, NOT_COUNTER};
 
     #[test]
     fn each_dialect_writes_its_placeholders_returning_and_byte_order() {
@@ -890,6 +946,13 @@ mod tests {
             sqlite.create_period
         );
         assert_eq!(begin_bump(Dialect::Sqlite), "BEGIN IMMEDIATE");
+        assert_eq!(
+            WIDEN_BOUND,
+            format!(
+                "SET LOCAL statement_timeout = {}",
+                BUMP_STATEMENT_BOUND.as_millis()
+            )
+        );
         assert_eq!(begin_bump(Dialect::Mysql), "BEGIN");
     }
 
