@@ -15,8 +15,10 @@
 //! reports it.
 
 pub(crate) mod fence;
+mod statements;
 mod stores;
 
+use statements::{group_sql, Group, STATEMENTS, WIDEN_BOUND};
 pub(crate) use stores::{on_sequences, sql_sequences};
 
 use sqlx::{Connection, Pool};
@@ -27,11 +29,10 @@ use super::retry::retrying;
 use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
     found_row, in_dialect, in_list, initial_max_id, insert_failed, name_text, period_row, refused,
-    reservation, serial_values, unavailable, Columns, PerDialect, ReadTime, Reserve, GROUP_LIMIT,
-    SETTINGS_CHUNK,
+    reservation, serial_values, unavailable, Columns, ReadTime, Reserve, SETTINGS_CHUNK,
 };
 use super::workers::LeaseDb;
-use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
+use super::{bump_binds, names_in};
 use super::{PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
 use crate::domain::{period_rows_range, IdOrdering, NamePrefix, NewSequence, SeqName};
 
@@ -133,113 +134,6 @@ struct Statements {
     bump: &'static str,
 }
 
-/// The statements of each dialect.
-static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES, &MYSQL, &SQLITE);
-
-/// PostgreSQL: numbered placeholders, `RETURNING`, names compared in byte
-/// order as `name COLLATE "C"` (the index of migration 0003); the `CASE`
-/// of `read_kind` is a 32-bit integer unless cast. The bump's read locks
-/// its rows in name order.
-static POSTGRES: Statements = Statements {
-    returning: true,
-    get: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
-        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name = $1",
-    list: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
-        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name NOT LIKE \
-        '%@%' ORDER BY name COLLATE \"C\"",
-    insert: "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
-        format, reset, time_zone, overflow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-        RETURNING name, max_id, step, description, created_at, updated_at, ordering, \
-        counter_start, format, reset, time_zone, overflow",
-    update: "UPDATE sequences SET step = COALESCE($1, step), description = COALESCE($2, \
-        description), ordering = COALESCE($3, ordering), format = CASE WHEN $4 THEN $5 ELSE \
-        format END, reset = CASE WHEN $6 THEN $7 ELSE reset END, time_zone = CASE WHEN $8 THEN \
-        $9 ELSE time_zone END, overflow = CASE WHEN $10 THEN $11 ELSE overflow END, updated_at \
-        = CURRENT_TIMESTAMP WHERE name = $12 RETURNING name, max_id, step, description, \
-        created_at, updated_at, ordering, counter_start, format, reset, time_zone, overflow",
-    update_periods: "UPDATE sequences SET step = COALESCE($1, step), ordering = COALESCE($2, \
-        ordering), updated_at = CURRENT_TIMESTAMP WHERE name COLLATE \"C\" >= $3 AND name \
-        COLLATE \"C\" < $4",
-    create_period: "INSERT INTO sequences (name, max_id, step, description, ordering, \
-        counter_start) SELECT $1, counter_start - 1, step, '', ordering, counter_start FROM \
-        sequences WHERE name = $2 ON CONFLICT (name) DO NOTHING",
-    list_periods: "SELECT name, max_id, created_at, updated_at FROM sequences WHERE name \
-        COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 ORDER BY name COLLATE \"C\"",
-    read_kind: "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END::BIGINT, ordering FROM \
-        sequences WHERE name = $1",
-    set_max_id_if: "UPDATE sequences SET max_id = $1, updated_at = CURRENT_TIMESTAMP WHERE name \
-        = $2 AND max_id = $3",
-    read_max_id: "SELECT max_id FROM sequences WHERE name = $1",
-    bump_lock: " ORDER BY name COLLATE \"C\" FOR UPDATE",
-    bump: "UPDATE sequences SET max_id = max_id + $1, updated_at = CURRENT_TIMESTAMP WHERE \
-        max_id <= 9223372036854775807 - $2",
-};
-
-/// MariaDB/MySQL: no `UPDATE ... RETURNING` (MariaDB 10.11), so a written
-/// row is read back in its transaction. `INSERT IGNORE` skips only the
-/// duplicate here: every value comes from a row that passed the table's
-/// checks, and the name fits (128 + 1 + 8); `ON DUPLICATE KEY UPDATE` would
-/// count a found row as inserted, as sqlx connects with `CLIENT_FOUND_ROWS`.
-/// The bump's read locks the rows and, for all rows, the gaps between them.
-const MYSQL: Statements = Statements {
-    returning: false,
-    get: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
-        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name = ?",
-    list: "SELECT name, max_id, step, description, created_at, updated_at, ordering, \
-        counter_start, format, reset, time_zone, overflow FROM sequences WHERE name NOT LIKE \
-        '%@%' ORDER BY name",
-    insert: "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
-        format, reset, time_zone, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    update: "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, \
-        description), ordering = COALESCE(?, ordering), format = CASE WHEN ? THEN ? ELSE \
-        format END, reset = CASE WHEN ? THEN ? ELSE reset END, time_zone = CASE WHEN ? THEN ? \
-        ELSE time_zone END, overflow = CASE WHEN ? THEN ? ELSE overflow END, updated_at = \
-        CURRENT_TIMESTAMP WHERE name = ?",
-    update_periods: "UPDATE sequences SET step = COALESCE(?, step), ordering = COALESCE(?, \
-        ordering), updated_at = CURRENT_TIMESTAMP WHERE name >= ? AND name < ?",
-    create_period: "INSERT IGNORE INTO sequences (name, max_id, step, description, ordering, \
-        counter_start) SELECT ?, counter_start - 1, step, '', ordering, counter_start FROM \
-        sequences WHERE name = ?",
-    list_periods: "SELECT name, max_id, created_at, updated_at FROM sequences WHERE name >= ? \
-        AND name < ? ORDER BY name",
-    read_kind: "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END, ordering FROM sequences \
-        WHERE name = ?",
-    set_max_id_if: "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE name \
-        = ? AND max_id = ?",
-    read_max_id: "SELECT max_id FROM sequences WHERE name = ?",
-    bump_lock: " FOR UPDATE",
-    bump: "UPDATE sequences SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP WHERE \
-        max_id <= 9223372036854775807 - ?",
-};
-
-/// SQLite: MariaDB's texts but for `RETURNING` and `ON CONFLICT` (whose
-/// `WHERE` keeps it from being read as a join). The bump takes no row
-/// locks: its `BEGIN IMMEDIATE` ([`begin_bump`]) already holds the
-/// database's write lock.
-static SQLITE: Statements = Statements {
-    returning: true,
-    insert: "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start, \
-        format, reset, time_zone, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING \
-        name, max_id, step, description, created_at, updated_at, ordering, counter_start, \
-        format, reset, time_zone, overflow",
-    update: "UPDATE sequences SET step = COALESCE(?, step), description = COALESCE(?, \
-        description), ordering = COALESCE(?, ordering), format = CASE WHEN ? THEN ? ELSE \
-        format END, reset = CASE WHEN ? THEN ? ELSE reset END, time_zone = CASE WHEN ? THEN ? \
-        ELSE time_zone END, overflow = CASE WHEN ? THEN ? ELSE overflow END, updated_at = \
-        CURRENT_TIMESTAMP WHERE name = ? RETURNING name, max_id, step, description, \
-        created_at, updated_at, ordering, counter_start, format, reset, time_zone, overflow",
-    create_period: "INSERT INTO sequences (name, max_id, step, description, ordering, \
-        counter_start) SELECT ?, counter_start - 1, step, '', ordering, counter_start FROM \
-        sequences WHERE name = ? ON CONFLICT (name) DO NOTHING",
-    bump_lock: "",
-    ..MYSQL
-};
-
-/// [`BUMP_STATEMENT_BOUND`] (in milliseconds) as PostgreSQL's bound of
-/// the statements of the bump's transaction ([`Sequences::widen_bound`]).
-const WIDEN_BOUND: &str = "SET LOCAL statement_timeout = 120000";
-const _: () = assert!(BUMP_STATEMENT_BOUND.as_millis() == 120_000);
-
 /// The statement that opens a bump's transaction in `dialect`: on SQLite
 /// `BEGIN IMMEDIATE`, which holds the database's write lock from the start,
 /// so the rows read cannot change before the update.
@@ -272,68 +166,6 @@ fn padded<'a>(names: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
         .copied()
         .chain(std::iter::repeat(last))
         .take(len)
-}
-
-/// A group's statements ([`Sequences::reserve_group`]), each with an `IN`
-/// list of one placeholder per name, the names [`padded`].
-#[derive(Clone, Copy)]
-enum Group {
-    /// Where `UPDATE` returns its rows: the group's reservation. Binds: the
-    /// size, the names, the size twice. Reads as [`Granting`].
-    Reserve,
-    /// Elsewhere (MariaDB), first: the rows read and locked. Binds: the
-    /// size, the names. Reads as [`Granting`].
-    Lock,
-    /// Then: the update of the locked rows that fit. Binds: the size, the
-    /// names.
-    Raise,
-}
-
-/// How many texts each group statement has: one per padded count, 1, 2,
-/// 4, ... up to [`GROUP_LIMIT`].
-const GROUP_SIZES: usize = GROUP_LIMIT.trailing_zeros() as usize + 1;
-
-/// The text of `group` in `dialect` for `n` names, a power of two up to
-/// [`GROUP_LIMIT`] ([`padded`]): the `IN` list's length is only known at
-/// run time, so each text is written on its first use ([`write_group_sql`])
-/// and kept for the process; a group's reservation never formats one.
-fn group_sql(group: Group, dialect: Dialect, n: usize) -> &'static str {
-    type Texts = [[std::sync::OnceLock<String>; GROUP_SIZES]; 3];
-    static TEXTS: [Texts; 3] =
-        [const { [const { [const { std::sync::OnceLock::new() }; GROUP_SIZES] }; 3] }; 3];
-    assert!(
-        n.is_power_of_two() && n <= GROUP_LIMIT,
-        "a group of {n} names"
-    );
-    TEXTS[group as usize][dialect as usize][n.trailing_zeros() as usize]
-        .get_or_init(|| write_group_sql(group, dialect, n))
-}
-
-/// The text of `group` in `dialect` for `n` names ([`group_sql`]).
-fn write_group_sql(group: Group, dialect: Dialect, n: usize) -> String {
-    let names = in_list(n);
-    // SQLite's two-argument `MAX` is its `GREATEST`.
-    let greatest = match dialect {
-        Dialect::Sqlite => "MAX",
-        Dialect::Postgres | Dialect::Mysql => "GREATEST",
-    };
-    let text = match group {
-        Group::Reserve => format!(
-            "UPDATE sequences SET max_id = max_id + {greatest}(step, ?), \
-             updated_at = CURRENT_TIMESTAMP WHERE name {names} AND format IS NULL \
-             AND max_id <= 9223372036854775807 - {greatest}(step, ?) \
-             RETURNING name, max_id, {greatest}(step, ?) AS size, step, ordering"
-        ),
-        Group::Lock => format!(
-            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
-             FROM sequences WHERE name {names} AND format IS NULL FOR UPDATE"
-        ),
-        Group::Raise => format!(
-            "UPDATE sequences SET max_id = max_id + GREATEST(step, ?), \
-             updated_at = CURRENT_TIMESTAMP WHERE name {names}"
-        ),
-    };
-    in_dialect(dialect, &text)
 }
 
 /// A counter row as read by `list_periods`.
@@ -905,7 +737,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::{binary_page_sql, page_sql_in, COLUMNS, NOT_COUNTER};
+    use crate::store::sql::{binary_page_sql, page_sql_in, COLUMNS, GROUP_LIMIT, NOT_COUNTER};
+    use crate::store::BUMP_STATEMENT_BOUND;
 
     #[test]
     fn each_dialect_writes_its_placeholders_returning_and_byte_order() {
@@ -954,6 +787,34 @@ mod tests {
             )
         );
         assert_eq!(begin_bump(Dialect::Mysql), "BEGIN");
+    }
+
+    #[test]
+    fn a_group_statement_is_written_once_per_padded_count() {
+        let two = group_sql(Group::Reserve, Dialect::Postgres, 2);
+        assert_eq!(
+            two,
+            "UPDATE sequences SET max_id = max_id + GREATEST(step, $1), \
+             updated_at = CURRENT_TIMESTAMP WHERE name IN ($2, $3) AND format IS NULL \
+             AND max_id <= 9223372036854775807 - GREATEST(step, $4) \
+             RETURNING name, max_id, GREATEST(step, $5) AS size, step, ordering"
+        );
+        assert!(std::ptr::eq(
+            two,
+            group_sql(Group::Reserve, Dialect::Postgres, 2)
+        ));
+        assert!(group_sql(Group::Reserve, Dialect::Sqlite, 4).contains("MAX(step, ?) AS size"));
+        assert_eq!(
+            group_sql(Group::Lock, Dialect::Mysql, 2),
+            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
+             FROM sequences WHERE name IN (?, ?) AND format IS NULL FOR UPDATE"
+        );
+        assert_eq!(
+            group_sql(Group::Raise, Dialect::Mysql, GROUP_LIMIT)
+                .matches('?')
+                .count(),
+            GROUP_LIMIT + 1
+        );
     }
 
     #[test]
