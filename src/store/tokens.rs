@@ -87,7 +87,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let read: Result<Vec<Columns>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, Columns>(&STATEMENTS.of(DB::DIALECT).list)
+            sqlx::query_as::<DB, Columns>(STATEMENTS.of(DB::DIALECT).list)
                 .fetch_all(held.conn())
                 .await
         );
@@ -114,7 +114,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(&STATEMENTS.of(DB::DIALECT).insert)
+            sqlx::query::<DB>(STATEMENTS.of(DB::DIALECT).insert)
                 .bind(row.label.as_str())
                 .bind(row.hash.as_str())
                 .bind(row.prefixes.as_str())
@@ -136,7 +136,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(&statements.revoke)
+            sqlx::query::<DB>(statements.revoke)
                 .bind(at)
                 .bind(label)
                 .execute(held.conn())
@@ -148,7 +148,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let seen: Result<Option<(Option<i64>,)>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, (Option<i64>,)>(&statements.revoked_at)
+            sqlx::query_as::<DB, (Option<i64>,)>(statements.revoked_at)
                 .bind(label)
                 .fetch_optional(held.conn())
                 .await

@@ -216,7 +216,7 @@ where
             Some(row) => Ok(Some(row)),
             None if statements.returning => Ok(None),
             None => {
-                sqlx::query_as::<DB, Row<DB>>(&statements.get)
+                sqlx::query_as::<DB, Row<DB>>(statements.get)
                     .bind(name.as_str())
                     .fetch_optional(conn)
                     .await
@@ -233,7 +233,7 @@ where
             DB::DIALECT.name(),
             async {
                 let mut tx = self.0.begin().await?;
-                let returned = sqlx::query_as::<DB, Row<DB>>(&Self::statements().insert)
+                let returned = sqlx::query_as::<DB, Row<DB>>(Self::statements().insert)
                     .bind(seq.name.as_str())
                     .bind(max_id)
                     .bind(seq.step)
@@ -262,7 +262,7 @@ where
     pub(crate) async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
         let row: Option<Row<DB>> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(&Self::statements().get)
+            sqlx::query_as(Self::statements().get)
                 .bind(name.as_str())
                 .fetch_optional(self.0)
                 .await
@@ -289,7 +289,7 @@ where
     pub(crate) async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         let rows: Vec<Row<DB>> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(&Self::statements().list)
+            sqlx::query_as(Self::statements().list)
                 .fetch_all(self.0)
                 .await
         )
@@ -328,7 +328,7 @@ where
             DB::DIALECT.name(),
             async {
                 let mut tx = self.0.begin().await?;
-                let returned = sqlx::query_as::<DB, Row<DB>>(&statements.update)
+                let returned = sqlx::query_as::<DB, Row<DB>>(statements.update)
                     .bind(patch.step)
                     .bind(patch.description.as_deref())
                     .bind(patch.ordering.map(|o| o.as_str()))
@@ -345,7 +345,7 @@ where
                     .await?;
                 let row = Self::written(&mut tx, returned, name).await?;
                 if row.is_some() && (patch.step.is_some() || patch.ordering.is_some()) {
-                    sqlx::query::<DB>(&statements.update_periods)
+                    sqlx::query::<DB>(statements.update_periods)
                         .bind(patch.step)
                         .bind(patch.ordering.map(|o| o.as_str()))
                         .bind(low.as_str())
@@ -373,7 +373,7 @@ where
         let counter = parent.period_counter(key);
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(&statements.create_period)
+            sqlx::query::<DB>(statements.create_period)
                 .bind(counter.as_str())
                 .bind(parent.as_str())
                 .execute(self.0)
@@ -397,7 +397,7 @@ where
         let (low, high) = period_rows_range(parent);
         let rows: Vec<Period<DB>> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(&Self::statements().list_periods)
+            sqlx::query_as(Self::statements().list_periods)
                 .bind(low.as_str())
                 .bind(high.as_str())
                 .fetch_all(self.0)
@@ -458,7 +458,7 @@ where
         new: i64,
     ) -> Result<bool, StoreError> {
         let statements = Self::statements();
-        let (update, exists) = (&statements.set_max_id_if, &statements.read_max_id);
+        let (update, exists) = (statements.set_max_id_if, statements.read_max_id);
         compare_and_set(
             self.0,
             update,
@@ -694,7 +694,7 @@ where
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
-        let update = &Self::statements().bump;
+        let update = Self::statements().bump;
         let sql = format!("{update}{}", names_in(names, "AND", DB::DIALECT, 3));
         let binds = bump_binds(names);
         let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
@@ -724,7 +724,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let row = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, (i64, String)>(&Self::statements().read_kind)
+            sqlx::query_as::<DB, (i64, String)>(Self::statements().read_kind)
                 .bind(name.as_str())
                 .fetch_optional(held.conn())
                 .await

@@ -234,7 +234,7 @@ where
         let mut held = Held::acquire(&self.pool).await?;
         let rows: Result<Vec<(i64, DB::Owner, i64, i64)>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, _>(&STATEMENTS.of(DB::DIALECT).list)
+            sqlx::query_as::<DB, _>(STATEMENTS.of(DB::DIALECT).list)
                 .bind(i64::from(below))
                 .fetch_all(held.conn())
                 .await
@@ -249,7 +249,7 @@ where
         check_owner(&row.owner)?;
         let inserted = one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).insert,
+            STATEMENTS.of(DB::DIALECT).insert,
             insert_failed,
             [
                 DB::worker_id(row.worker_id),
@@ -274,7 +274,7 @@ where
         }
         one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).claim,
+            STATEMENTS.of(DB::DIALECT).claim,
             unavailable,
             [
                 new.owner.as_str(),
@@ -293,7 +293,7 @@ where
     async fn renew(&self, worker: u32, owner: &str, until: i64) -> Result<bool, StoreError> {
         one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).renew,
+            STATEMENTS.of(DB::DIALECT).renew,
             unavailable,
             [until, until, DB::worker_id(worker), owner]
         )
@@ -302,7 +302,7 @@ where
     async fn release(&self, worker: u32, owner: &str, last: i64) -> Result<bool, StoreError> {
         one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).release,
+            STATEMENTS.of(DB::DIALECT).release,
             unavailable,
             [last, DB::worker_id(worker), owner]
         )
