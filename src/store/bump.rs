@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::retry::retrying;
+use super::sql::backend_of;
 use super::*;
 use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
 
@@ -220,6 +221,7 @@ pub(crate) fn bump_binds(names: Option<&[SeqName]>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sql::{page_range, NAMES_END};
 
     fn names(list: &[&str]) -> Vec<SeqName> {
         list.iter().map(|n| SeqName::parse(n).unwrap()).collect()

@@ -112,44 +112,41 @@ impl<H: Hook> Forwarding<H> {
     }
 }
 
-/// Writes `impl $trait for Forwarding<H>`: each method listed as
-/// `Call => fn name(args) -> T;` asks the hook about that [`Call`], then
-/// calls the same method of the inner store with the same arguments; with
-/// `moved(a, b)` after it, the hook also hears of a compare-and-set that
-/// moved `max_id` from `a` to `b`. What follows the list is written into
-/// the impl as it is (the methods that ask no hook).
-macro_rules! forwarded {
-    (
-        impl $trait:ident {
-            $($call:ident => fn $name:ident($($arg:ident: $ty:ty),*) -> $t:ty
-                $(, moved($from:ident, $to:ident))?;)*
+/// What a compare-and-set answers: whether it set.
+type Set = Result<bool, StoreError>;
+
+/// What [`Catalog::list_page`] answers.
+type Page = Result<SequencePage, StoreError>;
+
+/// What [`Catalog::bump`] answers.
+type Bumps = Result<Vec<Bumped>, StoreError>;
+
+impl<H: Hook> Forwarding<H> {
+    /// The inner store, once the hook let `call` through.
+    fn ask(&self, call: Call) -> Result<&dyn Store, StoreError> {
+        self.hook.before(call)?;
+        Ok(&*self.inner)
+    }
+
+    /// A compare-and-set's answer, the hook told when it moved `max_id`
+    /// from `from` to `to`.
+    fn told(&self, set: Set, from: i64, to: i64) -> Set {
+        if let Ok(true) = set {
+            self.hook.moved(from, to);
         }
-        $($rest:tt)*
-    ) => {
-        #[async_trait]
-        impl<H: Hook> $trait for Forwarding<H> {
-            $(
-                async fn $name(&self, $($arg: $ty),*) -> Result<$t, StoreError> {
-                    self.hook.before(Call::$call)?;
-                    self.inner.$name($($arg),*).await
-                        $(.inspect(|&set| if set { self.hook.moved($from, $to) }))?
-                }
-            )*
-            $($rest)*
-        }
-    };
+        set
+    }
 }
 
-forwarded! {
-    impl Segments {
-        Reserve => fn reserve(name: &SeqName, min_size: i64) -> Reservation;
-        Reserve => fn reserve_above(name: &SeqName, min_size: i64, floor: i64) -> Reservation;
-        CompareAndSet => fn compare_and_set_max_id(name: &SeqName, expected: i64, new: i64) -> bool,
-            moved(expected, new);
-        ReserveExact => fn reserve_exact(name: &SeqName, n: i64) -> Reservation;
-        ReserveExact => fn reserve_within(name: &SeqName, n: i64, cap: i64) -> Reservation;
-        ReserveExact => fn reserve_lease(name: &SeqName, n: i64, cap: i64) -> Reservation;
-        CompareAndSet => fn give_back(name: &SeqName, top: i64, keep: i64) -> bool, moved(top, keep);
+#[async_trait]
+impl<H: Hook> Segments for Forwarding<H> {
+    async fn reserve(&self, name: &SeqName, min_size: i64) -> Result<Reservation, StoreError> {
+        self.ask(Call::Reserve)?.reserve(name, min_size).await
+    }
+
+    async fn reserve_above(&self, name: &SeqName, min_size: i64, floor: i64) -> Reserved {
+        let inner = self.ask(Call::Reserve)?;
+        inner.reserve_above(name, min_size, floor).await
     }
 
     fn group_limit(&self) -> usize {
@@ -159,39 +156,107 @@ forwarded! {
     /// One [`Call::Reserve`] for the whole group: refused, it is every
     /// name's answer.
     async fn reserve_group(&self, asks: &[(SeqName, i64)]) -> Vec<Reserved> {
-        match self.hook.before(Call::Reserve) {
-            Ok(()) => self.inner.reserve_group(asks).await,
+        match self.ask(Call::Reserve) {
+            Ok(inner) => inner.reserve_group(asks).await,
             Err(e) => vec![Err(e); asks.len()],
         }
     }
-}
 
-forwarded! {
-    impl Catalog {
-        Write => fn create(seq: &NewSequence) -> SequenceRow;
-        Write => fn create_period(parent: &SeqName, key: &str) -> bool;
-        Read => fn list_periods(parent: &SeqName) -> Vec<PeriodRow>;
-        Write => fn delete_periods(parent: &SeqName, keys: &[String]) -> u64;
-        Read => fn get(name: &SeqName) -> Option<SequenceRow>;
-        Read => fn settings_of(names: &[SeqName]) -> Vec<SequenceRow>;
-        Read => fn list() -> Vec<SequenceRow>;
-        Read => fn list_page(prefix: Option<&NamePrefix>, after: Option<&SeqName>, limit: u32)
-            -> SequencePage;
-        Write => fn update(name: &SeqName, patch: &SequencePatch) -> SequenceRow;
-        Write => fn bump(names: Option<&[SeqName]>, by: i64, mode: BumpMode) -> Vec<Bumped>;
+    async fn compare_and_set_max_id(&self, name: &SeqName, from: i64, to: i64) -> Set {
+        let inner = self.ask(Call::CompareAndSet)?;
+        let set = inner.compare_and_set_max_id(name, from, to).await;
+        self.told(set, from, to)
+    }
+
+    async fn reserve_exact(&self, name: &SeqName, n: i64) -> Reserved {
+        self.ask(Call::ReserveExact)?.reserve_exact(name, n).await
+    }
+
+    async fn reserve_within(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
+        let inner = self.ask(Call::ReserveExact)?;
+        inner.reserve_within(name, n, cap).await
+    }
+
+    async fn reserve_lease(&self, name: &SeqName, n: i64, cap: i64) -> Reserved {
+        let inner = self.ask(Call::ReserveExact)?;
+        inner.reserve_lease(name, n, cap).await
+    }
+
+    async fn give_back(&self, name: &SeqName, top: i64, keep: i64) -> Result<bool, StoreError> {
+        let set = self.ask(Call::CompareAndSet)?.give_back(name, top, keep);
+        self.told(set.await, top, keep)
     }
 }
 
-forwarded! {
-    impl Schema {
-        Schema => fn migrate() -> ();
-        Schema => fn check_schema() -> ();
-        Schema => fn prepare_schema(mode: MigrateMode) -> ();
-        Ping => fn ping() -> ();
+#[async_trait]
+impl<H: Hook> Catalog for Forwarding<H> {
+    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+        self.ask(Call::Write)?.create(seq).await
+    }
+
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
+        self.ask(Call::Write)?.create_period(parent, key).await
+    }
+
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
+        self.ask(Call::Read)?.list_periods(parent).await
+    }
+
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
+        self.ask(Call::Write)?.delete_periods(parent, keys).await
+    }
+
+    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
+        self.ask(Call::Read)?.get(name).await
+    }
+
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        let inner = self.ask(Call::Read)?;
+        inner.settings_of(names).await
+    }
+
+    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
+        self.ask(Call::Read)?.list().await
+    }
+
+    async fn list_page(&self, p: Option<&NamePrefix>, after: Option<&SeqName>, n: u32) -> Page {
+        self.ask(Call::Read)?.list_page(p, after, n).await
+    }
+
+    async fn update(
+        &self,
+        name: &SeqName,
+        patch: &SequencePatch,
+    ) -> Result<SequenceRow, StoreError> {
+        self.ask(Call::Write)?.update(name, patch).await
+    }
+
+    async fn bump(&self, names: Option<&[SeqName]>, by: i64, mode: BumpMode) -> Bumps {
+        self.ask(Call::Write)?.bump(names, by, mode).await
+    }
+}
+
+#[async_trait]
+impl<H: Hook> Schema for Forwarding<H> {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.ask(Call::Schema)?.migrate().await
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        let inner = self.ask(Call::Schema)?;
+        inner.check_schema().await
+    }
+
+    async fn prepare_schema(&self, mode: MigrateMode) -> Result<(), StoreError> {
+        self.ask(Call::Schema)?.prepare_schema(mode).await
     }
 
     fn fence_status(&self) -> Option<FenceStatus> {
         self.inner.fence_status()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.ask(Call::Ping)?.ping().await
     }
 
     fn backend(&self) -> &'static str {
@@ -199,14 +264,8 @@ forwarded! {
     }
 }
 
-forwarded! {
-    impl StripeRecords {
-        StripeRecord => fn stripe_record() -> Option<StripeRecord>;
-        StripeRecord => fn put_stripe_record(record: &StripeRecord, replace: bool) -> StripeRecord;
-        StripeRecord => fn drop_stripe_record(database_id: &str) -> bool;
-        StripeRecord => fn join_stripe_set(set_id: &str) -> Option<StripeRecord>;
-    }
-
+#[async_trait]
+impl<H: Hook> StripeRecords for Forwarding<H> {
     fn stripe_status(&self) -> Vec<StripeStatus> {
         self.inner.stripe_status()
     }
@@ -214,13 +273,42 @@ forwarded! {
     fn stripe_of(&self, id: i64) -> Option<u32> {
         self.inner.stripe_of(id)
     }
+
+    async fn stripe_record(&self) -> Result<Option<StripeRecord>, StoreError> {
+        self.ask(Call::StripeRecord)?.stripe_record().await
+    }
+
+    async fn put_stripe_record(
+        &self,
+        record: &StripeRecord,
+        replace: bool,
+    ) -> Result<StripeRecord, StoreError> {
+        let inner = self.ask(Call::StripeRecord)?;
+        inner.put_stripe_record(record, replace).await
+    }
+
+    async fn drop_stripe_record(&self, database_id: &str) -> Result<bool, StoreError> {
+        let inner = self.ask(Call::StripeRecord)?;
+        inner.drop_stripe_record(database_id).await
+    }
+
+    async fn join_stripe_set(&self, set_id: &str) -> Result<Option<StripeRecord>, StoreError> {
+        self.ask(Call::StripeRecord)?.join_stripe_set(set_id).await
+    }
 }
 
-forwarded! {
-    impl Tokens {
-        Tokens => fn token_rows() -> Vec<TokenRow>;
-        Tokens => fn insert_token(row: &TokenRow) -> ();
-        Tokens => fn revoke_token(label: &str, at: i64) -> bool;
+#[async_trait]
+impl<H: Hook> Tokens for Forwarding<H> {
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        self.ask(Call::Tokens)?.token_rows().await
+    }
+
+    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
+        self.ask(Call::Tokens)?.insert_token(row).await
+    }
+
+    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+        self.ask(Call::Tokens)?.revoke_token(label, at).await
     }
 }
 

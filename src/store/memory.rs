@@ -14,9 +14,10 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tokio::sync::watch;
 
+use super::bump::{check_bump_request, plan_bump};
 use super::PeriodRow;
 use super::StripeRecord;
-use super::{check_bump_request, plan_bump, BumpMode, Bumped};
+use super::{BumpMode, Bumped};
 use super::{
     Reservation, Reserved, SequencePage, SequencePatch, SequenceRow, StoreError, TokenRow, Tokens,
 };
@@ -389,7 +390,7 @@ impl Catalog for MemoryStore {
     ) -> Result<SequencePage, StoreError> {
         // The same range as the databases read (a map's range panics on an
         // empty one, hence the check).
-        let range = super::page_range(prefix, after, limit);
+        let range = super::sql::page_range(prefix, after, limit);
         if range.is_empty() {
             return Ok(SequencePage::from_read(Vec::new(), limit, Some));
         }

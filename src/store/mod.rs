@@ -12,9 +12,11 @@
 //! `postgres/`, `mysql/` and `sqlite/` each hold that backend's pool
 //! (`mod.rs`), its sequence store (`sequences.rs`) and its worker leases
 //! (`workers.rs`); [`connect`] opens one pool and returns both over it as a
-//! [`Database`]. The traits never name their implementations. `memory.rs` is
-//! an in-memory [`Store`] for tests and benchmarks; `forwarding.rs` puts a
-//! hook in front of any store (tests, examples).
+//! [`Database`]. The traits never name their implementations. `stand_in.rs`
+//! takes the place of a database there is none to use (a stripe that did
+//! not answer at start). With the feature `test-util` (the package's own
+//! tests, benchmarks and examples): `memory.rs`, an in-memory [`Store`],
+//! and `forwarding.rs`, a hook in front of any store.
 
 pub use database::{connect, Database};
 pub use migrator::FenceOptions;
@@ -24,13 +26,16 @@ pub use sequences::fence::{FenceCounts, FenceStatus};
 pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;
 
-pub(crate) use bump::*;
-pub use rows::*;
+pub(crate) use bump::{bump_binds, names_in, run_bump, BumpSql, BUMP_STATEMENT_BOUND};
+pub use rows::{
+    BumpMode, Bumped, PeriodRow, RowProblem, SequencePage, SequencePatch, SequenceRow, TokenRow,
+    MAX_PAGE,
+};
 pub use seqd_core::store::{
     reserve_each, BumpRefusal, Reservation, Reserved, Segments, StoreError,
 };
-pub(crate) use sql::*;
 pub use sql::{binary_page_sql, named_rows_sql, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK};
+pub(crate) use sql::{insert_failed, page_sql_in, reservation, schema_ready, unavailable};
 pub use traits::{Catalog, Schema, Store, StripeRecords, Tokens};
 pub use url::redact_url;
 
@@ -42,7 +47,9 @@ pub mod prelude {
 
 pub(crate) mod bump;
 pub(crate) mod database;
+#[cfg(any(test, feature = "test-util"))]
 pub mod forwarding;
+#[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod migrator;
 pub mod mysql;
@@ -53,6 +60,7 @@ mod rows;
 pub(crate) mod sequences;
 pub(crate) mod sql;
 pub mod sqlite;
+mod stand_in;
 pub mod stripes;
 pub(crate) mod tls;
 pub(crate) mod tokens;

@@ -32,6 +32,7 @@ pub(crate) struct PageRange<'a> {
 
 impl PageRange<'_> {
     /// The comparison of the lower bound: `>` or `>=`.
+    #[cfg(test)]
     pub(crate) fn lower_op(&self) -> &'static str {
         if self.inclusive {
             ">="
@@ -89,20 +90,49 @@ pub fn binary_page_sql(lower_op: &str) -> String {
 
 /// The statement of [`Catalog::list_page`] in `dialect`: names compared
 /// with `lower_op` (`>` or `>=`) to the first bind and below the second, at
-/// most the third bind of rows, in byte order ([`name_bytes`]: on
-/// PostgreSQL `name COLLATE "C"`, which the index of migration 0003,
-/// `sequences_name_bytes`, serves; the primary key's index, in the
-/// database's collation, cannot, and each page would sort the whole table).
+/// most the third bind of rows, in byte order ([`page_sql_of`]).
 pub(crate) fn page_sql_in(dialect: Dialect, lower_op: &str) -> String {
-    let name = name_bytes(dialect);
-    in_dialect(
-        dialect,
-        &format!(
-            "SELECT {COLUMNS} FROM sequences \
-             WHERE {name} {lower_op} ? AND {name} < ? AND {NOT_COUNTER} ORDER BY {name} LIMIT ?"
-        ),
-    )
+    page_sql_of(dialect, lower_op == ">=").to_owned()
 }
+
+/// The statement of [`Catalog::list_page`] in `dialect`, its lower bound
+/// `inclusive` (`>=`) or not (`>`): names from the first bind and below the
+/// second, at most the third bind of rows, in byte order. On PostgreSQL
+/// every comparison and the order are on `name COLLATE "C"`, which the index
+/// of migration 0003 (`sequences_name_bytes`) serves; the primary key's
+/// index, in the database's collation, cannot, and each page would sort the
+/// whole table. MySQL/MariaDB (`utf8mb4_bin`) and SQLite (`BINARY`) compare
+/// bytes, and the primary key's index serves the range and the order.
+pub(crate) fn page_sql_of(dialect: Dialect, inclusive: bool) -> &'static str {
+    match (dialect, inclusive) {
+        (Dialect::Postgres, false) => PAGE_AFTER_PG,
+        (Dialect::Postgres, true) => PAGE_FROM_PG,
+        (Dialect::Mysql | Dialect::Sqlite, false) => PAGE_AFTER,
+        (Dialect::Mysql | Dialect::Sqlite, true) => PAGE_FROM,
+    }
+}
+
+/// [`page_sql_of`] on PostgreSQL, past the lower bound.
+const PAGE_AFTER_PG: &str = "SELECT name, max_id, step, description, created_at, updated_at, \
+    ordering, counter_start, format, reset, time_zone, overflow FROM sequences \
+    WHERE name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2 AND name NOT LIKE '%@%' \
+    ORDER BY name COLLATE \"C\" LIMIT $3";
+
+/// [`page_sql_of`] on PostgreSQL, from the lower bound.
+const PAGE_FROM_PG: &str = "SELECT name, max_id, step, description, created_at, updated_at, \
+    ordering, counter_start, format, reset, time_zone, overflow FROM sequences \
+    WHERE name COLLATE \"C\" >= $1 AND name COLLATE \"C\" < $2 AND name NOT LIKE '%@%' \
+    ORDER BY name COLLATE \"C\" LIMIT $3";
+
+/// [`page_sql_of`] on MySQL/MariaDB and SQLite, past the lower bound.
+const PAGE_AFTER: &str = "SELECT name, max_id, step, description, created_at, updated_at, \
+    ordering, counter_start, format, reset, time_zone, overflow FROM sequences \
+    WHERE name > ? AND name < ? AND name NOT LIKE '%@%' ORDER BY name LIMIT ?";
+
+/// [`page_sql_of`] on MySQL/MariaDB and SQLite, from the lower bound.
+const PAGE_FROM: &str = "SELECT name, max_id, step, description, created_at, updated_at, \
+    ordering, counter_start, format, reset, time_zone, overflow FROM sequences \
+    WHERE name >= ? AND name < ? AND name NOT LIKE '%@%' ORDER BY name LIMIT ?";
 
 /// `sql`, written with `?` placeholders, as `dialect` writes it: numbered
 /// (`$1`, `$2`, ...) on PostgreSQL, as it is on MySQL/MariaDB and SQLite
@@ -114,26 +144,32 @@ pub(crate) fn in_dialect(dialect: Dialect, sql: &str) -> String {
     }
 }
 
-/// A table of statements for each dialect, built on first use by `build`
-/// and kept for the process: `static STATEMENTS: PerDialect<Statements> =
-/// PerDialect::new(Statements::new);`, then `STATEMENTS.of(dialect)`.
+/// One table of statements per dialect, each written as a constant:
+/// `static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES,
+/// &MYSQL, &SQLITE);`, then `STATEMENTS.of(dialect)`.
 pub(crate) struct PerDialect<T: 'static> {
-    built: [std::sync::OnceLock<T>; 3],
-    build: fn(Dialect) -> T,
+    postgres: &'static T,
+    mysql: &'static T,
+    sqlite: &'static T,
 }
 
 impl<T> PerDialect<T> {
-    /// Nothing built yet.
-    pub(crate) const fn new(build: fn(Dialect) -> T) -> Self {
+    /// The tables of PostgreSQL, MariaDB/MySQL and SQLite.
+    pub(crate) const fn new(postgres: &'static T, mysql: &'static T, sqlite: &'static T) -> Self {
         PerDialect {
-            built: [const { std::sync::OnceLock::new() }; 3],
-            build,
+            postgres,
+            mysql,
+            sqlite,
         }
     }
 
-    /// The table of `dialect`, built on the first call.
-    pub(crate) fn of(&'static self, dialect: Dialect) -> &'static T {
-        self.built[dialect as usize].get_or_init(|| (self.build)(dialect))
+    /// The table of `dialect`.
+    pub(crate) fn of(&self, dialect: Dialect) -> &'static T {
+        match dialect {
+            Dialect::Postgres => self.postgres,
+            Dialect::Mysql => self.mysql,
+            Dialect::Sqlite => self.sqlite,
+        }
     }
 }
 
@@ -183,10 +219,10 @@ where
     if range.is_empty() {
         return Ok(SequencePage::from_read(Vec::<R>::new(), limit, convert));
     }
-    let sql = page_sql_in(dialect, range.lower_op());
+    let sql = page_sql_of(dialect, range.inclusive);
     let rows: Vec<R> = retrying!(
         backend_of::<DB>(),
-        sqlx::query_as::<DB, R>(&sql)
+        sqlx::query_as::<DB, R>(sql)
             .bind(range.lower)
             .bind(&*range.upper)
             .bind(range.read)

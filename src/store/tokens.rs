@@ -6,54 +6,55 @@
 
 use sqlx::Pool;
 
-use super::migrator::Dialect;
 use super::pool::Held;
 use super::retry::retrying;
-use super::sql::{in_dialect, PerDialect};
+use super::sql::PerDialect;
 use super::workers::LeaseDb;
 use super::{insert_failed, StoreError, TokenRow};
 
-/// The columns, in the order every statement binds and reads them.
-const COLUMNS: &str = "label, hash, prefixes, rights, created_at, expires_at, revoked_at";
+/// The statements of each dialect.
+static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES, &MYSQL, &SQLITE);
 
+/// PostgreSQL: numbered placeholders.
+static POSTGRES: Statements = Statements {
+    list: "SELECT label, hash, prefixes, rights, created_at, expires_at, revoked_at FROM \
+        seqd_tokens ORDER BY label",
+    insert: "INSERT INTO seqd_tokens (label, hash, prefixes, rights, created_at, expires_at, \
+        revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    revoke: "UPDATE seqd_tokens SET revoked_at = $1 WHERE label = $2 AND revoked_at IS NULL",
+    revoked_at: "SELECT revoked_at FROM seqd_tokens WHERE label = $1",
+};
+
+/// MariaDB/MySQL: a column of a binary collation is reported as VARBINARY,
+/// which does not decode as text: `label` and `hash` are read as text.
+const MYSQL: Statements = Statements {
+    list: "SELECT CAST(label AS CHAR), CAST(hash AS CHAR), prefixes, rights, created_at, \
+        expires_at, revoked_at FROM seqd_tokens ORDER BY label",
+    insert: "INSERT INTO seqd_tokens (label, hash, prefixes, rights, created_at, expires_at, \
+        revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    revoke: "UPDATE seqd_tokens SET revoked_at = ? WHERE label = ? AND revoked_at IS NULL",
+    revoked_at: "SELECT revoked_at FROM seqd_tokens WHERE label = ?",
+};
+
+/// SQLite: MariaDB's placeholders, the columns read as they are.
+static SQLITE: Statements = Statements {
+    list: "SELECT label, hash, prefixes, rights, created_at, expires_at, revoked_at FROM \
+        seqd_tokens ORDER BY label",
+    ..MYSQL
+};
+
+/// The statements of one dialect, each with one placeholder per bind, in
+/// bind order; the columns of `seqd_tokens` are bound and read in the order
+/// `label, hash, prefixes, rights, created_at, expires_at, revoked_at`.
 struct Statements {
     /// Reads every row, by label.
-    list: String,
+    list: &'static str,
     /// Binds the seven columns.
-    insert: String,
+    insert: &'static str,
     /// Binds: revoked_at, label.
-    revoke: String,
+    revoke: &'static str,
     /// Bind: label. Reads `revoked_at`.
-    revoked_at: String,
-}
-
-/// The statements of each dialect, built once.
-static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
-
-impl Statements {
-    /// Written with `?` placeholders; PostgreSQL's are numbered.
-    fn new(dialect: Dialect) -> Statements {
-        let sql = |text: String| in_dialect(dialect, &text);
-        // MariaDB reports a column of a binary collation as VARBINARY,
-        // which does not decode as text: read it as text.
-        let read = match dialect {
-            Dialect::Mysql => "CAST(label AS CHAR), CAST(hash AS CHAR), prefixes, rights, \
-                               created_at, expires_at, revoked_at"
-                .to_owned(),
-            Dialect::Postgres | Dialect::Sqlite => COLUMNS.to_owned(),
-        };
-        Statements {
-            list: sql(format!("SELECT {read} FROM seqd_tokens ORDER BY label")),
-            insert: sql(format!(
-                "INSERT INTO seqd_tokens ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            )),
-            revoke: sql(
-                "UPDATE seqd_tokens SET revoked_at = ? WHERE label = ? AND revoked_at IS NULL"
-                    .into(),
-            ),
-            revoked_at: sql("SELECT revoked_at FROM seqd_tokens WHERE label = ?".into()),
-        }
-    }
+    revoked_at: &'static str,
 }
 
 type Columns = (
@@ -86,7 +87,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let read: Result<Vec<Columns>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, Columns>(&STATEMENTS.of(DB::DIALECT).list)
+            sqlx::query_as::<DB, Columns>(STATEMENTS.of(DB::DIALECT).list)
                 .fetch_all(held.conn())
                 .await
         );
@@ -113,7 +114,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(&STATEMENTS.of(DB::DIALECT).insert)
+            sqlx::query::<DB>(STATEMENTS.of(DB::DIALECT).insert)
                 .bind(row.label.as_str())
                 .bind(row.hash.as_str())
                 .bind(row.prefixes.as_str())
@@ -135,7 +136,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(&statements.revoke)
+            sqlx::query::<DB>(statements.revoke)
                 .bind(at)
                 .bind(label)
                 .execute(held.conn())
@@ -147,7 +148,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let seen: Result<Option<(Option<i64>,)>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, (Option<i64>,)>(&statements.revoked_at)
+            sqlx::query_as::<DB, (Option<i64>,)>(statements.revoked_at)
                 .bind(label)
                 .fetch_optional(held.conn())
                 .await

@@ -15,8 +15,10 @@
 //! reports it.
 
 pub(crate) mod fence;
+mod statements;
 mod stores;
 
+use statements::{group_sql, Group, STATEMENTS, WIDEN_BOUND};
 pub(crate) use stores::{on_sequences, sql_sequences};
 
 use sqlx::{Connection, Pool};
@@ -26,12 +28,11 @@ use super::pool::Held;
 use super::retry::retrying;
 use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
-    found_row, in_dialect, in_list, initial_max_id, insert_failed, name_bytes, name_text,
-    period_row, refused, reservation, serial_values, unavailable, Columns, PerDialect, ReadTime,
-    Reserve, COLUMNS, NOT_COUNTER, SETTINGS_CHUNK,
+    found_row, in_dialect, in_list, initial_max_id, insert_failed, name_text, period_row, refused,
+    reservation, serial_values, unavailable, Columns, ReadTime, Reserve, SETTINGS_CHUNK,
 };
 use super::workers::LeaseDb;
-use super::{bump_binds, names_in, BUMP_STATEMENT_BOUND};
+use super::{bump_binds, names_in};
 use super::{PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
 use crate::domain::{period_rows_range, IdOrdering, NamePrefix, NewSequence, SeqName};
 
@@ -89,136 +90,48 @@ struct Statements {
     /// Whether a statement that writes a row returns it (`RETURNING`).
     returning: bool,
     /// Bind: the name. Reads [`COLUMNS`].
-    get: String,
+    get: &'static str,
     /// Reads [`COLUMNS`] of every sequence (no period counter), by name in
     /// byte order.
-    list: String,
+    list: &'static str,
     /// Binds: name, max_id, step, description, ordering, counter_start,
     /// format, reset, time_zone, overflow. Returns [`COLUMNS`] where
     /// `returning`.
-    insert: String,
+    insert: &'static str,
     /// Binds: step, description, ordering (each `NULL`: unchanged), then
     /// four times whether the serial settings are set, each before one of
     /// format, reset, time_zone, overflow; then the name. Returns
     /// [`COLUMNS`] where `returning`.
-    update: String,
+    update: &'static str,
     /// Gives the counter rows in a name range the step and the ordering of
     /// their sequence (each `NULL`: unchanged). Binds: step, ordering, low,
     /// high.
-    update_periods: String,
+    update_periods: &'static str,
     /// Creates a counter row (first bind) of a period of a sequence (second
     /// bind) from its row (`max_id = counter_start - 1`, its step and
     /// ordering), unless it exists: any number of instances may run it at
     /// once, one inserts.
-    create_period: String,
+    create_period: &'static str,
     /// The counter rows in the name range `[low, high)` (binds), in byte
     /// order. Reads `name, max_id, created_at, updated_at`.
-    list_periods: String,
+    list_periods: &'static str,
     /// After a reserving statement that updated nothing: 1 when the row
     /// issues serial numbers, 0 when it is plain (and full, or global for a
     /// lease), and its ordering; no row when it is missing. Bind: the name.
-    read_kind: String,
+    read_kind: &'static str,
     /// Sets `max_id` to the first bind where the name (second) and `max_id`
     /// (third) match: a compare-and-set, for
     /// [`Segments::compare_and_set_max_id`].
-    set_max_id_if: String,
+    set_max_id_if: &'static str,
     /// Reads `max_id` of one row. Bind: the name.
-    read_max_id: String,
+    read_max_id: &'static str,
     /// Appended to a bump's read inside its transaction: holds the rows'
     /// locks until commit.
     bump_lock: &'static str,
     /// Adds the first bind to `max_id`, sparing rows that would pass
     /// `i64::MAX` (the caller checks the count). Binds: by, by;
     /// [`names_in`] appends the names and their counters' ranges, if any.
-    bump: String,
-}
-
-/// The statements of each dialect, built once.
-static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
-
-impl Statements {
-    fn new(dialect: Dialect) -> Statements {
-        let sql = |text: String| in_dialect(dialect, &text);
-        let name = name_bytes(dialect);
-        // MariaDB 10.11 has no `UPDATE ... RETURNING`.
-        let returning = match dialect {
-            Dialect::Postgres | Dialect::Sqlite => format!(" RETURNING {COLUMNS}"),
-            Dialect::Mysql => String::new(),
-        };
-        // The `CASE` is a 32-bit integer on PostgreSQL.
-        let flag = match dialect {
-            Dialect::Postgres => "::BIGINT",
-            Dialect::Mysql | Dialect::Sqlite => "",
-        };
-        // `IGNORE` skips only the duplicate here: every value comes from a
-        // row that passed the table's checks, and the name fits (128 + 1 +
-        // 8). (`ON DUPLICATE KEY UPDATE` would count a found row as
-        // inserted, as sqlx connects with `CLIENT_FOUND_ROWS`.) On SQLite,
-        // the `WHERE` also keeps `ON CONFLICT` from being read as a join.
-        let (insert_or_ignore, on_conflict) = match dialect {
-            Dialect::Postgres | Dialect::Sqlite => ("INSERT", " ON CONFLICT (name) DO NOTHING"),
-            Dialect::Mysql => ("INSERT IGNORE", ""),
-        };
-        Statements {
-            returning: !returning.is_empty(),
-            get: sql(format!("SELECT {COLUMNS} FROM sequences WHERE name = ?")),
-            list: sql(format!(
-                "SELECT {COLUMNS} FROM sequences WHERE {NOT_COUNTER} ORDER BY {name}"
-            )),
-            insert: sql(format!(
-                "INSERT INTO sequences (name, max_id, step, description, ordering, \
-                 counter_start, format, reset, time_zone, overflow) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?){returning}"
-            )),
-            update: sql(format!(
-                "UPDATE sequences SET step = COALESCE(?, step), \
-                 description = COALESCE(?, description), ordering = COALESCE(?, ordering), \
-                 format = CASE WHEN ? THEN ? ELSE format END, \
-                 reset = CASE WHEN ? THEN ? ELSE reset END, \
-                 time_zone = CASE WHEN ? THEN ? ELSE time_zone END, \
-                 overflow = CASE WHEN ? THEN ? ELSE overflow END, \
-                 updated_at = CURRENT_TIMESTAMP WHERE name = ?{returning}"
-            )),
-            update_periods: sql(format!(
-                "UPDATE sequences SET step = COALESCE(?, step), \
-                 ordering = COALESCE(?, ordering), updated_at = CURRENT_TIMESTAMP \
-                 WHERE {name} >= ? AND {name} < ?"
-            )),
-            create_period: sql(format!(
-                "{insert_or_ignore} INTO sequences \
-                 (name, max_id, step, description, ordering, counter_start) \
-                 SELECT ?, counter_start - 1, step, '', ordering, counter_start \
-                 FROM sequences WHERE name = ?{on_conflict}"
-            )),
-            list_periods: sql(format!(
-                "SELECT name, max_id, created_at, updated_at FROM sequences \
-                 WHERE {name} >= ? AND {name} < ? ORDER BY {name}"
-            )),
-            read_kind: sql(format!(
-                "SELECT CASE WHEN format IS NULL THEN 0 ELSE 1 END{flag}, ordering \
-                 FROM sequences WHERE name = ?"
-            )),
-            set_max_id_if: sql(
-                "UPDATE sequences SET max_id = ?, updated_at = CURRENT_TIMESTAMP \
-                 WHERE name = ? AND max_id = ?"
-                    .into(),
-            ),
-            read_max_id: sql("SELECT max_id FROM sequences WHERE name = ?".into()),
-            bump_lock: match dialect {
-                // The locks taken in name order.
-                Dialect::Postgres => " ORDER BY name COLLATE \"C\" FOR UPDATE",
-                // The rows and, for all rows, the gaps between them.
-                Dialect::Mysql => " FOR UPDATE",
-                // No row locks: the bump's `BEGIN IMMEDIATE` ([`begin_bump`])
-                // already holds the database's write lock.
-                Dialect::Sqlite => "",
-            },
-            bump: sql("UPDATE sequences \
-                 SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
-                 WHERE max_id <= 9223372036854775807 - ?"
-                .into()),
-        }
-    }
+    bump: &'static str,
 }
 
 /// The statement that opens a bump's transaction in `dialect`: on SQLite
@@ -303,7 +216,7 @@ where
             Some(row) => Ok(Some(row)),
             None if statements.returning => Ok(None),
             None => {
-                sqlx::query_as::<DB, Row<DB>>(&statements.get)
+                sqlx::query_as::<DB, Row<DB>>(statements.get)
                     .bind(name.as_str())
                     .fetch_optional(conn)
                     .await
@@ -320,7 +233,7 @@ where
             DB::DIALECT.name(),
             async {
                 let mut tx = self.0.begin().await?;
-                let returned = sqlx::query_as::<DB, Row<DB>>(&Self::statements().insert)
+                let returned = sqlx::query_as::<DB, Row<DB>>(Self::statements().insert)
                     .bind(seq.name.as_str())
                     .bind(max_id)
                     .bind(seq.step)
@@ -349,7 +262,7 @@ where
     pub(crate) async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
         let row: Option<Row<DB>> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(&Self::statements().get)
+            sqlx::query_as(Self::statements().get)
                 .bind(name.as_str())
                 .fetch_optional(self.0)
                 .await
@@ -376,7 +289,7 @@ where
     pub(crate) async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
         let rows: Vec<Row<DB>> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(&Self::statements().list)
+            sqlx::query_as(Self::statements().list)
                 .fetch_all(self.0)
                 .await
         )
@@ -415,7 +328,7 @@ where
             DB::DIALECT.name(),
             async {
                 let mut tx = self.0.begin().await?;
-                let returned = sqlx::query_as::<DB, Row<DB>>(&statements.update)
+                let returned = sqlx::query_as::<DB, Row<DB>>(statements.update)
                     .bind(patch.step)
                     .bind(patch.description.as_deref())
                     .bind(patch.ordering.map(|o| o.as_str()))
@@ -432,7 +345,7 @@ where
                     .await?;
                 let row = Self::written(&mut tx, returned, name).await?;
                 if row.is_some() && (patch.step.is_some() || patch.ordering.is_some()) {
-                    sqlx::query::<DB>(&statements.update_periods)
+                    sqlx::query::<DB>(statements.update_periods)
                         .bind(patch.step)
                         .bind(patch.ordering.map(|o| o.as_str()))
                         .bind(low.as_str())
@@ -460,7 +373,7 @@ where
         let counter = parent.period_counter(key);
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(&statements.create_period)
+            sqlx::query::<DB>(statements.create_period)
                 .bind(counter.as_str())
                 .bind(parent.as_str())
                 .execute(self.0)
@@ -484,7 +397,7 @@ where
         let (low, high) = period_rows_range(parent);
         let rows: Vec<Period<DB>> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(&Self::statements().list_periods)
+            sqlx::query_as(Self::statements().list_periods)
                 .bind(low.as_str())
                 .bind(high.as_str())
                 .fetch_all(self.0)
@@ -545,7 +458,7 @@ where
         new: i64,
     ) -> Result<bool, StoreError> {
         let statements = Self::statements();
-        let (update, exists) = (&statements.set_max_id_if, &statements.read_max_id);
+        let (update, exists) = (statements.set_max_id_if, statements.read_max_id);
         compare_and_set(
             self.0,
             update,
@@ -665,24 +578,11 @@ where
         size: i64,
     ) -> Result<Vec<(String, Reservation)>, StoreError> {
         let dialect = DB::DIALECT;
-        let greatest = match dialect {
-            Dialect::Sqlite => "MAX",
-            Dialect::Postgres | Dialect::Mysql => "GREATEST",
-        };
         let mut held = Held::acquire(self.0).await?;
         let granted = if Self::statements().returning {
-            let sql = in_dialect(
-                dialect,
-                &format!(
-                    "UPDATE sequences SET max_id = max_id + {greatest}(step, ?), \
-                     updated_at = CURRENT_TIMESTAMP WHERE name {} AND format IS NULL \
-                     AND max_id <= 9223372036854775807 - {greatest}(step, ?) \
-                     RETURNING name, max_id, {greatest}(step, ?) AS size, step, ordering",
-                    in_list(padded(names).count())
-                ),
-            );
+            let sql = group_sql(Group::Reserve, dialect, padded(names).count());
             let rows = retrying!(dialect.name(), {
-                let mut query = sqlx::query_as::<DB, Granting<DB>>(&sql).bind(size);
+                let mut query = sqlx::query_as::<DB, Granting<DB>>(sql).bind(size);
                 for name in padded(names) {
                     query = query.bind(name);
                 }
@@ -714,12 +614,8 @@ where
         size: i64,
     ) -> Result<Vec<Granting<DB>>, sqlx::Error> {
         let mut tx = conn.begin().await?;
-        let read = format!(
-            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
-             FROM sequences WHERE name {} AND format IS NULL FOR UPDATE",
-            in_list(padded(names).count())
-        );
-        let mut query = sqlx::query_as::<DB, Granting<DB>>(&read).bind(size);
+        let read = group_sql(Group::Lock, DB::DIALECT, padded(names).count());
+        let mut query = sqlx::query_as::<DB, Granting<DB>>(read).bind(size);
         for name in padded(names) {
             query = query.bind(name);
         }
@@ -731,12 +627,8 @@ where
         }
         let fit: Vec<String> = rows.iter().map(|r| name_text(r.0.clone())).collect();
         let fit: Vec<&str> = fit.iter().map(String::as_str).collect();
-        let update = format!(
-            "UPDATE sequences SET max_id = max_id + GREATEST(step, ?), \
-             updated_at = CURRENT_TIMESTAMP WHERE name {}",
-            in_list(padded(&fit).count())
-        );
-        let mut query = sqlx::query::<DB>(&update).bind(size);
+        let update = group_sql(Group::Raise, DB::DIALECT, padded(&fit).count());
+        let mut query = sqlx::query::<DB>(update).bind(size);
         for name in padded(&fit) {
             query = query.bind(name);
         }
@@ -761,11 +653,7 @@ where
     /// per session only.
     pub(crate) async fn widen_bound(conn: &mut DB::Connection) -> Result<(), sqlx::Error> {
         if DB::DIALECT == Dialect::Postgres {
-            let sql = format!(
-                "SET LOCAL statement_timeout = {}",
-                BUMP_STATEMENT_BOUND.as_millis()
-            );
-            sqlx::query::<DB>(&sql).execute(conn).await?;
+            sqlx::query::<DB>(WIDEN_BOUND).execute(conn).await?;
         }
         Ok(())
     }
@@ -806,7 +694,7 @@ where
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
-        let update = &Self::statements().bump;
+        let update = Self::statements().bump;
         let sql = format!("{update}{}", names_in(names, "AND", DB::DIALECT, 3));
         let binds = bump_binds(names);
         let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
@@ -836,7 +724,7 @@ where
         let mut held = Held::acquire(self.0).await?;
         let row = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, (i64, String)>(&Self::statements().read_kind)
+            sqlx::query_as::<DB, (i64, String)>(Self::statements().read_kind)
                 .bind(name.as_str())
                 .fetch_optional(held.conn())
                 .await
@@ -849,7 +737,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::{binary_page_sql, page_sql_in};
+    use crate::store::sql::{binary_page_sql, page_sql_in, COLUMNS, GROUP_LIMIT, NOT_COUNTER};
+    use crate::store::BUMP_STATEMENT_BOUND;
 
     #[test]
     fn each_dialect_writes_its_placeholders_returning_and_byte_order() {
@@ -890,7 +779,42 @@ mod tests {
             sqlite.create_period
         );
         assert_eq!(begin_bump(Dialect::Sqlite), "BEGIN IMMEDIATE");
+        assert_eq!(
+            WIDEN_BOUND,
+            format!(
+                "SET LOCAL statement_timeout = {}",
+                BUMP_STATEMENT_BOUND.as_millis()
+            )
+        );
         assert_eq!(begin_bump(Dialect::Mysql), "BEGIN");
+    }
+
+    #[test]
+    fn a_group_statement_is_written_once_per_padded_count() {
+        let two = group_sql(Group::Reserve, Dialect::Postgres, 2);
+        assert_eq!(
+            two,
+            "UPDATE sequences SET max_id = max_id + GREATEST(step, $1), \
+             updated_at = CURRENT_TIMESTAMP WHERE name IN ($2, $3) AND format IS NULL \
+             AND max_id <= 9223372036854775807 - GREATEST(step, $4) \
+             RETURNING name, max_id, GREATEST(step, $5) AS size, step, ordering"
+        );
+        assert!(std::ptr::eq(
+            two,
+            group_sql(Group::Reserve, Dialect::Postgres, 2)
+        ));
+        assert!(group_sql(Group::Reserve, Dialect::Sqlite, 4).contains("MAX(step, ?) AS size"));
+        assert_eq!(
+            group_sql(Group::Lock, Dialect::Mysql, 2),
+            "SELECT name, max_id, GREATEST(step, ?) AS size, step, ordering \
+             FROM sequences WHERE name IN (?, ?) AND format IS NULL FOR UPDATE"
+        );
+        assert_eq!(
+            group_sql(Group::Raise, Dialect::Mysql, GROUP_LIMIT)
+                .matches('?')
+                .count(),
+            GROUP_LIMIT + 1
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ use super::bind::{at_url, distinct_records, refuse, same_database, stripe_count,
 use super::layout::{StripeLayout, DEFAULT_BLOCK};
 use super::record::{new_database_id, StripeRecord};
 use crate::domain::{IdOrdering, NewSequence, SeqName};
-use crate::store::memory::MemoryStore;
+use crate::store::stand_in::StandIn;
 use crate::store::{SequencePatch, SequenceRow, Store, StoreError};
 
 /// What init did (or, in a dry run, would do) on one stripe.
@@ -160,7 +160,7 @@ async fn read_all(
         walked.push(if readable {
             store.clone()
         } else {
-            Arc::new(MemoryStore::new()) as Arc<dyn Store>
+            Arc::new(StandIn::empty()) as Arc<dyn Store>
         });
         unmigrated.push(!ready);
     }
@@ -425,6 +425,7 @@ async fn raise_to(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::memory::MemoryStore;
     use crate::store::{Catalog, StripeRecords};
 
     fn urls(n: usize) -> Vec<String> {

@@ -194,22 +194,7 @@ fn worse(a: StoreError, b: StoreError) -> StoreError {
 /// [`StripedStore::connect_stripe`] replaces it: every call fails with
 /// `why` as an outage, and it reports `backend` (the URL's).
 pub fn stand_in(backend: &'static str, why: String) -> Arc<dyn Store> {
-    struct NotConnected {
-        backend: &'static str,
-        why: String,
-    }
-    impl crate::store::forwarding::Hook for NotConnected {
-        fn before(&self, _: crate::store::forwarding::Call) -> Result<(), StoreError> {
-            Err(StoreError::Unavailable(self.why.clone()))
-        }
-        fn backend(&self) -> Option<&'static str> {
-            Some(self.backend)
-        }
-    }
-    crate::store::forwarding::Forwarding::new(
-        Arc::new(crate::store::memory::MemoryStore::new()),
-        NotConnected { backend, why },
-    )
+    Arc::new(crate::store::stand_in::StandIn::down(backend, why))
 }
 
 /// A row as the stripes serve it. Global ordering needs one database (IDs

@@ -12,7 +12,7 @@ use super::{check_owner, worker_row, WorkerLeases, WorkerRow};
 use crate::store::migrator::{create_schema_sql, Dialect, Migrator, PoolRef, SchemaSetup};
 use crate::store::pool::Held;
 use crate::store::retry::retrying;
-use crate::store::sql::{in_dialect, PerDialect};
+use crate::store::sql::PerDialect;
 use crate::store::{insert_failed, unavailable, StoreError, StoreOptions};
 
 /// What a backend's sqlx database brings to [`SqlWorkerLeases`]: its
@@ -73,66 +73,66 @@ macro_rules! lease_db {
 }
 pub(crate) use lease_db;
 
-/// The statements of each dialect, built once.
-static STATEMENTS: PerDialect<Statements> = PerDialect::new(Statements::new);
+/// The statements of each dialect.
+static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES, &MYSQL, &SQLITE);
+
+/// PostgreSQL: numbered placeholders; `worker_id` (an `INTEGER`) read as a
+/// 64-bit integer.
+static POSTGRES: Statements = Statements {
+    list: "SELECT worker_id::BIGINT, owner, lease_until, last_timestamp FROM workers WHERE \
+        worker_id < $1 ORDER BY worker_id",
+    insert: "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES ($1, \
+        $2, $3, $4)",
+    claim: "UPDATE workers SET owner = $1, lease_until = $2, last_timestamp = $3, updated_at = \
+        CURRENT_TIMESTAMP WHERE worker_id = $4 AND owner = $5 AND lease_until = $6 AND \
+        last_timestamp = $7 AND (lease_until < $8 OR owner = $9)",
+    renew: "UPDATE workers SET lease_until = $1, last_timestamp = GREATEST(last_timestamp, $2), \
+        updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND owner = $4",
+    release: "UPDATE workers SET lease_until = 0, last_timestamp = $1, updated_at = \
+        CURRENT_TIMESTAMP WHERE worker_id = $2 AND owner = $3",
+};
+
+/// MariaDB/MySQL: `worker_id` (an `INT`) read as a 64-bit integer.
+const MYSQL: Statements = Statements {
+    list: "SELECT CAST(worker_id AS SIGNED), owner, lease_until, last_timestamp FROM workers \
+        WHERE worker_id < ? ORDER BY worker_id",
+    insert: "INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) VALUES (?, ?, \
+        ?, ?)",
+    claim: "UPDATE workers SET owner = ?, lease_until = ?, last_timestamp = ?, updated_at = \
+        CURRENT_TIMESTAMP WHERE worker_id = ? AND owner = ? AND lease_until = ? AND \
+        last_timestamp = ? AND (lease_until < ? OR owner = ?)",
+    renew: "UPDATE workers SET lease_until = ?, last_timestamp = GREATEST(last_timestamp, ?), \
+        updated_at = CURRENT_TIMESTAMP WHERE worker_id = ? AND owner = ?",
+    release: "UPDATE workers SET lease_until = 0, last_timestamp = ?, updated_at = \
+        CURRENT_TIMESTAMP WHERE worker_id = ? AND owner = ?",
+};
+
+/// SQLite: MariaDB's placeholders; the larger of two values is the
+/// two-argument `MAX`.
+static SQLITE: Statements = Statements {
+    list: "SELECT worker_id, owner, lease_until, last_timestamp FROM workers WHERE worker_id < \
+        ? ORDER BY worker_id",
+    renew: "UPDATE workers SET lease_until = ?, last_timestamp = MAX(last_timestamp, ?), \
+        updated_at = CURRENT_TIMESTAMP WHERE worker_id = ? AND owner = ?",
+    ..MYSQL
+};
 
 /// The statements of one dialect, each with one placeholder per bind, in
 /// bind order.
 struct Statements {
     /// Bind: the bound of worker IDs. Reads `(worker_id, owner,
     /// lease_until, last_timestamp)`.
-    list: String,
+    list: &'static str,
     /// Binds: worker_id, owner, lease_until, last_timestamp.
-    insert: String,
+    insert: &'static str,
     /// Compare-and-set on the row as read, and only if its lease expired or
     /// is ours. Binds: owner, lease_until, last_timestamp, worker_id, seen
     /// owner, seen lease_until, seen last_timestamp, now, owner.
-    claim: String,
+    claim: &'static str,
     /// Binds: lease_until, lease_until, worker_id, owner.
-    renew: String,
+    renew: &'static str,
     /// Binds: last_timestamp, worker_id, owner.
-    release: String,
-}
-
-impl Statements {
-    /// Written with `?` placeholders, as MariaDB and SQLite take them;
-    /// PostgreSQL's are numbered.
-    fn new(dialect: Dialect) -> Statements {
-        let sql = |text: &str| in_dialect(dialect, text);
-        // `worker_id` read as a 64-bit integer: PostgreSQL's `INTEGER` and
-        // MariaDB's `INT` are 32-bit.
-        let worker_id = match dialect {
-            Dialect::Postgres => "worker_id::BIGINT",
-            Dialect::Mysql => "CAST(worker_id AS SIGNED)",
-            Dialect::Sqlite => "worker_id",
-        };
-        // The larger of two values: SQLite's two-argument `MAX`.
-        let greatest = match dialect {
-            Dialect::Postgres | Dialect::Mysql => "GREATEST",
-            Dialect::Sqlite => "MAX",
-        };
-        Statements {
-            list: sql(&format!(
-                "SELECT {worker_id}, owner, lease_until, last_timestamp \
-                 FROM workers WHERE worker_id < ? ORDER BY worker_id"
-            )),
-            insert: sql("INSERT INTO workers (worker_id, owner, lease_until, last_timestamp) \
-                 VALUES (?, ?, ?, ?)"),
-            claim: sql("UPDATE workers \
-                 SET owner = ?, lease_until = ?, last_timestamp = ?, updated_at = CURRENT_TIMESTAMP \
-                 WHERE worker_id = ? AND owner = ? AND lease_until = ? AND last_timestamp = ? \
-                   AND (lease_until < ? OR owner = ?)"),
-            renew: sql(&format!(
-                "UPDATE workers \
-                 SET lease_until = ?, last_timestamp = {greatest}(last_timestamp, ?), \
-                     updated_at = CURRENT_TIMESTAMP \
-                 WHERE worker_id = ? AND owner = ?"
-            )),
-            release: sql("UPDATE workers \
-                 SET lease_until = 0, last_timestamp = ?, updated_at = CURRENT_TIMESTAMP \
-                 WHERE worker_id = ? AND owner = ?"),
-        }
-    }
+    release: &'static str,
 }
 
 /// `sql` with its `?` placeholders numbered, as PostgreSQL writes them:
@@ -234,7 +234,7 @@ where
         let mut held = Held::acquire(&self.pool).await?;
         let rows: Result<Vec<(i64, DB::Owner, i64, i64)>, _> = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, _>(&STATEMENTS.of(DB::DIALECT).list)
+            sqlx::query_as::<DB, _>(STATEMENTS.of(DB::DIALECT).list)
                 .bind(i64::from(below))
                 .fetch_all(held.conn())
                 .await
@@ -249,7 +249,7 @@ where
         check_owner(&row.owner)?;
         let inserted = one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).insert,
+            STATEMENTS.of(DB::DIALECT).insert,
             insert_failed,
             [
                 DB::worker_id(row.worker_id),
@@ -274,7 +274,7 @@ where
         }
         one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).claim,
+            STATEMENTS.of(DB::DIALECT).claim,
             unavailable,
             [
                 new.owner.as_str(),
@@ -293,7 +293,7 @@ where
     async fn renew(&self, worker: u32, owner: &str, until: i64) -> Result<bool, StoreError> {
         one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).renew,
+            STATEMENTS.of(DB::DIALECT).renew,
             unavailable,
             [until, until, DB::worker_id(worker), owner]
         )
@@ -302,7 +302,7 @@ where
     async fn release(&self, worker: u32, owner: &str, last: i64) -> Result<bool, StoreError> {
         one_row!(
             self,
-            &STATEMENTS.of(DB::DIALECT).release,
+            STATEMENTS.of(DB::DIALECT).release,
             unavailable,
             [last, DB::worker_id(worker), owner]
         )
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn each_dialect_writes_its_placeholders_and_functions() {
-        let renew = |d| STATEMENTS.of(d).renew.clone();
+        let renew = |d| STATEMENTS.of(d).renew;
         assert_eq!(
             renew(Dialect::Postgres),
             "UPDATE workers SET lease_until = $1, last_timestamp = GREATEST(last_timestamp, $2), \
