@@ -8,7 +8,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The folders whose `.rs` files the tour lists one by one.
-const LISTED: &[&str] = &["src", "crates", "clients/rust/src", "clients/rust/tests", "tests"];
+const LISTED: &[&str] = &[
+    "src",
+    "crates",
+    "clients/rust/src",
+    "clients/rust/tests",
+    "tests",
+];
 
 /// The folders whose files the tour names on one line each (`benches/`,
 /// `examples/`): every file's name appears on that line.
@@ -81,7 +87,10 @@ fn the_tour_names_every_source_and_test_file() {
         rust_files(Path::new(dir), &mut files);
     }
     let missing: Vec<_> = files.iter().filter(|f| !named.contains(*f)).collect();
-    assert!(missing.is_empty(), "docs/code-tour.md does not list: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "docs/code-tour.md does not list: {missing:#?}"
+    );
 }
 
 #[test]
@@ -90,7 +99,10 @@ fn the_tour_names_no_file_that_does_not_exist() {
         .into_iter()
         .filter(|p| !root().join(p).exists())
         .collect();
-    assert!(gone.is_empty(), "docs/code-tour.md names what does not exist: {gone:#?}");
+    assert!(
+        gone.is_empty(),
+        "docs/code-tour.md names what does not exist: {gone:#?}"
+    );
 }
 
 #[test]
@@ -105,7 +117,11 @@ fn the_tour_names_every_bench_and_example() {
         rust_files(Path::new(dir), &mut files);
         assert!(!files.is_empty(), "no files under {dir}/");
         for file in files {
-            let stem = Path::new(&file).file_stem().unwrap().to_string_lossy().into_owned();
+            let stem = Path::new(&file)
+                .file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             assert!(
                 line.contains(&stem),
                 "docs/code-tour.md's {dir}/ line does not name {file}"
@@ -126,12 +142,25 @@ fn the_manifest_names_files_that_exist() {
         .filter(|w| w.ends_with(".rs") || w.ends_with(".md") || w.ends_with(".sh"))
         .filter(|w| w.contains('/') && !root().join(w).exists())
         .collect();
-    assert!(stale.is_empty(), "Cargo.toml names what does not exist: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "Cargo.toml names what does not exist: {stale:?}"
+    );
 }
 
 #[test]
 fn tour_paths_nest_by_indent() {
     let text = "```\nsrc/\n  a.rs   x\n  b/\n    c.rs  y\n  d.rs\nREADME.md  z\n```\n";
     let got: Vec<_> = tour_paths(text).into_iter().collect();
-    assert_eq!(got, ["README.md", "src", "src/a.rs", "src/b", "src/b/c.rs", "src/d.rs"]);
+    assert_eq!(
+        got,
+        [
+            "README.md",
+            "src",
+            "src/a.rs",
+            "src/b",
+            "src/b/c.rs",
+            "src/d.rs"
+        ]
+    );
 }
