@@ -178,7 +178,7 @@ pub async fn serve<D: Door>(
     let max = u32::try_from(edge.max_connections.max(1)).unwrap_or(u32::MAX);
     let permits = Arc::new(Semaphore::new(max as usize));
     let (stop_tx, stop) = watch::channel(false);
-    let edges = Spawner {
+    let accepting = Accepting {
         door,
         edge,
         tls,
@@ -188,49 +188,23 @@ pub async fn serve<D: Door>(
     };
     tokio::pin!(shutdown);
     loop {
-        let waited = match edge.past_cap {
-            PastCap::Backlog => tokio::select! {
-                _ = &mut shutdown => break,
-                p = permits.clone().acquire_owned() => Some(p.expect("the semaphore is never closed")),
-            },
-            PastCap::Refuse(_) => None,
-        };
-        let stream = tokio::select! {
+        let accepted = tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Wait, do not spin.
-                    tracing::warn!(error = %e, "{}", edge.accept_failed);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = accepting.accept(&listener, &permits) => accepted,
         };
-        if edge.nodelay {
-            let _ = stream.set_nodelay(true);
+        if let Some((stream, permit)) = accepted {
+            accepting.spawn(stream, permit);
         }
-        let permit = match waited {
-            Some(p) => p,
-            None => match permits.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => {
-                    edges.refuse(stream);
-                    continue;
-                }
-            },
-        };
-        edges.spawn(stream, permit);
     }
     // From here on answers close their connection.
-    edges.registry.closing.store(true, Ordering::Relaxed);
+    accepting.registry.closing.store(true, Ordering::Relaxed);
     match edge.drain {
         Drain::Backlog => {
             for stream in accept_pending(listener) {
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
                     break;
                 };
-                edges.spawn(stream, permit);
+                accepting.spawn(stream, permit);
             }
         }
         Drain::AtOnce => drop(listener),
@@ -240,8 +214,9 @@ pub async fn serve<D: Door>(
     let _all_closed = permits.acquire_many(max).await;
 }
 
-/// What the accept loop hands each connection.
-struct Spawner<D> {
+/// The accept loop: the door, its settings, and what it hands each
+/// connection.
+struct Accepting<D> {
     door: Arc<D>,
     edge: Edge,
     tls: Option<Arc<TlsStore>>,
@@ -250,7 +225,45 @@ struct Spawner<D> {
     stop: watch::Receiver<bool>,
 }
 
-impl<D: Door> Spawner<D> {
+impl<D: Door> Accepting<D> {
+    /// The next connection and its place under the cap; `None` when
+    /// accepting failed or the connection was past the cap.
+    async fn accept(
+        &self,
+        listener: &TcpListener,
+        permits: &Arc<Semaphore>,
+    ) -> Option<(TcpStream, OwnedSemaphorePermit)> {
+        let waited = match self.edge.past_cap {
+            PastCap::Backlog => {
+                let p = permits.clone().acquire_owned().await;
+                Some(p.expect("the semaphore is never closed"))
+            }
+            PastCap::Refuse(_) => None,
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Wait, do not spin.
+                tracing::warn!(error = %e, "{}", self.edge.accept_failed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return None;
+            }
+        };
+        if self.edge.nodelay {
+            let _ = stream.set_nodelay(true);
+        }
+        match waited {
+            Some(p) => Some((stream, p)),
+            None => match permits.clone().try_acquire_owned() {
+                Ok(p) => Some((stream, p)),
+                Err(_) => {
+                    self.refuse(stream);
+                    None
+                }
+            },
+        }
+    }
+
     /// One connection past the cap ([`PastCap::Refuse`]).
     fn refuse(&self, mut stream: TcpStream) {
         self.door.cut(Cut::PastCap);
