@@ -283,23 +283,22 @@ impl<D: Door> Accepting<D> {
         let (id, tracker) = self.registry.add(self.swept);
         let registry = self.registry.clone();
         let (door, edge, tls) = (self.door.clone(), self.edge, self.tls.clone());
-        let mut conn = Conn {
+        let conn = Conn {
             tracker: tracker.clone(),
             stop: self.stop.clone(),
         };
         tokio::spawn(async move {
             door.opened();
-            let io = Stream {
-                inner: stream,
-                tracker,
-            };
-            match tls {
-                None => door.clone().serve(io, conn).await,
-                Some(tls) => {
-                    if let Some(io) = handshake(&*door, io, &tls, &edge, &mut conn).await {
-                        door.clone().serve(io, conn).await;
-                    }
-                }
+            if id.is_some() {
+                let io = Stream {
+                    inner: stream,
+                    tracker,
+                };
+                serve_one(&door, io, tls, &edge, conn).await;
+            } else {
+                // Under timed deadlines nothing is recorded per read: the
+                // door reads the socket itself.
+                serve_one(&door, stream, tls, &edge, conn).await;
             }
             if let Some(id) = id {
                 registry.remove(id);
@@ -310,16 +309,34 @@ impl<D: Door> Accepting<D> {
     }
 }
 
+/// Serves one connection: its handshake first under TLS.
+async fn serve_one<D: Door, I: Io>(
+    door: &Arc<D>,
+    io: I,
+    tls: Option<Arc<TlsStore>>,
+    edge: &Edge,
+    mut conn: Conn,
+) {
+    match tls {
+        None => door.clone().serve(io, conn).await,
+        Some(tls) => {
+            if let Some(io) = handshake(&**door, io, &tls, edge, &mut conn).await {
+                door.clone().serve(io, conn).await;
+            }
+        }
+    }
+}
+
 /// The TLS handshake of a connection, within the door's handshake deadline
 /// of now (under swept deadlines, the sweeper ends a handshake that stalls
 /// as it ends a head sent by halves); `None` when it failed or was cut.
-async fn handshake<D: Door>(
+async fn handshake<D: Door, I: Io>(
     door: &D,
-    io: Stream,
+    io: I,
     tls: &TlsStore,
     edge: &Edge,
     conn: &mut Conn,
-) -> Option<TlsStream<Stream>> {
+) -> Option<TlsStream<I>> {
     let tracker = conn.tracker.clone();
     tracker.head_began();
     let deadline = async {

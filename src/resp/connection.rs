@@ -48,9 +48,7 @@ pub struct Connection<S> {
     deadlines: Deadlines,
     /// Turns true at shutdown.
     stop: watch::Receiver<bool>,
-    /// Shutdown, waited for by one future for the connection's life: it
-    /// registers with the watch once, not on every read.
-    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Shutdown was seen while reading.
     stop_seen: bool,
 }
 
@@ -78,7 +76,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         limits: RespLimits,
         stop: watch::Receiver<bool>,
     ) -> Self {
-        let mut stop_wait = stop.clone();
         Connection {
             stream,
             session: door.session(),
@@ -95,7 +92,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 partial_since: None,
             },
             stop,
-            shutdown: Box::pin(async move { stopped(&mut stop_wait).await }),
             stop_seen: false,
         }
     }
@@ -103,6 +99,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Serves the connection until the client closes it, a deadline
     /// passes, a frame breaks the protocol, `QUIT`, or shutdown.
     pub async fn serve(mut self) {
+        // Shutdown, waited for by one future for the connection's life: it
+        // registers with the watch once, not on every read.
+        let mut stop_wait = self.stop.clone();
+        let shutdown = stopped(&mut stop_wait);
+        tokio::pin!(shutdown);
         loop {
             let Some((used, close)) = self.run_read().await else {
                 return;
@@ -120,7 +121,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 let _ = self.stream.shutdown().await;
                 return;
             }
-            if let Read::Done = self.read_frame().await {
+            if let Read::Done = self.read_frame(shutdown.as_mut()).await {
                 return;
             }
         }
@@ -230,8 +231,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
     }
 
-    /// Reads more bytes under the deadlines.
-    async fn read_frame(&mut self) -> Read {
+    /// Reads more bytes under the deadlines, or until `shutdown`.
+    async fn read_frame(&mut self, mut shutdown: Pin<&mut impl Future<Output = ()>>) -> Read {
         if self.read.capacity() - self.read.len() < READ_CHUNK / 4 {
             self.read.reserve(READ_CHUNK);
         }
@@ -255,7 +256,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     }
                     d.timer.as_mut().reset(deadline);
                 }
-                () = self.shutdown.as_mut(), if !self.stop_seen => {
+                () = shutdown.as_mut(), if !self.stop_seen => {
                     self.stop_seen = true;
                     if self.read.is_empty() {
                         closed("shutdown");
