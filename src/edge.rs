@@ -15,8 +15,9 @@
 //!   within one tick.
 //! - **Timed**: the door keeps its own timers (armed once per connection,
 //!   re-armed only when they fire early), since its own loop makes every
-//!   read and knows where a command begins and ends; the edge bounds only
-//!   the handshake, with one timer.
+//!   read and knows where a command begins and ends; the edge hands it the
+//!   socket itself (nothing recorded per read) and bounds only the
+//!   handshake, with one timer.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -44,8 +45,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
 /// What a door gives the edge.
 pub trait Door: Send + Sync + 'static {
-    /// Serves one connection until it is closed: `io` is the socket, or TLS
-    /// over it; `conn` its deadlines and the shutdown signal.
+    /// Serves one connection until it is closed: `io` is the socket (a
+    /// [`Stream`] under swept deadlines), or TLS over it; `conn` its
+    /// deadlines and the shutdown signal.
     fn serve<S: Io>(self: Arc<Self>, io: S, conn: Conn) -> impl Future<Output = ()> + Send;
 
     /// The edge closed a connection before the door served it.
@@ -575,7 +577,7 @@ impl Drop for InFlight {
     }
 }
 
-/// The socket, recording progress for the sweeper.
+/// The socket under swept deadlines, recording progress for the sweeper.
 pub struct Stream {
     inner: TcpStream,
     tracker: Tracker,
