@@ -23,7 +23,9 @@
 //!    decided once, every validation, the one-database rules and who may
 //!    do what; the snowflake generator is reached through it;
 //!    [`service::ServiceError`], the one list of failures.
-//! 5. The doors that serve: [`http`] (the API; `http/error.rs` maps errors
+//! 5. The doors that serve, and the [`edge`] they stand on (the accept
+//!    loop, the connection cap, the TLS handshake, the deadlines, the drain
+//!    at shutdown): [`http`] (the API; `http/error.rs` maps errors
 //!    to status codes in one table), [`resp`] (Redis clients;
 //!    `resp/command.rs` maps errors to RESP codes in one table), and
 //!    [`tls`], the certificate store both listeners share. A door
@@ -41,6 +43,7 @@ pub use seqd_core::allocator;
 
 pub mod cli;
 pub mod config;
+pub mod edge;
 pub mod http;
 pub mod leaf;
 pub mod log_throttle;

@@ -3,12 +3,14 @@
 //! a graceful, bounded shutdown.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::config::{ServeArgs, Settings};
+use crate::http::serve::serve_with_tls;
 use crate::http::{router_with, AdminAuth, AppState};
 use crate::service::{Access, ClientAuth, Service};
 use crate::store::{self, Store, WorkerLeases};
@@ -39,7 +41,9 @@ pub async fn run(
 }
 
 /// [`run`] with the RESP listener bound by the caller (`None`: no RESP
-/// door, whatever `settings.resp_listen` says).
+/// door, whatever `settings.resp_listen` says). The steps in order: bind
+/// the listeners, start the service and its background tasks, say so,
+/// serve the doors until `shutdown` and the drain, then shut down.
 pub async fn run_with_resp(
     listener: TcpListener,
     resp: Option<TcpListener>,
@@ -48,20 +52,74 @@ pub async fn run_with_resp(
     settings: &Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let addr = listener.local_addr()?;
-    let resp_addr = resp.as_ref().map(|l| l.local_addr()).transpose()?;
-    let health = match &settings.health_listen {
-        Some(a) => Some(
-            TcpListener::bind(a)
-                .await
-                .with_context(|| format!("binding the health listener {a}"))?,
-        ),
-        None => None,
-    };
-    let health_addr = health.as_ref().map(|l| l.local_addr()).transpose()?;
+    let listeners = Listeners::bind(listener, resp, settings).await?;
+    let started = start(store, leases, settings, &listeners).await?;
+    log_start(settings, &listeners, &started);
+    let _health = serve_doors(listeners, &started, settings, shutdown).await?;
+    shut_down(&started, settings).await;
+    Ok(())
+}
+
+/// The listeners of a serving instance, and their addresses.
+struct Listeners {
+    http: TcpListener,
+    resp: Option<TcpListener>,
+    health: Option<TcpListener>,
+    addr: SocketAddr,
+    resp_addr: Option<SocketAddr>,
+    health_addr: Option<SocketAddr>,
+}
+
+impl Listeners {
+    /// The doors' listeners, and the health listener bound when asked for.
+    async fn bind(
+        http: TcpListener,
+        resp: Option<TcpListener>,
+        settings: &Settings,
+    ) -> anyhow::Result<Listeners> {
+        let health = match &settings.health_listen {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("binding the health listener {a}"))?,
+            ),
+            None => None,
+        };
+        Ok(Listeners {
+            addr: http.local_addr()?,
+            resp_addr: resp.as_ref().map(|l| l.local_addr()).transpose()?,
+            health_addr: health.as_ref().map(|l| l.local_addr()).transpose()?,
+            http,
+            resp,
+            health,
+        })
+    }
+}
+
+/// What start-up made: the service and what serves it, and the background
+/// tasks (each ended when this is dropped, when the server returns).
+struct Started {
+    service: Service,
+    snowflake: Option<crate::snowflake::Snowflake>,
+    admin: AdminAuth,
+    tls: Option<Arc<TlsStore>>,
+    _tasks: Vec<AbortOnDrop>,
+}
+
+/// Starts the service over `store` and its background tasks: the token and
+/// settings refreshes, the database checks, the TLS files' watch.
+async fn start(
+    store: Arc<dyn Store>,
+    leases: Option<Arc<dyn WorkerLeases>>,
+    settings: &Settings,
+    listeners: &Listeners,
+) -> anyhow::Result<Started> {
     // Validates the snowflake layout first: an unusable one is a start-up error.
     let snowflake = crate::snowflake::start(&settings.snowflake, leases)?;
-    let admin = AdminAuth::decide(settings.admin_token.clone(), addr.ip().is_loopback());
+    let admin = AdminAuth::decide(
+        settings.admin_token.clone(),
+        listeners.addr.ip().is_loopback(),
+    );
     let tls = settings.tls.as_ref().map(TlsStore::load).transpose()?;
     // The metrics recorder first: the token set's counters are taken when
     // it is read, before the router (which would install it) is built.
@@ -76,15 +134,35 @@ pub async fn run_with_resp(
     service.start_token_refresh().await;
     // What the health routes answer from: one check now, before the
     // start-up line (whoever waits for it may probe at once), then one a
-    // second; the task ends with the server.
-    let _checks = AbortOnDrop(
+    // second.
+    let mut tasks = vec![AbortOnDrop(
         service
             .start_database_checks(settings.health_check_interval)
             .await,
-    );
+    )];
+    // SIGHUP and a change of the files read the TLS files again.
+    if let Some(t) = &tls {
+        let watch = crate::tls::keep_current(Arc::downgrade(t), settings.tls_watch_interval);
+        tasks.push(AbortOnDrop(tokio::spawn(watch)));
+    }
+    // Settings changed elsewhere reach this instance; the task ends with
+    // the router (which holds the serials).
+    crate::serial::refresh::spawn(service.serials(), settings.settings_refresh);
+    Ok(Started {
+        service,
+        snowflake,
+        admin,
+        tls,
+        _tasks: tasks,
+    })
+}
+
+/// The start-up line, and the warnings about what is open to whom.
+fn log_start(settings: &Settings, listeners: &Listeners, started: &Started) {
+    let (addr, resp_addr) = (listeners.addr, listeners.resp_addr);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        backend = service.backend(),
+        backend = started.service.backend(),
         databases = %settings
             .database_urls
             .iter()
@@ -93,13 +171,13 @@ pub async fn run_with_resp(
             .join(" "),
         listen = %addr,
         resp_listen = resp_addr.map(|a| a.to_string()),
-        health_listen = health_addr.map(|a| a.to_string()),
-        admin_auth = admin.describe(),
+        health_listen = listeners.health_addr.map(|a| a.to_string()),
+        admin_auth = started.admin.describe(),
         client_auth = ?settings.client_auth,
         tls = describe_tls(settings.tls.as_ref()),
         "seqd started"
     );
-    if matches!(admin, AdminAuth::OpenOnLoopback) {
+    if matches!(started.admin, AdminAuth::OpenOnLoopback) {
         tracing::warn!(
             "no admin token set: admin calls are open to anyone on this host (loopback listener)"
         );
@@ -110,7 +188,7 @@ pub async fn run_with_resp(
             "--client-auth off: anyone who reaches this port may draw IDs from and list every sequence"
         );
     }
-    if settings.client_auth == ClientAuth::On && tls.is_none() {
+    if settings.client_auth == ClientAuth::On && started.tls.is_none() {
         let doors = [("http", Some(addr)), ("resp", resp_addr)];
         for (door, address) in doors.into_iter().filter_map(|(d, a)| Some((d, a?))) {
             if !address.ip().is_loopback() {
@@ -122,51 +200,57 @@ pub async fn run_with_resp(
             }
         }
     }
-    // SIGHUP and a change of the files read the TLS files again; the task
-    // ends with the server.
-    let _reload = tls.as_ref().map(|t| {
-        AbortOnDrop(tokio::spawn(crate::tls::keep_current(
-            Arc::downgrade(t),
-            settings.tls_watch_interval,
-        )))
+}
+
+/// Serves the health listener (plain HTTP, whatever the doors speak) until
+/// the returned sender is used or dropped; its /readyz says `draining`
+/// meanwhile.
+fn serve_health(
+    listener: TcpListener,
+    state: &AppState,
+    settings: &Settings,
+) -> (tokio::sync::oneshot::Sender<()>, AbortOnDrop) {
+    let (stop_health, health_stop) = tokio::sync::oneshot::channel::<()>();
+    let app = crate::http::health_router(state.clone(), &settings.limits);
+    // Probes and scrapers: a few connections, kept out of the doors' share.
+    let connections = crate::http::serve::ConnLimits {
+        max_connections: HEALTH_CONNECTIONS,
+        ..settings.connections
+    };
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            let _ = health_stop.await;
+        };
+        if let Err(e) = crate::http::serve::serve(listener, app, connections, stop).await {
+            tracing::error!(error = %e, "serving the health listener failed");
+        }
     });
-    let allocator = service.allocator().clone();
-    let resp_service = service.clone();
-    // Settings changed elsewhere reach this instance; the task ends with
-    // the router (which holds the serials).
-    crate::serial::refresh::spawn(service.serials(), settings.settings_refresh);
+    (stop_health, AbortOnDrop(task))
+}
+
+/// Serves both doors (and the health listener) until `shutdown`, then
+/// drains them: at most `settings.shutdown_timeout`, then the remaining
+/// connections are dropped. The health listener answers until the doors
+/// are done; then it drains too, on its task (returned: it ends when
+/// dropped).
+async fn serve_doors(
+    listeners: Listeners,
+    started: &Started,
+    settings: &Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Option<AbortOnDrop>> {
     let state = AppState {
         metrics_top: settings.metrics_top,
-        resp_listen: resp_addr.map(|a| a.to_string()),
+        resp_listen: listeners.resp_addr.map(|a| a.to_string()),
         reads: crate::http::reads::ReadGate::for_pool(settings.db_max_connections),
-        ..AppState::serving(service)
+        ..AppState::serving(started.service.clone())
     };
-    // The health listener answers until the doors are done (its /readyz
-    // says `draining` meanwhile); plain HTTP, whatever the doors speak.
-    let (stop_health, health_stop) = tokio::sync::oneshot::channel::<()>();
-    let _health = health.map(|l| {
-        let app = crate::http::health_router(state.clone(), &settings.limits);
-        // Probes and scrapers: a few connections, kept out of the doors' share.
-        let connections = crate::http::serve::ConnLimits {
-            max_connections: HEALTH_CONNECTIONS,
-            ..settings.connections
-        };
-        AbortOnDrop(tokio::spawn(async move {
-            let stop = async move {
-                let _ = health_stop.await;
-            };
-            if let Err(e) = crate::http::serve::serve(l, app, connections, stop).await {
-                tracing::error!(error = %e, "serving the health listener failed");
-            }
-        }))
-    });
-    let draining = state.service.clone();
+    let health = listeners.health.map(|l| serve_health(l, &state, settings));
     let app = router_with(state, &settings.limits, &settings.tinyid_prefix);
-
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let resp_server = {
-        let (service, limits, stop) = (resp_service, settings.resp, stop_rx.clone());
-        let tls = tls.clone();
+        let (service, limits) = (started.service.clone(), settings.resp);
+        let (tls, stop, resp) = (started.tls.clone(), stop_rx.clone(), listeners.resp);
         async move {
             match resp {
                 Some(l) => crate::resp::serve(l, service, limits, tls, stop).await,
@@ -174,13 +258,14 @@ pub async fn run_with_resp(
             }
         }
     };
-    let http_server =
-        crate::http::serve::serve_with_tls(listener, app, settings.connections, tls, async move {
-            shutdown.await;
-            tracing::info!("shutting down: finishing in-flight requests");
-            draining.begin_draining();
-            let _ = stop_tx.send(true);
-        });
+    let draining = started.service.clone();
+    let (http, tls) = (listeners.http, started.tls.clone());
+    let http_server = serve_with_tls(http, app, settings.connections, tls, async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        draining.begin_draining();
+        let _ = stop_tx.send(true);
+    });
     let servers = async {
         let (h, r) = tokio::join!(http_server, resp_server);
         h.context("serving HTTP")?;
@@ -194,12 +279,20 @@ pub async fn run_with_resp(
             tokio::time::sleep(bound).await;
         } => tracing::warn!(?bound, "shutdown bound reached; dropping remaining connections"),
     }
-    let _ = stop_health.send(());
-    // Requests are answered (or the bound passed): give back what the
-    // buffers reserved and did not hand out, so a rolling restart leaves no
-    // gap. A crash cannot, and leaves one.
-    let started = std::time::Instant::now();
-    let given = allocator
+    Ok(health.map(|(stop_health, task)| {
+        let _ = stop_health.send(());
+        task
+    }))
+}
+
+/// After the doors: gives back what the buffers reserved and did not hand
+/// out, so a rolling restart leaves no gap (a crash cannot, and leaves
+/// one), then stops the snowflake generator.
+async fn shut_down(started: &Started, settings: &Settings) {
+    let started_at = std::time::Instant::now();
+    let given = started
+        .service
+        .allocator()
         .give_back(
             GIVE_BACK_CONCURRENCY.min(settings.db_max_connections as usize),
             GIVE_BACK_BOUND.min(settings.shutdown_timeout),
@@ -212,15 +305,14 @@ pub async fn run_with_resp(
         reserved_since = given.reserved_since,
         failed = given.failed,
         unfinished = given.unfinished,
-        elapsed_ms = started.elapsed().as_millis() as u64,
+        elapsed_ms = started_at.elapsed().as_millis() as u64,
         "gave back unused IDs"
     );
-    if let Some(sf) = &snowflake {
+    if let Some(sf) = &started.snowflake {
         // Stops issuing and releases the worker ID (bounded).
         sf.shutdown().await;
     }
     tracing::info!("seqd stopped");
-    Ok(())
 }
 
 /// How the start-up line describes TLS on the listeners.

@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("serial", 3),
     ("snowflake", 3),
     ("service", 4),
+    ("edge", 5),
     ("http", 5),
     ("resp", 5),
     ("tls", 5),
