@@ -52,4 +52,5 @@ mod stripes_safety;
 mod stripes_startup;
 mod tinyid_import;
 mod tls_clients;
+mod tls_reload;
 mod tokens_secrets;

@@ -12,3 +12,4 @@ mod support {
 }
 
 mod monitor_browser;
+mod monitor_layout;
