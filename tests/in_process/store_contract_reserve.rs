@@ -30,7 +30,11 @@ fn reservation(max_id: i64, size: i64, row_step: i64) -> Reservation {
 }
 
 /// Spawns a task per store of `stores`, each reserving `n` times from `seq`
-/// (asking for at least 1 ID); [`all_reserved`] collects them.
+/// (asking for at least 1 ID); [`all_reserved`] collects them. A reservation
+/// refused as `Unavailable` (SQLite's writers waited past the busy timeout on
+/// a loaded machine) is asked again, as the allocator's fetch loop asks
+/// again: it wrote nothing, and a refusal that had written would leave a hole
+/// the tiling check finds.
 fn spawn_reservers(
     stores: impl IntoIterator<Item = Arc<dyn Store>>,
     seq: &'static str,
@@ -42,7 +46,14 @@ fn spawn_reservers(
             tokio::spawn(async move {
                 let mut got = Vec::new();
                 for _ in 0..n {
-                    got.push(store.reserve(&name(seq), 1).await.unwrap());
+                    let mut tries = 0;
+                    let reserved = loop {
+                        match store.reserve(&name(seq), 1).await {
+                            Err(StoreError::Unavailable(_)) if tries < 20 => tries += 1,
+                            other => break other.unwrap(),
+                        }
+                    };
+                    got.push(reserved);
                 }
                 got
             })
