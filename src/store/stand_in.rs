@@ -37,10 +37,11 @@ impl StandIn {
         }
     }
 
-    /// A store without rows: its reads answer nothing, its writes fail.
-    pub(crate) fn empty() -> Self {
+    /// A store without rows in the place of a `backend` database: its reads
+    /// answer nothing, its writes fail.
+    pub(crate) fn empty(backend: &'static str) -> Self {
         StandIn {
-            backend: "memory",
+            backend,
             down: None,
         }
     }
@@ -211,7 +212,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_store_reads_nothing() {
-        let store = StandIn::empty();
+        let store = StandIn::empty("sqlite");
         let name = SeqName::parse("a").unwrap();
         assert!(store.get(&name).await.unwrap().is_none());
         assert!(store.list().await.unwrap().is_empty());

@@ -160,7 +160,7 @@ async fn read_all(
         walked.push(if readable {
             store.clone()
         } else {
-            Arc::new(StandIn::empty()) as Arc<dyn Store>
+            Arc::new(StandIn::empty(store.backend())) as Arc<dyn Store>
         });
         unmigrated.push(!ready);
     }
