@@ -2,6 +2,7 @@
 //! store): the 503 mapping with `Retry-After`, and admin refusal on a
 //! non-loopback listener without a token.
 
+use crate::support::server;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ async fn call(
     app: seqd::http::App,
     req: Request<Body>,
 ) -> (StatusCode, axum::http::HeaderMap, Value) {
+    // Its request counts in the process's request metrics.
+    let _requests = server::requests_shared().await;
     let resp = app.oneshot(req).await.unwrap();
     let (parts, body) = resp.into_parts();
     let bytes = to_bytes(body, 1 << 20).await.unwrap();

@@ -155,6 +155,8 @@ proptest! {
 
 #[tokio::test]
 async fn a_ten_megabyte_body_is_refused_with_413() {
+    // Its request counts in the process's request metrics.
+    let _requests = server::requests_shared().await;
     let store = Arc::new(MemoryStore::new());
     let req = Request::post("/v1/sequences")
         .header("host", "localhost")

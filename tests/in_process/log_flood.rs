@@ -3,6 +3,7 @@
 //! per interval carrying the number of lines it stood for. The log is
 //! captured with a tracing subscriber; the clock is tokio's paused clock.
 
+use crate::support::server;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +48,8 @@ async fn get_next(app: &seqd::http::App, name: &str) -> u16 {
     let req = Request::get(format!("/v1/sequences/{name}/next"))
         .body(Body::empty())
         .unwrap();
+    // Its request counts in the process's request metrics.
+    let _requests = server::requests_shared().await;
     app.clone().oneshot(req).await.unwrap().status().as_u16()
 }
 
