@@ -4,7 +4,7 @@
 //!
 //! The chaos run issues `SEQD_CHAOS_IDS` IDs (200,000 by default, to bound the
 //! CI run); the full run is
-//! `SEQD_CHAOS_IDS=1000000 cargo test --release --test faults chaos -- --nocapture`.
+//! `SEQD_CHAOS_IDS=1000000 cargo test --release --test binary faults::many_instances_under_connection_chaos -- --nocapture`.
 
 use crate::support::common;
 use crate::support::proxy;

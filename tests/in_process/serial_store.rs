@@ -2,7 +2,7 @@
 //! PostgreSQL, MariaDB): the settings columns, the sequence's own row
 //! refusing plain ranges, period counter rows created on first use by a
 //! statement that tolerates racing instances, and their list, propagation
-//! and purge. Run one backend with e.g. `cargo test --test serial_store mysql`.
+//! and purge. Run one backend with e.g. `cargo test --test in_process serial_store:: -- --skip sqlite --skip postgres`.
 
 use crate::support::common;
 

@@ -3,7 +3,7 @@
 //! `store_contract_reserve.rs` (reservations, migration, connections and
 //! each backend's session settings). Each test runs once per backend on a
 //! fresh database (see `common`); run one backend with e.g.
-//! `cargo test --test store_contract postgres`.
+//! `cargo test --test in_process store_contract:: -- --skip sqlite --skip mysql`.
 //!
 //! Here: create, get, `settings_of`, list and its pages (with prefixes, and
 //! their plans), update, and names.

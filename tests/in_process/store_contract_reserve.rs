@@ -2,7 +2,7 @@
 //! backend (SQLite, PostgreSQL, MariaDB) must pass this one suite, together
 //! with `store_contract.rs` (rows). Each test runs once per backend on a
 //! fresh database (see `common`); run one backend with e.g.
-//! `cargo test --test store_contract_reserve postgres`.
+//! `cargo test --test in_process store_contract_reserve:: -- --skip sqlite --skip mysql`.
 //!
 //! Here: reserve (sizes, `i64::MAX`, concurrency, two instances),
 //! compare-and-set of `max_id`, migrate, ping, connect, and each backend's

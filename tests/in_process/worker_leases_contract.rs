@@ -2,7 +2,7 @@
 //! PostgreSQL, MariaDB) must pass this one suite, the preconditions of
 //! `seqd::store::workers` statement by statement. Each test runs once per
 //! backend on a fresh database (see `common`); run one backend with e.g.
-//! `cargo test --test worker_leases_contract postgres`.
+//! `cargo test --test in_process worker_leases_contract:: -- --skip sqlite --skip mysql`.
 
 use crate::support::common;
 
