@@ -1,6 +1,6 @@
 //! What every backend's [`Catalog::bump`] shares: the checks of a request,
 //! the plan (all rows or none), and the transaction that runs a backend's
-//! statements ([`BumpSql`]).
+//! statements ([`BumpStatements`]).
 
 #![allow(unused_imports)]
 
@@ -10,8 +10,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::engine::SqlDb;
 use super::retry::retrying;
-use super::sql::backend_of;
+use super::sequences::{begin_bump, BumpStatements};
 use super::*;
 use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
 
@@ -81,66 +82,28 @@ pub(crate) fn check_bumped(plan: &[Bumped], affected: u64) -> Result<(), StoreEr
 }
 
 /// The statement bound inside a bump's transaction (see
-/// `BumpSql::widen_bound`).
+/// `BumpStatements::widen_bound`).
 pub(crate) const BUMP_STATEMENT_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// The statements of [`Catalog::bump`] on one backend; [`run_bump`] runs them
-/// with the checks and the transaction every backend shares.
-#[async_trait]
-pub(crate) trait BumpSql: Send + Sync {
-    /// The sqlx database.
-    type Db: sqlx::Database;
-    /// The statement that opens the bump's transaction.
-    const BEGIN: &'static str = "BEGIN";
-
-    /// Run first in the bump's transaction: lifts the pool's statement
-    /// bound, made for a segment fetch, to [`BUMP_STATEMENT_BOUND`] for this
-    /// transaction only (an operator's bump of every row reads and updates
-    /// them all). The lock bound stays. Nothing where the bound is per
-    /// session only.
-    async fn widen_bound(
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
-    ) -> Result<(), sqlx::Error> {
-        let _ = conn;
-        Ok(())
-    }
-
-    /// Reads `(name, max_id)` of the rows a bump touches (the named ones, or
-    /// all); with `lock`, holds their row locks until the transaction ends.
-    async fn read_bump(
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
-        names: Option<&[SeqName]>,
-        lock: bool,
-    ) -> Result<Vec<(String, i64)>, sqlx::Error>;
-
-    /// Adds `by` to `max_id` of those rows in one statement, sparing any that
-    /// would pass `i64::MAX`, and returns how many rows it changed.
-    async fn add_bump(
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
-        names: Option<&[SeqName]>,
-        by: i64,
-    ) -> Result<u64, sqlx::Error>;
-}
 
 /// [`Catalog::bump`] on a backend's pool: a dry run plans from a plain read; a
 /// bump reads under row locks, plans (or refuses), updates, checks the count
 /// and commits, all in one transaction (dropped, hence rolled back, on error).
 /// A conflict runs the whole transaction again ([`retrying!`]); a refusal or
 /// a miscount ends it, rolled back, with that error.
-pub(crate) async fn run_bump<B: BumpSql>(
-    pool: &sqlx::Pool<B::Db>,
+pub(crate) async fn run_bump<DB: SqlDb>(
+    pool: &sqlx::Pool<DB>,
     names: Option<&[SeqName]>,
     by: i64,
     mode: BumpMode,
 ) -> Result<Vec<Bumped>, StoreError> {
     check_bump_request(names, by)?;
-    let backend = backend_of::<B::Db>();
+    let backend = DB::DIALECT.name();
     if mode == BumpMode::DryRun {
         let rows = retrying!(
             backend,
             async {
                 let mut conn = pool.acquire().await?;
-                B::read_bump(&mut conn, names, false).await
+                BumpStatements::read_bump::<DB>(&mut conn, names, false).await
             }
             .await
         )
@@ -150,14 +113,17 @@ pub(crate) async fn run_bump<B: BumpSql>(
     retrying!(
         backend,
         async {
-            let mut tx = pool.begin_with(B::BEGIN).await?;
-            B::widen_bound(&mut tx).await?;
-            let rows = B::read_bump(&mut tx, names, true).await?;
+            let mut tx = pool.begin_with(begin_bump(DB::DIALECT)).await?;
+            BumpStatements::widen_bound::<DB>(&mut tx).await?;
+            let rows = BumpStatements::read_bump::<DB>(&mut tx, names, true).await?;
             let plan = match plan_bump(names, rows, by) {
                 Ok(plan) => plan,
                 refused => return Ok(refused),
             };
-            let counted = check_bumped(&plan, B::add_bump(&mut tx, names, by).await?);
+            let counted = check_bumped(
+                &plan,
+                BumpStatements::add_bump::<DB>(&mut tx, names, by).await?,
+            );
             if counted.is_ok() {
                 tx.commit().await?;
             }

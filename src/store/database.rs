@@ -8,9 +8,11 @@ use std::sync::Arc;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
+use super::engine::SqlDb;
 use super::sequences::fence::Fence;
+use super::sequences::SqlStore;
 use super::tls::connect_failed;
-use super::workers::{LeaseDb, WorkerLeases};
+use super::workers::{SqlWorkerLeases, WorkerLeases};
 use super::{mysql, postgres, sqlite, Store, StoreError, StoreOptions};
 
 /// What each backend's sequence store tells [`connect`] (as bb8's
@@ -18,9 +20,7 @@ use super::{mysql, postgres, sqlite, Store, StoreError, StoreOptions};
 /// and the store and the worker leases over that pool.
 pub(crate) trait Backend: Store + Sized {
     /// The sqlx database.
-    type Db: sqlx::Database + LeaseDb;
-    /// The worker leases.
-    type Leases: WorkerLeases;
+    type Db: SqlDb;
 
     /// The connect options of `url` with the statement bounds of `options`.
     fn connect_options(
@@ -37,12 +37,6 @@ pub(crate) trait Backend: Store + Sized {
         fence: Arc<Fence>,
         connect: <<Self::Db as sqlx::Database>::Connection as Connection>::Options,
     ) -> PoolOptions<Self::Db>;
-
-    /// The sequence store over `pool`, whose connections `fence` checks.
-    fn over_pool(pool: Pool<Self::Db>, options: &StoreOptions, fence: Arc<Fence>) -> Self;
-
-    /// The worker leases over `pool`.
-    fn leases(pool: Pool<Self::Db>, options: &StoreOptions) -> Self::Leases;
 }
 
 /// Connects a pool of backend `B` to `url` with `options`, and the failover
@@ -54,7 +48,7 @@ pub(crate) async fn open_pool<B: Backend>(
     options: &StoreOptions,
 ) -> Result<(Pool<B::Db>, Arc<Fence>), StoreError> {
     let connect = B::connect_options(url, options)?;
-    let fence = match <B::Db as LeaseDb>::DIALECT {
+    let fence = match <B::Db as crate::store::engine::Engine>::DIALECT {
         Dialect::Sqlite => Fence::off(),
         Dialect::Postgres | Dialect::Mysql => Fence::new(options.fence),
     };
@@ -69,8 +63,8 @@ pub(crate) async fn open_pool<B: Backend>(
 async fn open<B: Backend>(url: &str, options: &StoreOptions) -> Result<Database, StoreError> {
     let (pool, fence) = open_pool::<B>(url, options).await?;
     Ok(Database::new(
-        B::over_pool(pool.clone(), options, fence),
-        B::leases(pool, options),
+        SqlStore::<B::Db>::over(pool.clone(), options, fence),
+        SqlWorkerLeases::<B::Db>::over(pool, options),
     ))
 }
 

@@ -27,6 +27,12 @@ use crate::domain::{
 use crate::store::{Catalog, Schema, Segments, StripeRecords};
 use std::ops::Bound::{Excluded, Included};
 
+/// A page of the catalog, as read.
+type Page = Result<SequencePage, StoreError>;
+
+/// What a bump changed, or why it did not.
+type Bumps = Result<Vec<Bumped>, StoreError>;
+
 /// Per-name fault settings and counters.
 #[derive(Debug, Default, Clone)]
 struct Faults {
@@ -382,12 +388,8 @@ impl Catalog for MemoryStore {
             .collect())
     }
 
-    async fn list_page(
-        &self,
-        prefix: Option<&NamePrefix>,
-        after: Option<&SeqName>,
-        limit: u32,
-    ) -> Result<SequencePage, StoreError> {
+    async fn list_page(&self, p: Option<&NamePrefix>, after: Option<&SeqName>, limit: u32) -> Page {
+        let prefix = p;
         // The same range as the databases read (a map's range panics on an
         // empty one, hence the check).
         let range = super::sql::page_range(prefix, after, limit);
@@ -495,12 +497,7 @@ impl Catalog for MemoryStore {
         Ok(deleted)
     }
 
-    async fn bump(
-        &self,
-        names: Option<&[SeqName]>,
-        by: i64,
-        mode: BumpMode,
-    ) -> Result<Vec<Bumped>, StoreError> {
+    async fn bump(&self, names: Option<&[SeqName]>, by: i64, mode: BumpMode) -> Bumps {
         check_bump_request(names, by)?;
         // One lock over the read and the writes: atomic like a transaction.
         let mut rows = self.rows.lock().unwrap();

@@ -35,8 +35,12 @@ use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migration;
 
+pub use super::dialect::Dialect;
+use super::engine::{FromColumns, SqlDb, Statement};
 use super::StoreError;
 use crate::domain::MAX_BATCH;
+use sqlx::pool::PoolConnection;
+use sqlx::Pool;
 
 /// seqd's history table.
 pub const HISTORY_TABLE: &str = "seqd_migrations";
@@ -146,55 +150,7 @@ impl SchemaSetup {
     }
 }
 
-/// An SQL dialect seqd has migrations for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// PostgreSQL.
-    Postgres,
-    /// MariaDB / MySQL.
-    Mysql,
-    /// SQLite.
-    Sqlite,
-}
-
 impl Dialect {
-    /// The names accepted by [`str::parse`], in order.
-    pub const NAMES: [&'static str; 3] = ["postgres", "mysql", "sqlite"];
-
-    /// The dialect of a database URL, by its scheme (any case):
-    /// `postgres://` or `postgresql://`, `mysql://` or `mariadb://` (one wire
-    /// protocol), `sqlite:`; with the URL as the driver takes it (`mariadb`
-    /// is spelled `mysql` for sqlx). The one parser of URL schemes: opening a
-    /// store and reading Leaf's table both use it. An unknown scheme is
-    /// returned as the error.
-    pub fn of_url(url: &str) -> Result<(Dialect, std::borrow::Cow<'_, str>), String> {
-        let scheme = url
-            .split_once(':')
-            .map(|(s, _)| s.to_ascii_lowercase())
-            .unwrap_or_default();
-        let dialect = match scheme.as_str() {
-            "postgres" | "postgresql" => Dialect::Postgres,
-            "mysql" => Dialect::Mysql,
-            "mariadb" => {
-                let url = format!("mysql{}", &url[scheme.len()..]);
-                return Ok((Dialect::Mysql, std::borrow::Cow::Owned(url)));
-            }
-            "sqlite" => Dialect::Sqlite,
-            _ => return Err(scheme),
-        };
-        Ok((dialect, std::borrow::Cow::Borrowed(url)))
-    }
-
-    /// Its name, as [`str::parse`] accepts it: the backend's name in logs,
-    /// metrics' labels and the retry counts.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Dialect::Postgres => "postgres",
-            Dialect::Mysql => "mysql",
-            Dialect::Sqlite => "sqlite",
-        }
-    }
-
     /// seqd's migrations for this dialect, in version order.
     pub fn migrations(self) -> &'static [Migration] {
         static POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -310,21 +266,6 @@ impl Dialect {
     }
 }
 
-impl std::str::FromStr for Dialect {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "postgres" | "postgresql" => Ok(Dialect::Postgres),
-            "mysql" | "mariadb" => Ok(Dialect::Mysql),
-            "sqlite" => Ok(Dialect::Sqlite),
-            _ => Err(format!(
-                "invalid dialect {s:?}: expected postgres, mysql or sqlite"
-            )),
-        }
-    }
-}
-
 /// The complete DDL of `dialect` for operators' own migration tools: the
 /// history table, then every migration in order, each marked with its
 /// version and followed by its history row, so a database set up from it
@@ -430,75 +371,22 @@ fn failed(what: &str, e: sqlx::Error) -> StoreError {
     }
 }
 
-/// A pool of one of the backends, for [`Migrator::prepare`].
-pub(crate) enum PoolRef<'a> {
-    /// PostgreSQL.
-    Postgres(&'a sqlx::PgPool),
-    /// MariaDB / MySQL.
-    Mysql(&'a sqlx::MySqlPool),
-    /// SQLite.
-    Sqlite(&'a sqlx::SqlitePool),
-}
-
-/// A connection of one of the backends, detached from its pool.
-enum Conn {
-    Postgres(sqlx::PgConnection),
-    Mysql(sqlx::MySqlConnection),
-    Sqlite(sqlx::SqliteConnection),
-}
-
-/// Evaluates `$body` with `$c` bound to the connection, whichever backend
-/// it is on (the body is compiled once per backend, with concrete types).
-macro_rules! on_conn {
-    ($conn:expr, $c:ident => $body:expr) => {
-        match $conn {
-            Conn::Postgres($c) => $body,
-            Conn::Mysql($c) => $body,
-            Conn::Sqlite($c) => $body,
-        }
-    };
-}
-
-/// Runs `$sql` on the migrator's connection with `$binds`, in order, as a
-/// boxed [`Fut`]; a failure is [`failed`] with `$what`.
-macro_rules! bound {
-    ($m:expr, $sql:expr, $what:expr, [$($bind:expr),+]) => {{
-        let (sql, what): (&str, &str) = ($sql, $what);
-        let conn = &mut $m.conn;
-        let fut: Fut<'_, ()> = Box::pin(async move {
-            on_conn!(conn, c => sqlx::query(sql)
-                $(.bind($bind))+
-                .execute(c)
-                .await
-                .map(|_| ()))
-            .map_err(|e| failed(what, e))
-        });
-        fut
-    }};
-}
-
-/// A boxed, `Send` future of the migrator's statements. (Boxing each with
-/// its lifetimes spelled out spares `async_trait` callers rustc's "`Send`
-/// is not general enough" on sqlx futures.)
-type Fut<'a, T> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'a>>;
-
 /// seqd's migrator on one connection of its own (see the module docs).
-pub(crate) struct Migrator {
-    conn: Conn,
+pub(crate) struct Migrator<DB: SqlDb> {
+    conn: DB::Connection,
     dialect: Dialect,
     /// SQLite: a connection of the pool held while the migration runs. An
     /// in-memory database lives only while one of its connections is open;
     /// without this, closing the detached connection could take the
     /// database, and the tables just made, with it.
-    _keep_alive: Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>,
+    _keep_alive: Option<PoolConnection<DB>>,
 }
 
-impl Migrator {
+impl<DB: SqlDb> Migrator<DB> {
     /// Prepares the schema of `pool` as `mode` says ([`Self::apply`] with
     /// `create_schema`, [`Self::check`], or nothing).
     pub(crate) async fn prepare(
-        pool: PoolRef<'_>,
+        pool: &Pool<DB>,
         mode: MigrateMode,
         create_schema: Option<String>,
     ) -> Result<(), StoreError> {
@@ -510,33 +398,19 @@ impl Migrator {
     }
 
     /// A connection taken out of `pool` for good (the pool opens another).
-    async fn detach(pool: PoolRef<'_>) -> Result<Self, StoreError> {
+    async fn detach(pool: &Pool<DB>) -> Result<Self, StoreError> {
         let what = "connecting for the migration";
-        let (conn, dialect) = match pool {
-            PoolRef::Postgres(p) => {
-                let c = p.acquire().await.map_err(|e| failed(what, e))?;
-                (Conn::Postgres(c.detach()), Dialect::Postgres)
-            }
-            PoolRef::Mysql(p) => {
-                let c = p.acquire().await.map_err(|e| failed(what, e))?;
-                (Conn::Mysql(c.detach()), Dialect::Mysql)
-            }
-            PoolRef::Sqlite(p) => {
-                let c = p.acquire().await.map_err(|e| failed(what, e))?;
-                let conn = Conn::Sqlite(c.detach());
-                // Taken after the detach, which gave its slot back.
-                let keep = p.acquire().await.map_err(|e| failed(what, e))?;
-                return Ok(Migrator {
-                    conn,
-                    dialect: Dialect::Sqlite,
-                    _keep_alive: Some(keep),
-                });
-            }
+        let conn = pool.acquire().await.map_err(|e| failed(what, e))?;
+        let conn = conn.detach();
+        // Taken after the detach, which gave its slot back.
+        let keep = match DB::DIALECT {
+            Dialect::Sqlite => Some(pool.acquire().await.map_err(|e| failed(what, e))?),
+            Dialect::Postgres | Dialect::Mysql => None,
         };
         Ok(Migrator {
             conn,
-            dialect,
-            _keep_alive: None,
+            dialect: DB::DIALECT,
+            _keep_alive: keep,
         })
     }
 
@@ -625,11 +499,10 @@ impl Migrator {
     }
 
     /// Runs MariaDB/MySQL's `GET_LOCK` statement `sql`, answering its result.
-    fn named_lock<'a>(&'a mut self, sql: &'a str) -> Fut<'a, Option<i64>> {
-        Box::pin(async move {
-            on_conn!(&mut self.conn, c => sqlx::query_scalar(sql).fetch_one(c).await)
-                .map_err(|e| failed("waiting for the migration lock", e))
-        })
+    async fn named_lock(&mut self, sql: &str) -> Result<Option<i64>, StoreError> {
+        let what = "waiting for the migration lock";
+        let rows: Vec<(Option<i64>,)> = self.fetch(Statement::new(sql), what).await?;
+        Ok(rows.into_iter().next().and_then(|(granted,)| granted))
     }
 
     /// Releases the migration lock (SQLite: commits everything).
@@ -680,9 +553,12 @@ impl Migrator {
 
     /// Runs one statement of the carry-over, bound to `row`'s version and checksum.
     async fn move_row(&mut self, row: &Applied, sql: &str) -> Result<(), StoreError> {
-        let sql = self.dialect.placeholders(sql);
+        let checksum = self.dialect.bytes_literal(&row.checksum);
+        let sql = self.dialect.placeholders(&sql.replace("$2", &checksum));
         let what = "carrying over the history from _sqlx_migrations";
-        bound!(self, &sql, what, [row.version, &row.checksum[..]]).await
+        self.execute(Statement::new(&sql).bind(row.version), what)
+            .await
+            .map(drop)
     }
 
     /// Applies `m` with its history row: `success = FALSE` first, so a
@@ -695,23 +571,22 @@ impl Migrator {
             self.exec("BEGIN", &what).await?;
         }
         let start = Instant::now();
-        let insert = self.dialect.placeholders(
+        let insert = self.dialect.placeholders(&format!(
             "INSERT INTO seqd_migrations (version, description, success, checksum, execution_time) \
-             VALUES ($1, $2, FALSE, $3, -1)",
-        );
-        bound!(
-            self,
-            &insert,
-            &what,
-            [m.version, &*m.description, &*m.checksum]
-        )
-        .await?;
+             VALUES ($1, $2, FALSE, {}, -1)",
+            self.dialect.bytes_literal(&m.checksum)
+        ));
+        let statement = Statement::new(&insert)
+            .bind(m.version)
+            .bind(&*m.description);
+        self.execute(statement, &what).await?;
         self.exec(&m.sql, &what).await?;
         let done = self.dialect.placeholders(
             "UPDATE seqd_migrations SET success = TRUE, execution_time = $1 WHERE version = $2",
         );
         let nanos = start.elapsed().as_nanos().min(i64::MAX as u128) as i64;
-        bound!(self, &done, &what, [nanos, m.version]).await?;
+        let statement = Statement::new(&done).bind(nanos).bind(m.version);
+        self.execute(statement, &what).await?;
         if transaction {
             self.exec("COMMIT", &what).await?;
         }
@@ -720,24 +595,32 @@ impl Migrator {
     }
 
     /// Whether the connection sees a table named `table`.
-    fn table_exists<'a>(&'a mut self, table: &'a str, what: &'a str) -> Fut<'a, bool> {
-        let exists = self.dialect.table_exists();
-        Box::pin(async move {
-            let count: i64 = on_conn!(&mut self.conn, c => sqlx::query_scalar(exists)
-                .bind(table)
-                .fetch_one(c)
-                .await)
-            .map_err(|e| failed(what, e))?;
-            Ok(count > 0)
-        })
+    async fn table_exists(&mut self, table: &str, what: &str) -> Result<bool, StoreError> {
+        let exists = Statement::new(self.dialect.table_exists()).bind(table);
+        let rows: Vec<(i64,)> = self.fetch(exists, what).await?;
+        Ok(rows.first().is_some_and(|&(count,)| count > 0))
     }
 
-    /// `(version, checksum, success)` of every row of `table`.
-    fn rows<'a>(&'a mut self, sql: &'a str, what: &'a str) -> Fut<'a, Vec<(i64, Vec<u8>, bool)>> {
-        Box::pin(async move {
-            on_conn!(&mut self.conn, c => sqlx::query_as(sql).fetch_all(c).await)
-                .map_err(|e| failed(what, e))
-        })
+    /// Runs `statement` on the migrator's connection: how many rows it
+    /// changed. A failure is [`failed`] with `what`.
+    async fn execute(&mut self, statement: Statement<'_>, what: &str) -> Result<u64, StoreError> {
+        statement
+            .execute::<DB>(&mut self.conn)
+            .await
+            .map_err(|e| failed(what, e))
+    }
+
+    /// Runs `statement` on the migrator's connection and reads every row
+    /// as `T`. A failure is [`failed`] with `what`.
+    async fn fetch<T: FromColumns>(
+        &mut self,
+        statement: Statement<'_>,
+        what: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        statement
+            .fetch_all::<DB, T>(&mut self.conn)
+            .await
+            .map_err(|e| failed(what, e))
     }
 
     /// The rows of the history table `table`; none if it does not exist.
@@ -747,7 +630,7 @@ impl Migrator {
             return Ok(Vec::new());
         }
         let sql = format!("SELECT version, checksum, success FROM {table} ORDER BY version");
-        let rows = self.rows(&sql, &what).await?;
+        let rows: Vec<(i64, Vec<u8>, bool)> = self.fetch(Statement::new(&sql), &what).await?;
         Ok(rows
             .into_iter()
             .map(|(version, checksum, success)| Applied {
@@ -759,21 +642,15 @@ impl Migrator {
     }
 
     /// Runs `sql` (one or more statements, no binds).
-    fn exec<'a>(&'a mut self, sql: &'a str, what: &'a str) -> Fut<'a, ()> {
-        Box::pin(async move {
-            // A `&str` with no binds goes as a simple query: several statements allowed.
-            on_conn!(&mut self.conn, c => sqlx::Executor::execute(c, sql).await.map(|_| ()))
-                .map_err(|e| failed(what, e))
-        })
+    async fn exec(&mut self, sql: &str, what: &str) -> Result<(), StoreError> {
+        self.execute(Statement::simple(sql), what).await.map(drop)
     }
 
     /// Closes the connection (its locks go with it).
-    fn close(self) -> Fut<'static, ()> {
+    async fn close(self) -> Result<(), StoreError> {
         use sqlx::Connection;
-        Box::pin(async move {
-            let _ = on_conn!(self.conn, c => c.close().await);
-            Ok(())
-        })
+        let _ = self.conn.close().await;
+        Ok(())
     }
 }
 

@@ -26,7 +26,7 @@ pub use sequences::fence::{FenceCounts, FenceStatus};
 pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;
 
-pub(crate) use bump::{bump_binds, names_in, run_bump, BumpSql, BUMP_STATEMENT_BOUND};
+pub(crate) use bump::{bump_binds, names_in, run_bump, BUMP_STATEMENT_BOUND};
 pub use rows::{
     BumpMode, Bumped, PeriodRow, RowProblem, SequencePage, SequencePatch, SequenceRow, TokenRow,
     MAX_PAGE,
@@ -47,6 +47,8 @@ pub mod prelude {
 
 pub(crate) mod bump;
 pub(crate) mod database;
+pub(crate) mod dialect;
+pub(crate) mod engine;
 #[cfg(any(test, feature = "test-util"))]
 pub mod forwarding;
 #[cfg(any(test, feature = "test-util"))]

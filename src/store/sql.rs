@@ -11,6 +11,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+pub(crate) use super::engine::name_text;
+use super::engine::{SqlDb, Statement};
 use super::retry::retrying;
 use super::*;
 use crate::domain::{IdOrdering, NamePrefix, NewSequence, SeqName};
@@ -173,16 +175,6 @@ impl<T> PerDialect<T> {
     }
 }
 
-/// `name` as compared in byte order: PostgreSQL compares in the
-/// database's collation unless told `COLLATE "C"`; MySQL/MariaDB
-/// (`utf8mb4_bin`) and SQLite (`BINARY`) compare bytes.
-pub(crate) fn name_bytes(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Postgres => "name COLLATE \"C\"",
-        Dialect::Mysql | Dialect::Sqlite => "name",
-    }
-}
-
 /// The columns of a [`SequenceRow`], in the order the backends read them
 /// (`Columns`).
 pub const COLUMNS: &str = "name, max_id, step, description, created_at, updated_at, ordering, \
@@ -199,38 +191,28 @@ pub(crate) const NAMES_END: &str = "{";
 
 /// [`Catalog::list_page`] on a backend's pool: runs the statement
 /// [`page_sql_in`] of `dialect` and converts the rows read with `convert`.
-pub(crate) async fn fetch_page<DB, R>(
+pub(crate) async fn fetch_page<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
     prefix: Option<&NamePrefix>,
     after: Option<&SeqName>,
     limit: u32,
-    convert: fn(R) -> Option<SequenceRow>,
-) -> Result<SequencePage, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
-{
+) -> Result<SequencePage, StoreError> {
     let range = page_range(prefix, after, limit);
     if range.is_empty() {
-        return Ok(SequencePage::from_read(Vec::<R>::new(), limit, convert));
+        return Ok(SequencePage::from_read(Vec::new(), limit, columns_row));
     }
-    let sql = page_sql_of(dialect, range.inclusive);
-    let rows: Vec<R> = retrying!(
-        backend_of::<DB>(),
-        sqlx::query_as::<DB, R>(sql)
+    let sql = page_sql_of(DB::DIALECT, range.inclusive);
+    let rows: Vec<Columns> = retrying!(
+        DB::DIALECT.name(),
+        Statement::new(sql)
             .bind(range.lower)
             .bind(&*range.upper)
             .bind(range.read)
-            .fetch_all(pool)
+            .fetch_all_pooled::<DB, Columns>(pool)
             .await
     )
     .map_err(unavailable)?;
-    Ok(SequencePage::from_read(rows, limit, convert))
+    Ok(SequencePage::from_read(rows, limit, columns_row))
 }
 
 /// Most names one statement of [`Catalog::settings_of`] asks for: every
@@ -252,31 +234,22 @@ pub(crate) fn in_list(n: usize) -> String {
 /// [`Catalog::settings_of`] on a backend's pool: runs [`named_rows_sql`]
 /// (in `dialect`) once per [`SETTINGS_CHUNK`] names and converts the rows
 /// read with `convert` (a row that does not convert is left out).
-pub(crate) async fn fetch_named<DB, R>(
+pub(crate) async fn fetch_named<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
     names: &[SeqName],
-    convert: fn(R) -> Option<SequenceRow>,
-) -> Result<Vec<SequenceRow>, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
-{
+) -> Result<Vec<SequenceRow>, StoreError> {
     let mut rows = Vec::with_capacity(names.len());
     for chunk in names.chunks(SETTINGS_CHUNK) {
-        let sql = in_dialect(dialect, &named_rows_sql(chunk.len()));
-        let read: Vec<R> = retrying!(backend_of::<DB>(), {
-            let mut query = sqlx::query_as::<DB, R>(&sql);
-            for name in chunk {
-                query = query.bind(name.as_str());
-            }
-            query.fetch_all(pool).await
-        })
+        let sql = in_dialect(DB::DIALECT, &named_rows_sql(chunk.len()));
+        let read = retrying!(
+            DB::DIALECT.name(),
+            Statement::new(&sql)
+                .bind_all(chunk.iter().map(SeqName::as_str))
+                .fetch_all_pooled::<DB, Columns>(pool)
+                .await
+        )
         .map_err(unavailable)?;
-        rows.extend(read.into_iter().filter_map(convert));
+        rows.extend(read.into_iter().filter_map(columns_row));
     }
     Ok(rows)
 }
@@ -288,35 +261,25 @@ where
 /// `affected` reads the backend's count of changed rows.
 /// `new == expected` only reads: a database may count an update that
 /// changes nothing as no row.
-pub(crate) async fn compare_and_set<DB>(
+pub(crate) async fn compare_and_set<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
     update: &str,
     exists: &str,
-    affected: fn(&DB::QueryResult) -> u64,
     name: &SeqName,
     expected: i64,
     new: i64,
-) -> Result<bool, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
-{
+) -> Result<bool, StoreError> {
     let mut held = pool::Held::acquire(pool).await?;
     if new != expected {
         let done = retrying!(
-            backend_of::<DB>(),
-            sqlx::query::<DB>(update)
+            DB::DIALECT.name(),
+            Statement::new(update)
                 .bind(new)
                 .bind(name.as_str())
                 .bind(expected)
-                .execute(held.conn())
+                .execute::<DB>(held.conn())
                 .await
-        )
-        .map(|r| affected(&r));
+        );
         held = match done {
             Ok(1) => {
                 held.finish(Ok(()))?;
@@ -327,27 +290,16 @@ where
         };
     }
     let row = retrying!(
-        backend_of::<DB>(),
-        sqlx::query_as::<DB, (i64,)>(exists)
+        DB::DIALECT.name(),
+        Statement::new(exists)
             .bind(name.as_str())
-            .fetch_optional(held.conn())
+            .fetch_optional::<DB, (i64,)>(held.conn())
             .await
     );
     match held.finish(row)? {
         Some((max_id,)) => Ok(new == expected && max_id == expected),
         None => Err(StoreError::NotFound),
     }
-}
-
-/// The backend's short name ([`Schema::backend`]) for a sqlx database, for
-/// [`retrying!`]'s metric and logs in code shared by the backends.
-pub(crate) fn backend_of<DB: sqlx::Database>() -> &'static str {
-    match DB::NAME {
-        "PostgreSQL" => Dialect::Postgres,
-        "MySQL" => Dialect::Mysql,
-        _ => Dialect::Sqlite,
-    }
-    .name()
 }
 
 /// Narrows a driver error to [`StoreError`]: configuration problems become
@@ -381,13 +333,13 @@ pub(crate) fn initial_max_id(seq: &NewSequence) -> Result<i64, StoreError> {
 /// One row of the table's [`COLUMNS`] as read: `name` as `N` (text, or
 /// its bytes on MySQL/MariaDB, [`name_text`]), the timestamps as `T`
 /// ([`ReadTime`]).
-pub(crate) type Columns<N, T> = (
-    N,
+pub(crate) type Columns = (
+    String,
     i64,
     i64,
     String,
-    T,
-    T,
+    DateTime<Utc>,
+    DateTime<Utc>,
     String,
     i64,
     Option<String>,
@@ -395,34 +347,6 @@ pub(crate) type Columns<N, T> = (
     String,
     String,
 );
-
-/// A timestamp as a backend reads it: `TIMESTAMP` without zone, in UTC
-/// (PostgreSQL, SQLite), or with it (MySQL/MariaDB, in the session's
-/// `+00:00`).
-pub(crate) trait ReadTime {
-    /// The time in UTC.
-    fn utc(self) -> DateTime<Utc>;
-}
-
-impl ReadTime for chrono::NaiveDateTime {
-    fn utc(self) -> DateTime<Utc> {
-        self.and_utc()
-    }
-}
-
-impl ReadTime for DateTime<Utc> {
-    fn utc(self) -> DateTime<Utc> {
-        self
-    }
-}
-
-/// A name as read (text, or its bytes: MySQL/MariaDB reports a column of a
-/// binary collation as `VARBINARY`) as text; invalid UTF-8 gets replacement
-/// characters, which no valid name contains.
-pub(crate) fn name_text(name: impl Into<Vec<u8>>) -> String {
-    String::from_utf8(name.into())
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
 
 /// The columns `counter_start, format, reset, time_zone, overflow` of a row.
 #[derive(Debug)]
@@ -435,46 +359,20 @@ pub(crate) struct SerialColumns {
 }
 
 /// Converts fetched [`Columns`] (`None` for an invalid stored name).
-pub(crate) fn columns_row<N: Into<Vec<u8>>, T: ReadTime>(
-    (
-        name,
-        max_id,
-        step,
-        description,
-        created_at,
-        updated_at,
-        ordering,
-        counter_start,
-        format,
-        reset,
-        time_zone,
-        overflow,
-    ): Columns<N, T>,
-) -> Option<SequenceRow> {
+pub(crate) fn columns_row(row: Columns) -> Option<SequenceRow> {
     let serial = SerialColumns {
-        counter_start,
-        format,
-        reset,
-        time_zone,
-        overflow,
+        counter_start: row.7,
+        format: row.8,
+        reset: row.9,
+        time_zone: row.10,
+        overflow: row.11,
     };
-    row_from_columns(
-        name_text(name),
-        max_id,
-        step,
-        description,
-        created_at.utc(),
-        updated_at.utc(),
-        &ordering,
-        serial,
-    )
+    row_from_columns(row.0, row.1, row.2, row.3, row.4, row.5, &row.6, serial)
 }
 
 /// Like [`columns_row`] for a row looked up by a valid name, which must
 /// convert.
-pub(crate) fn found_row<N: Into<Vec<u8>>, T: ReadTime>(
-    row: Columns<N, T>,
-) -> Result<SequenceRow, StoreError> {
+pub(crate) fn found_row(row: Columns) -> Result<SequenceRow, StoreError> {
     columns_row(row)
         .ok_or_else(|| StoreError::Unavailable("row with an invalid name returned".into()))
 }
@@ -554,24 +452,16 @@ pub(crate) fn refused(row: Option<(bool, IdOrdering)>, how: Reserve) -> StoreErr
 /// still kept in `_sqlx_migrations`) gives the verdict and names what is
 /// missing as [`StoreError::Migration`]. A database that does not answer, or
 /// has no `seqd_migrations`, is [`StoreError::Unavailable`].
-pub(crate) async fn schema_ready<DB, F>(
+pub(crate) async fn schema_ready<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
-    check: F,
-) -> Result<(), StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
-    F: std::future::Future<Output = Result<(), StoreError>>,
-{
+    check: impl std::future::Future<Output = Result<(), StoreError>>,
+) -> Result<(), StoreError> {
+    let dialect = DB::DIALECT;
     let mut held = pool::Held::acquire(pool).await?;
-    let sql = dialect.applied_count_sql();
     let row = retrying!(
-        backend_of::<DB>(),
-        sqlx::query_as::<DB, (i64,)>(sql)
-            .fetch_one(held.conn())
+        dialect.name(),
+        Statement::new(dialect.applied_count_sql())
+            .fetch_one::<DB, (i64,)>(held.conn())
             .await
     );
     let (applied,) = held.finish(row)?;

@@ -1,16 +1,16 @@
 //! [`Tokens`] on the SQL backends, once: each statement of `seqd_tokens`
 //! written with `?` placeholders (numbered for PostgreSQL), run on the pool
-//! of any backend ([`sql_tokens!`] implements the trait in one line per
-//! backend, in its `sequences.rs`). A row is read as it is stored
+//! of any backend's [`SqlStore`]. A row is read as it is stored
 //! ([`TokenRow`]); the service decides what an unusable one means.
 
-use sqlx::Pool;
+use async_trait::async_trait;
 
+use super::engine::{SqlDb, Statement};
 use super::pool::Held;
 use super::retry::retrying;
+use super::sequences::SqlStore;
 use super::sql::PerDialect;
-use super::workers::LeaseDb;
-use super::{insert_failed, StoreError, TokenRow};
+use super::{insert_failed, StoreError, TokenRow, Tokens};
 
 /// The statements of each dialect.
 static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES, &MYSQL, &SQLITE);
@@ -67,28 +67,15 @@ type Columns = (
     Option<i64>,
 );
 
-/// The tokens over the pool of a SQL backend: each statement of
-/// `seqd_tokens`, once.
-pub(crate) struct SqlTokens<'p, DB: sqlx::Database>(pub(crate) &'p Pool<DB>);
-
-impl<DB> SqlTokens<'_, DB>
-where
-    DB: LeaseDb,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
-    (Option<i64>,): for<'r> sqlx::FromRow<'r, DB::Row>,
-{
+#[async_trait]
+impl<DB: SqlDb> Tokens for SqlStore<DB> {
     /// Every row of `seqd_tokens`, by label.
-    pub(crate) async fn rows(&self) -> Result<Vec<TokenRow>, StoreError> {
-        let mut held = Held::acquire(self.0).await?;
-        let read: Result<Vec<Columns>, _> = retrying!(
+    async fn token_rows(&self) -> Result<Vec<TokenRow>, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
+        let read = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, Columns>(STATEMENTS.of(DB::DIALECT).list)
-                .fetch_all(held.conn())
+            Statement::new(STATEMENTS.of(DB::DIALECT).list)
+                .fetch_all::<DB, Columns>(held.conn())
                 .await
         );
         Ok(held
@@ -110,11 +97,11 @@ where
 
     /// Inserts `row`; [`StoreError::AlreadyExists`] when its label (or hash)
     /// is taken.
-    pub(crate) async fn insert(&self, row: &TokenRow) -> Result<(), StoreError> {
-        let mut held = Held::acquire(self.0).await?;
+    async fn insert_token(&self, row: &TokenRow) -> Result<(), StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(STATEMENTS.of(DB::DIALECT).insert)
+            Statement::new(STATEMENTS.of(DB::DIALECT).insert)
                 .bind(row.label.as_str())
                 .bind(row.hash.as_str())
                 .bind(row.prefixes.as_str())
@@ -122,7 +109,7 @@ where
                 .bind(row.created_at)
                 .bind(row.expires_at)
                 .bind(row.revoked_at)
-                .execute(held.conn())
+                .execute::<DB>(held.conn())
                 .await
         );
         held.finish_with(done, insert_failed).map(drop)
@@ -131,26 +118,26 @@ where
     /// Marks `label` revoked at `at` (milliseconds): `true` when this call
     /// revoked it, `false` when it was revoked already; [`StoreError::NotFound`]
     /// when there is no such token.
-    pub(crate) async fn revoke(&self, label: &str, at: i64) -> Result<bool, StoreError> {
+    async fn revoke_token(&self, label: &str, at: i64) -> Result<bool, StoreError> {
         let statements = STATEMENTS.of(DB::DIALECT);
-        let mut held = Held::acquire(self.0).await?;
+        let mut held = Held::acquire(&self.pool).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(statements.revoke)
+            Statement::new(statements.revoke)
                 .bind(at)
                 .bind(label)
-                .execute(held.conn())
+                .execute::<DB>(held.conn())
                 .await
         );
-        if DB::rows_affected(&held.finish(done)?) == 1 {
+        if held.finish(done)? == 1 {
             return Ok(true);
         }
-        let mut held = Held::acquire(self.0).await?;
-        let seen: Result<Option<(Option<i64>,)>, _> = retrying!(
+        let mut held = Held::acquire(&self.pool).await?;
+        let seen = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, (Option<i64>,)>(statements.revoked_at)
+            Statement::new(statements.revoked_at)
                 .bind(label)
-                .fetch_optional(held.conn())
+                .fetch_optional::<DB, (Option<i64>,)>(held.conn())
                 .await
         );
         match held.finish(seen)? {
@@ -159,40 +146,3 @@ where
         }
     }
 }
-
-/// Implements [`Tokens`](crate::store::Tokens) for a SQL backend's store
-/// `$store` (with a `pool` field of the sqlx database `$db`).
-macro_rules! sql_tokens {
-    ($store:ty, $db:ty) => {
-        #[::async_trait::async_trait]
-        impl $crate::store::Tokens for $store {
-            async fn token_rows(
-                &self,
-            ) -> Result<Vec<$crate::store::TokenRow>, $crate::store::StoreError> {
-                $crate::store::tokens::SqlTokens::<$db>(&self.pool)
-                    .rows()
-                    .await
-            }
-
-            async fn insert_token(
-                &self,
-                row: &$crate::store::TokenRow,
-            ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::tokens::SqlTokens::<$db>(&self.pool)
-                    .insert(row)
-                    .await
-            }
-
-            async fn revoke_token(
-                &self,
-                label: &str,
-                at: i64,
-            ) -> Result<bool, $crate::store::StoreError> {
-                $crate::store::tokens::SqlTokens::<$db>(&self.pool)
-                    .revoke(label, at)
-                    .await
-            }
-        }
-    };
-}
-pub(crate) use sql_tokens;

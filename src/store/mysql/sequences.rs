@@ -12,14 +12,15 @@
 //! and converted to the session time zone, which sqlx sets to `+00:00`.
 
 use chrono::{DateTime, Utc};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlQueryResult};
 
 use std::sync::Arc;
 
-use super::MySqlWorkerLeases;
-use crate::store::database::{open_pool, Backend};
+use crate::store::database::Backend;
+use crate::store::engine::Engine;
+use crate::store::migrator::Dialect;
 use crate::store::sequences::fence::Fence;
-use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
+use crate::store::sequences::{Reserving, SqlStore};
 use crate::store::{StoreError, StoreOptions};
 
 /// First statement of a reservation: adds `GREATEST(step, ?)` to the row named
@@ -54,43 +55,27 @@ pub const RESERVE_LEASE_UPDATE: &str = "UPDATE sequences \
      SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP \
      WHERE name = ? AND format IS NULL AND ordering <> 'global' AND max_id <= ?";
 
-/// `name` is read as bytes: sqlx reports a column with a binary collation
-/// (`utf8mb4_bin`) as `VARBINARY` and refuses to decode it as a `String`.
-/// Timestamps are `TIMESTAMP`, in the session's `+00:00`. A segment is
-/// reserved by an update and a select in one transaction.
-impl SequenceDb for sqlx::MySql {
+impl Engine for sqlx::MySql {
+    const DIALECT: Dialect = Dialect::Mysql;
     type Name = Vec<u8>;
+    type Bytes = Vec<u8>;
     type Time = DateTime<Utc>;
     const RESERVING: Reserving = Reserving::UpdateThenSelect {
         reserve: (RESERVE_UPDATE, RESERVE_SELECT),
         exact: (RESERVE_EXACT_UPDATE, RESERVE_EXACT_SELECT),
         lease: (RESERVE_LEASE_UPDATE, RESERVE_EXACT_SELECT),
     };
-}
 
-/// A [`Store`](crate::store::Store) on a MySQL or MariaDB database, at a
-/// `mysql://` URL.
-#[derive(Debug, Clone)]
-pub struct MySqlStore {
-    pool: MySqlPool,
-    /// Checks the server of each new connection ([`crate::store::sequences::fence`]).
-    fence: Arc<Fence>,
-}
-
-impl MySqlStore {
-    /// Connects to `url` with `options`: every session gets the lock-wait and
-    /// statement bounds from them (see [`crate::store::pool`] and `super::MySql`).
-    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        let (pool, fence) = open_pool::<Self>(url, options).await?;
-        Ok(MySqlStore { pool, fence })
+    fn rows_affected(done: &MySqlQueryResult) -> u64 {
+        done.rows_affected()
     }
 }
 
-/// How MySqlStore's pool connects, and the worker leases over it, for
-/// [`crate::store::connect`].
+/// The store on MariaDB / MySQL.
+pub type MySqlStore = SqlStore<sqlx::MySql>;
+
 impl Backend for MySqlStore {
     type Db = sqlx::MySql;
-    type Leases = MySqlWorkerLeases;
 
     fn connect_options(url: &str, _: &StoreOptions) -> Result<MySqlConnectOptions, StoreError> {
         super::connect_options(url)
@@ -104,16 +89,4 @@ impl Backend for MySqlStore {
     ) -> MySqlPoolOptions {
         super::bounded_pool(options, fence, connect)
     }
-
-    fn over_pool(pool: MySqlPool, _: &StoreOptions, fence: Arc<Fence>) -> Self {
-        MySqlStore { pool, fence }
-    }
-
-    fn leases(pool: MySqlPool, options: &StoreOptions) -> MySqlWorkerLeases {
-        MySqlWorkerLeases::over(pool, options)
-    }
 }
-
-sql_sequences!(MySqlStore, sqlx::MySql);
-
-crate::store::tokens::sql_tokens!(MySqlStore, sqlx::MySql);

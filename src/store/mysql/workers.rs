@@ -3,7 +3,7 @@
 
 use sqlx::mysql::MySql;
 
-use crate::store::workers::{lease_db, SqlWorkerLeases};
+use crate::store::workers::SqlWorkerLeases;
 
 /// Worker leases in a MySQL or MariaDB database.
 pub type MySqlWorkerLeases = SqlWorkerLeases<MySql>;
@@ -11,4 +11,3 @@ pub type MySqlWorkerLeases = SqlWorkerLeases<MySql>;
 // `owner` has a binary collation: sqlx reads it as bytes. sqlx asks the
 // server for found rows, so `rows_affected` counts matched rows, changed or
 // not.
-lease_db!(MySql: Mysql, worker_id as i64, owner as Vec<u8>);

@@ -14,16 +14,16 @@
 //! parameter, e.g. `postgres://host/db?options=-csearch_path%3Dmy_schema`.
 
 use sqlx::pool::PoolOptions;
-use sqlx::postgres::{PgConnectOptions, PgPool};
+use sqlx::postgres::{PgConnectOptions, PgQueryResult};
 
 use std::sync::Arc;
 
-use super::PgWorkerLeases;
-use crate::store::database::{open_pool, Backend};
+use crate::store::database::Backend;
+use crate::store::engine::Engine;
 use crate::store::migrator::Dialect;
 use crate::store::page_sql_in;
 use crate::store::sequences::fence::{check_connection, Fence};
-use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
+use crate::store::sequences::{Reserving, SqlStore};
 use crate::store::{StoreError, StoreOptions};
 
 /// Reserves `GREATEST(step, $2)` IDs of the row named `$1` unless that would
@@ -61,53 +61,27 @@ pub fn page_sql(lower_op: &str) -> String {
     page_sql_in(Dialect::Postgres, lower_op)
 }
 
-/// Names are text and timestamps `TIMESTAMP` (in UTC); a segment is
-/// reserved by one statement with `RETURNING`.
-impl SequenceDb for sqlx::Postgres {
+impl Engine for sqlx::Postgres {
+    const DIALECT: Dialect = Dialect::Postgres;
     type Name = String;
+    type Bytes = Vec<u8>;
     type Time = chrono::NaiveDateTime;
     const RESERVING: Reserving = Reserving::Returning {
         reserve: RESERVE,
         exact: RESERVE_EXACT,
         lease: RESERVE_LEASE,
     };
-}
 
-/// A [`Store`](crate::store::Store) on a PostgreSQL database, at a
-/// `postgres://` or `postgresql://` URL.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pool: PgPool,
-    /// Checks the server of each new connection ([`crate::store::sequences::fence`]).
-    fence: Arc<Fence>,
-    /// `--schema`, created by [`Schema::migrate`](crate::store::Schema::migrate) if missing.
-    schema: Option<String>,
-}
-
-impl PostgresStore {
-    /// Connects to `url` with `options`: every session gets `lock_timeout`
-    /// and `statement_timeout` from them (see [`crate::store::pool`]).
-    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        let (pool, fence) = open_pool::<Self>(url, options).await?;
-        Ok(Self::over(pool, options, fence))
-    }
-
-    /// The store over `pool`, opened with `options` (whose `--schema`
-    /// [`Schema::migrate`](crate::store::Schema::migrate) creates if missing).
-    pub(crate) fn over(pool: PgPool, options: &StoreOptions, fence: Arc<Fence>) -> Self {
-        PostgresStore {
-            pool,
-            fence,
-            schema: options.schema.clone(),
-        }
+    fn rows_affected(done: &PgQueryResult) -> u64 {
+        done.rows_affected()
     }
 }
 
-/// How PostgresStore's pool connects, and the worker leases over it, for
-/// [`crate::store::connect`].
+/// The store on PostgreSQL.
+pub type PostgresStore = SqlStore<sqlx::Postgres>;
+
 impl Backend for PostgresStore {
     type Db = sqlx::Postgres;
-    type Leases = PgWorkerLeases;
 
     fn connect_options(url: &str, options: &StoreOptions) -> Result<PgConnectOptions, StoreError> {
         super::connect_options(url, options)
@@ -126,16 +100,4 @@ impl Backend for PostgresStore {
             )
         })
     }
-
-    fn over_pool(pool: PgPool, options: &StoreOptions, fence: Arc<Fence>) -> Self {
-        Self::over(pool, options, fence)
-    }
-
-    fn leases(pool: PgPool, options: &StoreOptions) -> PgWorkerLeases {
-        PgWorkerLeases::over(pool, options)
-    }
 }
-
-sql_sequences!(PostgresStore, sqlx::Postgres, schema schema);
-
-crate::store::tokens::sql_tokens!(PostgresStore, sqlx::Postgres);

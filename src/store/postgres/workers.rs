@@ -3,10 +3,9 @@
 
 use sqlx::postgres::Postgres;
 
-use crate::store::workers::{lease_db, SqlWorkerLeases};
+use crate::store::workers::SqlWorkerLeases;
 
 /// Worker leases in a PostgreSQL database.
 pub type PgWorkerLeases = SqlWorkerLeases<Postgres>;
 
 // `worker_id` is an `INTEGER`.
-lease_db!(Postgres: Postgres, worker_id as i32, owner as String);

@@ -34,10 +34,13 @@ use chrono::Utc;
 use serde::Serialize;
 use sqlx::{Connection, Pool};
 
-use super::{Row, SequenceDb};
 use crate::domain::period_rows_range;
+use crate::store::engine::{SqlDb, Statement};
 use crate::store::migrator::{Dialect, FenceOptions};
-use crate::store::sql::{columns_row, in_dialect, COLUMNS};
+use crate::store::sql::{columns_row, Columns};
+use statements::STATEMENTS;
+
+mod statements;
 use crate::store::{unavailable, StoreError};
 
 /// How far around the fence's time a serial sequence's period rows are
@@ -315,31 +318,12 @@ fn judge(record: &Verified, server: &str, known: Option<&Verified>) -> Verdict {
     }
 }
 
-/// Writes the generic functions given to it with the bounds on `DB` that
-/// every one of them needs (the fence's statements and the rows it reads),
-/// written once.
-macro_rules! with_db_bounds {
-    ($($(#[$meta:meta])* $vis:vis async fn $name:ident<DB: SequenceDb>($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block)*) => {$(
-        $(#[$meta])*
-        $vis async fn $name<DB: SequenceDb>($($arg: $ty),*) -> $ret
-        where
-            for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-            for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-            for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-            for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-            (String, String): for<'r> sqlx::FromRow<'r, DB::Row>,
-            (String, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
-            (String,): for<'r> sqlx::FromRow<'r, DB::Row>,
-            Row<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
-        $body
-    )*};
-}
-
-with_db_bounds! {
 /// Reads the identity of the server `conn` is connected to.
-async fn server_identity<DB: SequenceDb>(conn: &mut DB::Connection) -> Result<String, sqlx::Error> {
+async fn server_identity<DB: SqlDb>(conn: &mut DB::Connection) -> Result<String, sqlx::Error> {
     let sql = identity_sql(DB::DIALECT).expect("a dialect with a fence");
-    let pairs: Vec<(String, String)> = sqlx::query_as(sql).fetch_all(conn).await?;
+    let pairs = Statement::new(sql)
+        .fetch_all::<DB, (String, String)>(conn)
+        .await?;
     Ok(identity_line(DB::DIALECT, pairs))
 }
 
@@ -347,7 +331,7 @@ async fn server_identity<DB: SequenceDb>(conn: &mut DB::Connection) -> Result<St
 /// `DB`: the connection's server identity must be the verified one
 /// ([`Fence::admit`]); a change starts the fence task over the pool's
 /// `connect` options. Nothing when the fence is off.
-pub(crate) async fn check_connection<DB: SequenceDb>(
+pub(crate) async fn check_connection<DB: SqlDb>(
     fence: &Arc<Fence>,
     conn: &mut DB::Connection,
     connect: impl FnOnce() -> <DB::Connection as Connection>::Options,
@@ -370,7 +354,7 @@ pub(crate) async fn check_connection<DB: SequenceDb>(
 /// Runs the fence whenever a connection found the server changed, on a
 /// connection of its own, retrying (1 s, doubling to 30 s) until it
 /// succeeds.
-async fn fence_task<DB: SequenceDb>(
+async fn fence_task<DB: SqlDb>(
     fence: Arc<Fence>,
     connect: <DB::Connection as Connection>::Options,
 ) -> () {
@@ -396,7 +380,7 @@ async fn fence_task<DB: SequenceDb>(
 }
 
 /// Connects with `connect` and runs [`fence_once`].
-async fn run_on<DB: SequenceDb>(
+async fn run_on<DB: SqlDb>(
     fence: &Fence,
     connect: &<DB::Connection as Connection>::Options,
 ) -> Result<(), StoreError> {
@@ -412,7 +396,7 @@ async fn run_on<DB: SequenceDb>(
 /// against its record and fences it if it changed (see the module docs).
 /// Fails when the identity cannot be read (privileges: docs/operations.md),
 /// seqd's tables are absent, or the server changed during start-up.
-pub(crate) async fn verify<DB: SequenceDb>(fence: &Fence, pool: &Pool<DB>) -> Result<(), StoreError> {
+pub(crate) async fn verify<DB: SqlDb>(fence: &Fence, pool: &Pool<DB>) -> Result<(), StoreError> {
     if !fence.enabled() {
         return Ok(());
     }
@@ -426,9 +410,9 @@ pub(crate) async fn verify<DB: SequenceDb>(fence: &Fence, pool: &Pool<DB>) -> Re
 }
 
 /// Whether the `sequences` table answers on `pool`.
-async fn has_sequences<DB: SequenceDb>(pool: &Pool<DB>) -> bool {
-    sqlx::query("SELECT max_id FROM sequences WHERE 1 = 0")
-        .execute(pool)
+async fn has_sequences<DB: SqlDb>(pool: &Pool<DB>) -> bool {
+    Statement::new("SELECT max_id FROM sequences WHERE 1 = 0")
+        .execute_pooled::<DB>(pool)
         .await
         .is_ok()
 }
@@ -436,7 +420,7 @@ async fn has_sequences<DB: SequenceDb>(pool: &Pool<DB>) -> bool {
 /// The fence's transaction on `conn`: locks the record, reads the server's
 /// identity, and raises the rows and records the server when it must
 /// ([`must_fence`]); then `fence` admits connections to that server.
-async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) -> Result<(), StoreError> {
+async fn fence_once<DB: SqlDb>(fence: &Fence, conn: &mut DB::Connection) -> Result<(), StoreError> {
     let dialect = DB::DIALECT;
     let server = server_identity::<DB>(conn).await.map_err(|e| {
         StoreError::Config(format!(
@@ -447,34 +431,28 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
     })?;
     let mut tx = conn.begin().await.map_err(unavailable)?;
     for sql in bounds_sql(dialect) {
-        sqlx::query(&sql)
-            .execute(&mut *tx)
+        Statement::new(&sql)
+            .execute::<DB>(&mut tx)
             .await
             .map_err(unavailable)?;
     }
-    let lock = match dialect {
-        Dialect::Sqlite => "",
-        _ => " FOR UPDATE",
-    };
-    let record: Option<(String, i64)> = sqlx::query_as(&format!(
-        "SELECT server, epoch FROM seqd_fence WHERE id = 1{lock}"
-    ))
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(|e| match e {
-        sqlx::Error::Database(ref d) if denied(d.as_ref()) => StoreError::Config(format!(
+    let record = Statement::new(STATEMENTS.of(dialect).record)
+        .fetch_optional::<DB, (String, i64)>(&mut tx)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(ref d) if denied(d.as_ref()) => StoreError::Config(format!(
             "the failover fence may not read or lock seqd_fence ({e}): grant SELECT and UPDATE \
              on it as docs/operations.md lists, or start with --failover-fence off where \
              replication is synchronous"
         )),
-        sqlx::Error::Database(_) => StoreError::Migration(format!(
-            "seqd's tables are absent or behind on this server ({e}): a promoted server \
+            sqlx::Error::Database(_) => StoreError::Migration(format!(
+                "seqd's tables are absent or behind on this server ({e}): a promoted server \
                      without them is never set up again by seqd; restore them (with \
                      `seqd sequences bump --all` past every ID handed out), or run \
                      `seqd migrate --new-database` if this is a new database"
-        )),
-        other => unavailable(other),
-    })?;
+            )),
+            other => unavailable(other),
+        })?;
     let record = record.map_or_else(
         || Verified {
             server: String::new(),
@@ -521,17 +499,13 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
             .await
             .map_err(unavailable)?;
         let epoch = record.epoch.max(known.as_ref().map_or(0, |k| k.epoch)) + 1;
-        sqlx::query(&in_dialect(
-            dialect,
-            "UPDATE seqd_fence SET server = ?, epoch = ?, margin = ?, \
-             fenced_at = CURRENT_TIMESTAMP WHERE id = 1",
-        ))
-        .bind(server.as_str())
-        .bind(epoch)
-        .bind(margin)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
+        Statement::new(STATEMENTS.of(dialect).fenced)
+            .bind(server.as_str())
+            .bind(epoch)
+            .bind(margin)
+            .execute::<DB>(&mut tx)
+            .await
+            .map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
         fence.fences.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(server = %server, epoch, rows = raised, margin,
@@ -539,15 +513,12 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
         Verified { server, epoch }
     } else if verdict == Verdict::Record {
         let epoch = 1;
-        sqlx::query(&in_dialect(
-            dialect,
-            "UPDATE seqd_fence SET server = ?, epoch = ? WHERE id = 1",
-        ))
-        .bind(server.as_str())
-        .bind(epoch)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
+        Statement::new(STATEMENTS.of(dialect).recorded)
+            .bind(server.as_str())
+            .bind(epoch)
+            .execute::<DB>(&mut tx)
+            .await
+            .map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
         tracing::info!(server = %server, "recorded the database server for the failover fence");
         Verified { server, epoch }
@@ -574,25 +545,18 @@ async fn fence_once<DB: SequenceDb>(fence: &Fence, conn: &mut DB::Connection) ->
 /// full), and creates the period rows of now (and [`PERIOD_SKEW`] around)
 /// that are missing, raised: the lost window may have made them. The rows
 /// changed or made.
-async fn raise_rows<DB: SequenceDb>(conn: &mut DB::Connection, margin: i64) -> Result<u64, sqlx::Error> {
+async fn raise_rows<DB: SqlDb>(conn: &mut DB::Connection, margin: i64) -> Result<u64, sqlx::Error> {
     let dialect = DB::DIALECT;
     let margin = stripe_margin::<DB>(conn, margin).await?;
-    let raised = sqlx::query(&in_dialect(
-        dialect,
-        "UPDATE sequences SET max_id = CASE WHEN max_id > 9223372036854775807 - ? \
-         THEN 9223372036854775807 ELSE max_id + ? END, updated_at = CURRENT_TIMESTAMP \
-         WHERE format IS NULL",
-    ))
-    .bind(margin)
-    .bind(margin)
-    .execute(&mut *conn)
-    .await?;
-    let mut changed = DB::rows_affected(&raised);
-    let serials: Vec<Row<DB>> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM sequences WHERE format IS NOT NULL"
-    ))
-    .fetch_all(&mut *conn)
-    .await?;
+    let statements = STATEMENTS.of(dialect);
+    let mut changed = Statement::new(statements.raise)
+        .bind(margin)
+        .bind(margin)
+        .execute::<DB>(&mut *conn)
+        .await?;
+    let serials = Statement::new(statements.serials)
+        .fetch_all::<DB, Columns>(&mut *conn)
+        .await?;
     let now = Utc::now();
     for row in serials.into_iter().filter_map(columns_row) {
         let Some(settings) = row.serial.as_ref() else {
@@ -606,20 +570,13 @@ async fn raise_rows<DB: SequenceDb>(conn: &mut DB::Connection, margin: i64) -> R
         };
         if let Some(cap) = cap {
             let (low, high) = period_rows_range(&row.name);
-            sqlx::query(&in_dialect(
-                dialect,
-                &format!(
-                    "UPDATE sequences SET max_id = CASE WHEN max_id > ? THEN ? ELSE max_id END \
-                     WHERE {name} >= ? AND {name} < ?",
-                    name = crate::store::sql::name_bytes(dialect)
-                ),
-            ))
-            .bind(cap)
-            .bind(cap)
-            .bind(low.as_str())
-            .bind(high.as_str())
-            .execute(&mut *conn)
-            .await?;
+            Statement::new(statements.cap_periods)
+                .bind(cap)
+                .bind(cap)
+                .bind(low.as_str())
+                .bind(high.as_str())
+                .execute::<DB>(&mut *conn)
+                .await?;
         }
         let raised_start = (row.counter_start - 1).saturating_add(margin);
         let start = cap.map_or(raised_start, |cap| raised_start.min(cap));
@@ -636,13 +593,12 @@ async fn raise_rows<DB: SequenceDb>(conn: &mut DB::Connection, margin: i64) -> R
             }
         }
         for key in keys {
-            let made = sqlx::query(&in_dialect(dialect, create_raised_period_sql(dialect)))
+            changed += Statement::new(statements.raised_period)
                 .bind(row.name.period_counter(&key).as_str())
                 .bind(start)
                 .bind(row.name.as_str())
-                .execute(&mut *conn)
+                .execute::<DB>(&mut *conn)
                 .await?;
-            changed += DB::rows_affected(&made);
         }
     }
     Ok(changed)
@@ -651,19 +607,13 @@ async fn raise_rows<DB: SequenceDb>(conn: &mut DB::Connection, margin: i64) -> R
 /// The margin on a stripe of a set of `n` (its record in `seqd_stripe`):
 /// a reservation on a stripe may skip the other stripes' blocks, so the
 /// lost window advanced the row by at most `n × (margin + block)`.
-async fn stripe_margin<DB: SequenceDb>(
+async fn stripe_margin<DB: SqlDb>(
     conn: &mut DB::Connection,
     margin: i64,
 ) -> Result<i64, sqlx::Error> {
-    let text = match DB::DIALECT {
-        Dialect::Mysql => "CHAR",
-        Dialect::Postgres | Dialect::Sqlite => "TEXT",
-    };
-    let record: Vec<(String, String)> = sqlx::query_as(&format!(
-        "SELECT CAST(stripe_count AS {text}), CAST(block AS {text}) FROM seqd_stripe WHERE id = 1"
-    ))
-    .fetch_all(&mut *conn)
-    .await?;
+    let record = Statement::new(STATEMENTS.of(DB::DIALECT).stripe)
+        .fetch_all::<DB, (String, String)>(&mut *conn)
+        .await?;
     let parsed = record
         .first()
         .and_then(|(count, block)| Some((count.parse::<i64>().ok()?, block.parse::<i64>().ok()?)));
@@ -679,7 +629,7 @@ async fn stripe_margin<DB: SequenceDb>(
 /// where they were most likely lost with a failover: setting them up again
 /// would hand out every ID again. `seqd migrate --new-database` creates them
 /// anyway: the operator says the database is new.
-pub(crate) async fn refuse_tables_on_promoted<DB: SequenceDb>(
+pub(crate) async fn refuse_tables_on_promoted<DB: SqlDb>(
     fence: &Fence,
     pool: &Pool<DB>,
 ) -> Result<(), StoreError> {
@@ -697,10 +647,9 @@ pub(crate) async fn refuse_tables_on_promoted<DB: SequenceDb>(
             .is_some_and(|timeline| timeline > 1)
             .then(|| "its timeline is above 1".to_owned()),
         Dialect::Mysql => {
-            let position: Result<(String,), _> =
-                sqlx::query_as("SELECT CAST(@@global.gtid_slave_pos AS CHAR)")
-                    .fetch_one(&mut *conn)
-                    .await;
+            let position = Statement::new("SELECT CAST(@@global.gtid_slave_pos AS CHAR)")
+                .fetch_one::<DB, (String,)>(&mut conn)
+                .await;
             position
                 .ok()
                 .filter(|(p,)| !p.trim().is_empty())
@@ -725,7 +674,6 @@ pub(crate) async fn refuse_tables_on_promoted<DB: SequenceDb>(
         None => Ok(()),
     }
 }
-}
 
 /// Whether the database refused a statement for lack of a privilege
 /// (PostgreSQL 42501; MySQL's and MariaDB's 1142 and 1143, SQLSTATE 42000).
@@ -739,22 +687,6 @@ fn denied(e: &dyn sqlx::error::DatabaseError) -> bool {
 
 fn skew() -> chrono::Duration {
     chrono::Duration::from_std(PERIOD_SKEW).expect("a small duration")
-}
-
-/// Creates a period row (first bind) with `max_id` the second bind, from
-/// its sequence's row (third bind), unless it exists.
-fn create_raised_period_sql(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Mysql => {
-            "INSERT IGNORE INTO sequences (name, max_id, step, description, ordering, counter_start) \
-             SELECT ?, ?, step, '', ordering, counter_start FROM sequences WHERE name = ?"
-        }
-        Dialect::Postgres | Dialect::Sqlite => {
-            "INSERT INTO sequences (name, max_id, step, description, ordering, counter_start) \
-             SELECT ?, ?, step, '', ordering, counter_start FROM sequences WHERE name = ? \
-             ON CONFLICT (name) DO NOTHING"
-        }
-    }
 }
 
 #[cfg(test)]

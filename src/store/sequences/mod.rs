@@ -1,88 +1,47 @@
-//! The sequence store on the SQL backends, once: [`Catalog`] and the
-//! reserving statements under [`Segments`] ([`Sequences`]), each statement
-//! written once with `?` placeholders (numbered for PostgreSQL) and what a
-//! dialect writes differently beside it. A backend gives the types it reads
-//! and its reserving statements ([`SequenceDb`]), and [`sql_sequences!`]
-//! implements the traits for its store in one line, in its `sequences.rs`.
+//! The sequence store on the SQL backends, once: [`SqlStore`], one plain
+//! type per backend (`PostgresStore = SqlStore<Postgres>`, ...) over its
+//! pool, with [`Catalog`] and the reserving statements of [`Segments`]
+//! written here once for every [`SqlDb`]. Each statement is a constant
+//! ([`statements`]) with `?` placeholders (numbered for PostgreSQL) and
+//! what a dialect writes differently beside it.
 //!
 //! Where a dialect has `RETURNING` (PostgreSQL, SQLite), a statement that
 //! writes a row returns it; on MySQL/MariaDB the row is read back in the
-//! same transaction. Statements with `RETURNING` are read with `fetch_all`:
-//! SQLite commits an autocommit statement only when it is stepped to
-//! completion, and sqlx's `fetch_optional` stops after the first row and
-//! ignores an error of the final reset, so a failed commit could go
-//! unnoticed (and the same range be handed out twice). Stepping to the end
-//! reports it.
+//! same transaction. Statements with `RETURNING` are read to their end
+//! ([`Statement::fetch_all`], also under `fetch_optional`): SQLite commits
+//! an autocommit statement only when it is stepped to completion, and a
+//! read that stopped after the first row could miss a failed commit (and
+//! the same range be handed out twice). Stepping to the end reports it.
 
 pub(crate) mod fence;
 mod statements;
 mod stores;
 
 use statements::{group_sql, Group, STATEMENTS, WIDEN_BOUND};
-pub(crate) use stores::{on_sequences, sql_sequences};
+pub use stores::SqlStore;
 
-use sqlx::{Connection, Pool};
+use async_trait::async_trait;
+use sqlx::Connection;
 
+pub(crate) use super::engine::Reserving;
+use super::engine::{SqlDb, Statement};
 use super::migrator::Dialect;
 use super::pool::Held;
 use super::retry::retrying;
 use super::sql::{
     check_period_key, columns_row, compare_and_set, counter_names, fetch_named, fetch_page,
-    found_row, in_dialect, in_list, initial_max_id, insert_failed, name_text, period_row, refused,
-    reservation, serial_values, unavailable, Columns, ReadTime, Reserve, SETTINGS_CHUNK,
+    found_row, in_dialect, in_list, initial_max_id, insert_failed, period_row, refused,
+    reservation, serial_values, unavailable, Columns, Reserve, ReserveOnce, SETTINGS_CHUNK,
 };
-use super::workers::LeaseDb;
-use super::{bump_binds, names_in};
+use super::{bump_binds, names_in, run_bump, BumpMode, Bumped, Catalog};
 use super::{PeriodRow, Reservation, SequencePage, SequencePatch, SequenceRow, StoreError};
 use crate::domain::{period_rows_range, IdOrdering, NamePrefix, NewSequence, SeqName};
 
 #[allow(unused_imports)] // for the links of the documentation
-use super::{BumpSql, Catalog, Schema, Segments, StripeRecords};
+use super::Segments;
 
-/// What a backend's sqlx database brings to [`Sequences`]: the types of its
-/// columns as read and its reserving statements (its [`LeaseDb`] gives its
-/// dialect and its count of changed rows).
-pub(crate) trait SequenceDb: LeaseDb {
-    /// What `name` is read as: text, or its bytes ([`name_text`]).
-    type Name: for<'r> sqlx::Decode<'r, Self>
-        + sqlx::Type<Self>
-        + Into<Vec<u8>>
-        + Clone
-        + Send
-        + Unpin;
-
-    /// What `created_at` and `updated_at` are read as.
-    type Time: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + ReadTime + Send + Unpin;
-
-    /// The reserving statements (docs/design.md, "Reserving a segment").
-    const RESERVING: Reserving;
-}
-
-/// A backend's reserving statements, each reading back `max_id`, the size
-/// added, `step` and `ordering`.
-pub(crate) enum Reserving {
-    /// One `UPDATE ... RETURNING` each: `reserve` binds the name and the
-    /// minimum size; `exact` the name, the size and the cap.
-    Returning {
-        /// At `max(step, min_size)`.
-        reserve: &'static str,
-        /// Exactly `n`, never past the cap.
-        exact: &'static str,
-        /// `exact` of a lease: never on a global row.
-        lease: &'static str,
-    },
-    /// An `UPDATE` (binds: the size, the name and a guard: the minimum size,
-    /// or the cap minus the size) then a `SELECT` (binds: the size, the
-    /// name) in one transaction, rolled back when the update matched no row.
-    UpdateThenSelect {
-        /// At `max(step, min_size)`.
-        reserve: (&'static str, &'static str),
-        /// Exactly `n`, never past the cap.
-        exact: (&'static str, &'static str),
-        /// `exact` of a lease: never on a global row.
-        lease: (&'static str, &'static str),
-    },
-}
+/// What a bump changed, or why it did not.
+type Bumps = Result<Vec<Bumped>, StoreError>;
 
 /// The statements of one dialect, each with one placeholder per bind, in
 /// bind order.
@@ -144,16 +103,13 @@ pub(crate) const fn begin_bump(dialect: Dialect) -> &'static str {
     }
 }
 
-/// A row of the table as `DB` reads it.
-pub(crate) type Row<DB> = Columns<<DB as SequenceDb>::Name, <DB as SequenceDb>::Time>;
-
 /// What a reserving statement reads back: `max_id`, the size added, `step`
 /// and `ordering`.
 type Granted = (i64, i64, i64, String);
 
 /// What a group's reserving statement reads back per row: the name, then
 /// as [`Granted`].
-type Granting<DB> = (<DB as SequenceDb>::Name, i64, i64, i64, String);
+type Granting = (String, i64, i64, i64, String);
 
 /// `names`, then its last name again up to the next power of two: a group's
 /// list of names, padded so that a few statements serve every group size
@@ -169,71 +125,161 @@ fn padded<'a>(names: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
 }
 
 /// A counter row as read by `list_periods`.
-type Period<DB> = (
-    <DB as SequenceDb>::Name,
+type Period = (
+    String,
     i64,
-    <DB as SequenceDb>::Time,
-    <DB as SequenceDb>::Time,
+    chrono::DateTime<chrono::Utc>,
+    chrono::DateTime<chrono::Utc>,
 );
 
-/// The sequence store over the pool of a SQL backend: each method of
-/// [`Catalog`] and each reserving statement of [`Segments`], once.
-pub(crate) struct Sequences<'p, DB: sqlx::Database>(pub(crate) &'p Pool<DB>);
+/// A page of the catalog, as read.
+type Page = Result<SequencePage, StoreError>;
 
-impl<DB> Sequences<'_, DB>
-where
-    DB: SequenceDb,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'c> &'c Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Row<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
-    Period<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
-    Granted: for<'r> sqlx::FromRow<'r, DB::Row>,
-    Granting<DB>: for<'r> sqlx::FromRow<'r, DB::Row>,
-    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
-    (i64, String): for<'r> sqlx::FromRow<'r, DB::Row>,
-    (DB::Name, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
-{
-    fn statements() -> &'static Statements {
-        STATEMENTS.of(DB::DIALECT)
-    }
+/// The statements of `DB`'s dialect.
+fn statements<DB: SqlDb>() -> &'static Statements {
+    STATEMENTS.of(DB::DIALECT)
+}
 
+#[allow(private_bounds)] // the crate's own backends only (see `stores.rs`)
+impl<DB: SqlDb> SqlStore<DB> {
     /// The row a statement that writes it returned (`RETURNING`), or else
     /// read back on the same connection (inside its transaction); `None`
     /// when there is no such row.
     async fn written(
         conn: &mut DB::Connection,
-        returned: Vec<Row<DB>>,
+        returned: Vec<Columns>,
         name: &SeqName,
-    ) -> Result<Option<Row<DB>>, sqlx::Error> {
-        let statements = Self::statements();
+    ) -> Result<Option<Columns>, sqlx::Error> {
+        let statements = statements::<DB>();
         match returned.into_iter().next() {
             Some(row) => Ok(Some(row)),
             None if statements.returning => Ok(None),
             None => {
-                sqlx::query_as::<DB, Row<DB>>(statements.get)
+                Statement::new(statements.get)
                     .bind(name.as_str())
-                    .fetch_optional(conn)
+                    .fetch_optional::<DB, Columns>(conn)
                     .await
             }
         }
     }
 
-    /// [`Catalog::create`]: inserts the row and returns it, in one
-    /// transaction.
-    pub(crate) async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
+    /// One reservation transaction of [`Reserving::UpdateThenSelect`] on
+    /// `conn`: the update, then the select, then `COMMIT`; `None` (rolled
+    /// back) if no row was updated.
+    async fn update_then_select(
+        conn: &mut DB::Connection,
+        (update, select): (&str, &str),
+        name: &SeqName,
+        size: i64,
+        guard: i64,
+    ) -> Result<Option<Granted>, sqlx::Error> {
+        let mut tx = conn.begin().await?;
+        let updated = Statement::new(update)
+            .bind(size)
+            .bind(name.as_str())
+            .bind(guard)
+            .execute::<DB>(&mut tx)
+            .await?;
+        if updated == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let read = Statement::new(select)
+            .bind(size)
+            .bind(name.as_str())
+            .fetch_one::<DB, Granted>(&mut tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(read))
+    }
+
+    /// [`ReserveOnce::reserve_group_once`] where no `UPDATE` returns its
+    /// rows: in one transaction, the rows of `names` read and locked, then
+    /// one `UPDATE` of those whose range fits under `i64::MAX`; answers them
+    /// as updated.
+    async fn lock_then_update(
+        conn: &mut DB::Connection,
+        names: &[&str],
+        size: i64,
+    ) -> Result<Vec<Granting>, sqlx::Error> {
+        let mut tx = conn.begin().await?;
+        let read = group_sql(Group::Lock, DB::DIALECT, padded(names).count());
+        let mut rows = Statement::new(read)
+            .bind(size)
+            .bind_all(padded(names))
+            .fetch_all::<DB, Granting>(&mut tx)
+            .await?;
+        rows.retain(|&(_, max_id, grant, _, _)| max_id <= i64::MAX - grant);
+        if rows.is_empty() {
+            tx.rollback().await?;
+            return Ok(rows);
+        }
+        let fit: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let update = group_sql(Group::Raise, DB::DIALECT, padded(&fit).count());
+        let updated = Statement::new(update)
+            .bind(size)
+            .bind_all(padded(&fit))
+            .execute::<DB>(&mut tx)
+            .await?;
+        if updated != fit.len() as u64 {
+            // The rows are locked: only a broken database gets here.
+            tx.rollback().await?;
+            return Err(sqlx::Error::Protocol(format!(
+                "a group's update changed {updated} of {} locked rows",
+                fit.len()
+            )));
+        }
+        tx.commit().await?;
+        for row in &mut rows {
+            row.1 += row.2;
+        }
+        Ok(rows)
+    }
+
+    /// [`Segments::compare_and_set_max_id`].
+    pub(crate) async fn compare_and_set(
+        &self,
+        name: &SeqName,
+        expected: i64,
+        new: i64,
+    ) -> Result<bool, StoreError> {
+        let statements = statements::<DB>();
+        let (update, exists) = (statements.set_max_id_if, statements.read_max_id);
+        compare_and_set(&self.pool, update, exists, name, expected, new).await
+    }
+
+    /// Whether `name` issues serial numbers (`None`: no row).
+    async fn serial_flag(&self, name: &SeqName) -> Result<Option<bool>, StoreError> {
+        Ok(self.kind(name).await?.map(|(serial, _)| serial))
+    }
+
+    /// Whether `name` issues serial numbers, and its ordering (`None`: no
+    /// row).
+    async fn kind(&self, name: &SeqName) -> Result<Option<(bool, IdOrdering)>, StoreError> {
+        let mut held = Held::acquire(&self.pool).await?;
+        let row = retrying!(
+            DB::DIALECT.name(),
+            Statement::new(statements::<DB>().read_kind)
+                .bind(name.as_str())
+                .fetch_optional::<DB, (i64, String)>(held.conn())
+                .await
+        );
+        let row = held.finish(row)?;
+        Ok(row.map(|(flag, ordering)| (flag != 0, IdOrdering::from_column(&ordering))))
+    }
+}
+
+#[async_trait]
+impl<DB: SqlDb> Catalog for SqlStore<DB> {
+    /// Inserts the row and returns it, in one transaction.
+    async fn create(&self, seq: &NewSequence) -> Result<SequenceRow, StoreError> {
         let max_id = initial_max_id(seq)?;
         let (format, reset, time_zone, overflow) = serial_values(seq.serial.as_ref());
         let row = retrying!(
             DB::DIALECT.name(),
             async {
-                let mut tx = self.0.begin().await?;
-                let returned = sqlx::query_as::<DB, Row<DB>>(Self::statements().insert)
+                let mut tx = self.pool.begin().await?;
+                let returned = Statement::new(statements::<DB>().insert)
                     .bind(seq.name.as_str())
                     .bind(max_id)
                     .bind(seq.step)
@@ -244,7 +290,7 @@ where
                     .bind(reset)
                     .bind(time_zone.as_str())
                     .bind(overflow)
-                    .fetch_all(&mut *tx)
+                    .fetch_all::<DB, Columns>(&mut tx)
                     .await?;
                 let row = Self::written(&mut tx, returned, &seq.name).await?;
                 tx.commit().await?;
@@ -258,68 +304,49 @@ where
             .ok_or_else(|| StoreError::Unavailable("inserted row not found".into()))
     }
 
-    /// [`Catalog::get`].
-    pub(crate) async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
-        let row: Option<Row<DB>> = retrying!(
+    async fn get(&self, name: &SeqName) -> Result<Option<SequenceRow>, StoreError> {
+        let row = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(Self::statements().get)
+            Statement::new(statements::<DB>().get)
                 .bind(name.as_str())
-                .fetch_optional(self.0)
+                .fetch_optional_pooled::<DB, Columns>(&self.pool)
                 .await
         )
         .map_err(unavailable)?;
         row.map(found_row).transpose()
     }
 
-    /// [`Catalog::settings_of`].
-    pub(crate) async fn settings_of(
-        &self,
-        names: &[SeqName],
-    ) -> Result<Vec<SequenceRow>, StoreError> {
-        fetch_named(
-            self.0,
-            DB::DIALECT,
-            names,
-            columns_row::<DB::Name, DB::Time>,
-        )
-        .await
+    async fn settings_of(&self, names: &[SeqName]) -> Result<Vec<SequenceRow>, StoreError> {
+        fetch_named(&self.pool, names).await
     }
 
-    /// [`Catalog::list`].
-    pub(crate) async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
-        let rows: Vec<Row<DB>> = retrying!(
+    async fn list(&self) -> Result<Vec<SequenceRow>, StoreError> {
+        let rows = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(Self::statements().list)
-                .fetch_all(self.0)
+            Statement::new(statements::<DB>().list)
+                .fetch_all_pooled::<DB, Columns>(&self.pool)
                 .await
         )
         .map_err(unavailable)?;
         Ok(rows.into_iter().filter_map(columns_row).collect())
     }
 
-    /// [`Catalog::list_page`].
-    pub(crate) async fn list_page(
-        &self,
-        prefix: Option<&NamePrefix>,
-        after: Option<&SeqName>,
-        limit: u32,
-    ) -> Result<SequencePage, StoreError> {
-        let convert = columns_row::<DB::Name, DB::Time>;
-        fetch_page(self.0, DB::DIALECT, prefix, after, limit, convert).await
+    async fn list_page(&self, p: Option<&NamePrefix>, after: Option<&SeqName>, n: u32) -> Page {
+        fetch_page(&self.pool, p, after, n).await
     }
 
-    /// [`Catalog::update`]: the row and its period counters (a new step or
-    /// ordering reaches them) in one transaction. The row is decided on as
-    /// returned or read back, not on a count of changed rows (which, on
-    /// MySQL/MariaDB, depends on the "found rows" flag). The first statement
-    /// writes, so on SQLite the transaction takes the write lock at once
-    /// (no read lock to upgrade).
-    pub(crate) async fn update(
+    /// The row and its period counters (a new step or ordering reaches
+    /// them) in one transaction. The row is decided on as returned or read
+    /// back, not on a count of changed rows (which, on MySQL/MariaDB,
+    /// depends on the "found rows" flag). The first statement writes, so on
+    /// SQLite the transaction takes the write lock at once (no read lock to
+    /// upgrade).
+    async fn update(
         &self,
         name: &SeqName,
         patch: &SequencePatch,
     ) -> Result<SequenceRow, StoreError> {
-        let statements = Self::statements();
+        let statements = statements::<DB>();
         let (format, reset, time_zone, overflow) =
             serial_values(patch.serial.as_ref().and_then(Option::as_ref));
         let set = patch.serial.is_some();
@@ -327,8 +354,8 @@ where
         let row = retrying!(
             DB::DIALECT.name(),
             async {
-                let mut tx = self.0.begin().await?;
-                let returned = sqlx::query_as::<DB, Row<DB>>(statements.update)
+                let mut tx = self.pool.begin().await?;
+                let returned = Statement::new(statements.update)
                     .bind(patch.step)
                     .bind(patch.description.as_deref())
                     .bind(patch.ordering.map(|o| o.as_str()))
@@ -341,16 +368,16 @@ where
                     .bind(set)
                     .bind(overflow)
                     .bind(name.as_str())
-                    .fetch_all(&mut *tx)
+                    .fetch_all::<DB, Columns>(&mut tx)
                     .await?;
                 let row = Self::written(&mut tx, returned, name).await?;
                 if row.is_some() && (patch.step.is_some() || patch.ordering.is_some()) {
-                    sqlx::query::<DB>(statements.update_periods)
+                    Statement::new(statements.update_periods)
                         .bind(patch.step)
                         .bind(patch.ordering.map(|o| o.as_str()))
                         .bind(low.as_str())
                         .bind(high.as_str())
-                        .execute(&mut *tx)
+                        .execute::<DB>(&mut tx)
                         .await?;
                 }
                 tx.commit().await?;
@@ -362,25 +389,19 @@ where
         row.map(found_row).transpose()?.ok_or(StoreError::NotFound)
     }
 
-    /// [`Catalog::create_period`].
-    pub(crate) async fn create_period(
-        &self,
-        parent: &SeqName,
-        key: &str,
-    ) -> Result<bool, StoreError> {
+    async fn create_period(&self, parent: &SeqName, key: &str) -> Result<bool, StoreError> {
         check_period_key(key)?;
-        let statements = Self::statements();
         let counter = parent.period_counter(key);
-        let done = retrying!(
+        let created = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>(statements.create_period)
+            Statement::new(statements::<DB>().create_period)
                 .bind(counter.as_str())
                 .bind(parent.as_str())
-                .execute(self.0)
+                .execute_pooled::<DB>(&self.pool)
                 .await
         )
         .map_err(unavailable)?;
-        if DB::rows_affected(&done) == 1 {
+        if created == 1 {
             return Ok(true);
         }
         match self.serial_flag(parent).await? {
@@ -389,58 +410,42 @@ where
         }
     }
 
-    /// [`Catalog::list_periods`].
-    pub(crate) async fn list_periods(
-        &self,
-        parent: &SeqName,
-    ) -> Result<Vec<PeriodRow>, StoreError> {
+    async fn list_periods(&self, parent: &SeqName) -> Result<Vec<PeriodRow>, StoreError> {
         let (low, high) = period_rows_range(parent);
-        let rows: Vec<Period<DB>> = retrying!(
+        let rows = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as(Self::statements().list_periods)
+            Statement::new(statements::<DB>().list_periods)
                 .bind(low.as_str())
                 .bind(high.as_str())
-                .fetch_all(self.0)
+                .fetch_all_pooled::<DB, Period>(&self.pool)
                 .await
         )
         .map_err(unavailable)?;
         Ok(rows
             .into_iter()
             .map(|(name, max_id, created_at, updated_at)| {
-                period_row(
-                    &low,
-                    &name_text(name),
-                    max_id,
-                    created_at.utc(),
-                    updated_at.utc(),
-                )
+                period_row(&low, &name, max_id, created_at, updated_at)
             })
             .collect())
     }
 
-    /// [`Catalog::delete_periods`]: one `DELETE` per [`SETTINGS_CHUNK`]
-    /// names, all in one transaction.
-    pub(crate) async fn delete_periods(
-        &self,
-        parent: &SeqName,
-        keys: &[String],
-    ) -> Result<u64, StoreError> {
+    /// One `DELETE` per [`SETTINGS_CHUNK`] names, all in one transaction.
+    async fn delete_periods(&self, parent: &SeqName, keys: &[String]) -> Result<u64, StoreError> {
         let names = counter_names(parent, keys)?;
         retrying!(
             DB::DIALECT.name(),
             async {
-                let mut tx = self.0.begin().await?;
+                let mut tx = self.pool.begin().await?;
                 let mut deleted = 0;
                 for chunk in names.chunks(SETTINGS_CHUNK) {
                     let sql = in_dialect(
                         DB::DIALECT,
                         &format!("DELETE FROM sequences WHERE name {}", in_list(chunk.len())),
                     );
-                    let mut query = sqlx::query::<DB>(&sql);
-                    for name in chunk {
-                        query = query.bind(name.as_str());
-                    }
-                    deleted += DB::rows_affected(&query.execute(&mut *tx).await?);
+                    deleted += Statement::new(&sql)
+                        .bind_all(chunk.iter().map(String::as_str))
+                        .execute::<DB>(&mut tx)
+                        .await?;
                 }
                 tx.commit().await?;
                 Ok(deleted)
@@ -450,31 +455,17 @@ where
         .map_err(unavailable)
     }
 
-    /// [`Segments::compare_and_set_max_id`].
-    pub(crate) async fn compare_and_set(
-        &self,
-        name: &SeqName,
-        expected: i64,
-        new: i64,
-    ) -> Result<bool, StoreError> {
-        let statements = Self::statements();
-        let (update, exists) = (statements.set_max_id_if, statements.read_max_id);
-        compare_and_set(
-            self.0,
-            update,
-            exists,
-            DB::rows_affected,
-            name,
-            expected,
-            new,
-        )
-        .await
+    async fn bump(&self, names: Option<&[SeqName]>, by: i64, mode: BumpMode) -> Bumps {
+        run_bump::<DB>(&self.pool, names, by, mode).await
     }
+}
 
-    /// A reserving statement of [`SequenceDb::RESERVING`] once, as `how`
-    /// says: at `max(step, size)`, or exactly `size` never past a cap (of
-    /// a lease: never on a global row); `None` when it matched no row.
-    pub(crate) async fn reserve(
+#[async_trait]
+impl<DB: SqlDb> ReserveOnce for SqlStore<DB> {
+    /// A reserving statement of [`Engine::RESERVING`] once, as `how` says:
+    /// at `max(step, size)`, or exactly `size` never past a cap (of a lease:
+    /// never on a global row); `None` when it matched no row.
+    async fn reserve_once(
         &self,
         name: &SeqName,
         size: i64,
@@ -491,19 +482,17 @@ where
                     Reserve::Exact(cap) => (exact, Some(cap)),
                     Reserve::Lease(cap) => (lease, Some(cap)),
                 };
-                let mut held = Held::acquire(self.0).await?;
-                let rows = retrying!(DB::DIALECT.name(), {
-                    let query = sqlx::query_as::<DB, Granted>(sql)
+                let mut held = Held::acquire(&self.pool).await?;
+                let rows = retrying!(
+                    DB::DIALECT.name(),
+                    Statement::new(sql)
                         .bind(name.as_str())
-                        .bind(size);
-                    match cap {
-                        Some(cap) => query.bind(cap),
-                        None => query,
-                    }
-                    .fetch_all(held.conn())
-                    .await
-                });
-                held.finish(rows)?.into_iter().next()
+                        .bind(size)
+                        .bind_all(cap)
+                        .fetch_optional::<DB, Granted>(held.conn())
+                        .await
+                );
+                held.finish(rows)?
             }
             Reserving::UpdateThenSelect {
                 reserve,
@@ -518,7 +507,7 @@ where
                     Reserve::Exact(cap) => (exact, under(cap)?),
                     Reserve::Lease(cap) => (lease, under(cap)?),
                 };
-                let mut held = Held::acquire(self.0).await?;
+                let mut held = Held::acquire(&self.pool).await?;
                 let read = retrying!(
                     DB::DIALECT.name(),
                     Self::update_then_select(held.conn(), statements, name, size, guard).await
@@ -531,63 +520,40 @@ where
             .transpose()
     }
 
-    /// One reservation transaction of [`Reserving::UpdateThenSelect`] on
-    /// `conn`: the update, then the select, then `COMMIT`; `None` (rolled
-    /// back) if no row was updated.
-    async fn update_then_select(
-        conn: &mut DB::Connection,
-        (update, select): (&str, &str),
-        name: &SeqName,
-        size: i64,
-        guard: i64,
-    ) -> Result<Option<Granted>, sqlx::Error> {
-        let mut tx = conn.begin().await?;
-        let updated = sqlx::query::<DB>(update)
-            .bind(size)
-            .bind(name.as_str())
-            .bind(guard)
-            .execute(&mut *tx)
-            .await?;
-        if DB::rows_affected(&updated) == 0 {
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        let read = sqlx::query_as::<DB, Granted>(select)
-            .bind(size)
-            .bind(name.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Some(read))
+    /// Why a reserving statement of `how` on `name` matched no row.
+    async fn refusal(&self, name: &SeqName, how: Reserve) -> Result<StoreError, StoreError> {
+        Ok(refused(self.kind(name).await?, how))
     }
 
     /// One group of first reservations, all of `size` (docs/design.md,
-    /// "Grouped first reservations"): what [`Sequences::reserve`] at
+    /// "Grouped first reservations"): what [`ReserveOnce::reserve_once`] at
     /// [`Reserve::Step`] does to each of `names` (distinct), for all of
     /// them in one statement (PostgreSQL, SQLite: `UPDATE ... WHERE name IN
     /// (...) RETURNING`) or one transaction (MariaDB: the rows read `FOR
     /// UPDATE`, then one `UPDATE` of those that fit). The rows are locked in
     /// the order the database scans the list, the same for every group (a
     /// deadlock reported all the same is retried). Answers the names
-    /// reserved with their reservation; a
-    /// name left out (missing, serial, full) is for the caller to reserve
-    /// alone, which says why.
-    pub(crate) async fn reserve_group(
+    /// reserved with their reservation; a name left out (missing, serial,
+    /// full) is for the caller to reserve alone, which says why.
+    async fn reserve_group_once(
         &self,
         names: &[&str],
         size: i64,
     ) -> Result<Vec<(String, Reservation)>, StoreError> {
         let dialect = DB::DIALECT;
-        let mut held = Held::acquire(self.0).await?;
-        let granted = if Self::statements().returning {
+        let mut held = Held::acquire(&self.pool).await?;
+        let granted = if statements::<DB>().returning {
             let sql = group_sql(Group::Reserve, dialect, padded(names).count());
-            let rows = retrying!(dialect.name(), {
-                let mut query = sqlx::query_as::<DB, Granting<DB>>(sql).bind(size);
-                for name in padded(names) {
-                    query = query.bind(name);
-                }
-                query.bind(size).bind(size).fetch_all(held.conn()).await
-            });
+            let rows = retrying!(
+                dialect.name(),
+                Statement::new(sql)
+                    .bind(size)
+                    .bind_all(padded(names))
+                    .bind(size)
+                    .bind(size)
+                    .fetch_all::<DB, Granting>(held.conn())
+                    .await
+            );
             held.finish(rows)?
         } else {
             let rows = retrying!(
@@ -599,74 +565,41 @@ where
         granted
             .into_iter()
             .map(|(name, max_id, size, step, ordering)| {
-                Ok((name_text(name), reservation(max_id, size, step, &ordering)?))
+                Ok((name, reservation(max_id, size, step, &ordering)?))
             })
             .collect()
     }
+}
 
-    /// [`Sequences::reserve_group`] where no `UPDATE` returns its rows: in
-    /// one transaction, the rows of `names` read and locked, then one
-    /// `UPDATE` of those whose range fits under `i64::MAX`; answers them as
-    /// updated.
-    async fn lock_then_update(
+/// [`super::bump`]'s statements on `DB`, for [`run_bump`].
+pub(crate) struct BumpStatements;
+
+impl BumpStatements {
+    /// Run first in the bump's transaction: on PostgreSQL, lifts the pool's
+    /// statement bound, made for a segment fetch, to
+    /// [`super::BUMP_STATEMENT_BOUND`] until the transaction ends (`SET
+    /// LOCAL`; an operator's bump of every row reads and updates them all).
+    /// The lock bound stays. Nothing elsewhere: the bound is per session
+    /// only.
+    pub(crate) async fn widen_bound<DB: SqlDb>(
         conn: &mut DB::Connection,
-        names: &[&str],
-        size: i64,
-    ) -> Result<Vec<Granting<DB>>, sqlx::Error> {
-        let mut tx = conn.begin().await?;
-        let read = group_sql(Group::Lock, DB::DIALECT, padded(names).count());
-        let mut query = sqlx::query_as::<DB, Granting<DB>>(read).bind(size);
-        for name in padded(names) {
-            query = query.bind(name);
-        }
-        let mut rows = query.fetch_all(&mut *tx).await?;
-        rows.retain(|&(_, max_id, grant, _, _)| max_id <= i64::MAX - grant);
-        if rows.is_empty() {
-            tx.rollback().await?;
-            return Ok(rows);
-        }
-        let fit: Vec<String> = rows.iter().map(|r| name_text(r.0.clone())).collect();
-        let fit: Vec<&str> = fit.iter().map(String::as_str).collect();
-        let update = group_sql(Group::Raise, DB::DIALECT, padded(&fit).count());
-        let mut query = sqlx::query::<DB>(update).bind(size);
-        for name in padded(&fit) {
-            query = query.bind(name);
-        }
-        let updated = DB::rows_affected(&query.execute(&mut *tx).await?);
-        if updated != fit.len() as u64 {
-            // The rows are locked: only a broken database gets here.
-            tx.rollback().await?;
-            return Err(sqlx::Error::Protocol(format!(
-                "a group's update changed {updated} of {} locked rows",
-                fit.len()
-            )));
-        }
-        tx.commit().await?;
-        for row in &mut rows {
-            row.1 += row.2;
-        }
-        Ok(rows)
-    }
-
-    /// [`BumpSql::widen_bound`]: `SET LOCAL` on PostgreSQL, until the
-    /// transaction ends, then the pool's bound again; elsewhere the bound is
-    /// per session only.
-    pub(crate) async fn widen_bound(conn: &mut DB::Connection) -> Result<(), sqlx::Error> {
+    ) -> Result<(), sqlx::Error> {
         if DB::DIALECT == Dialect::Postgres {
-            sqlx::query::<DB>(WIDEN_BOUND).execute(conn).await?;
+            Statement::new(WIDEN_BOUND).execute::<DB>(conn).await?;
         }
         Ok(())
     }
 
-    /// [`BumpSql::read_bump`]: `name, max_id` of the named rows and their
-    /// counters ([`names_in`]), or of all rows.
-    pub(crate) async fn read_bump(
+    /// `name, max_id` of the named rows and their counters ([`names_in`]),
+    /// or of all rows; with `lock`, their row locks held until the
+    /// transaction ends.
+    pub(crate) async fn read_bump<DB: SqlDb>(
         conn: &mut DB::Connection,
         names: Option<&[SeqName]>,
         lock: bool,
     ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         let lock = if lock {
-            Self::statements().bump_lock
+            statements::<DB>().bump_lock
         } else {
             ""
         };
@@ -675,62 +608,29 @@ where
             names_in(names, "WHERE", DB::DIALECT, 1)
         );
         let binds = bump_binds(names);
-        let mut query = sqlx::query_as::<DB, (DB::Name, i64)>(&sql);
-        for bind in &binds {
-            query = query.bind(bind.as_str());
-        }
-        Ok(query
-            .fetch_all(conn)
-            .await?
-            .into_iter()
-            .map(|(name, max_id)| (name_text(name), max_id))
-            .collect())
+        Statement::new(&sql)
+            .bind_all(binds.iter().map(String::as_str))
+            .fetch_all::<DB, (String, i64)>(conn)
+            .await
     }
 
-    /// [`BumpSql::add_bump`]: the bump's update of the named rows and their
-    /// counters ([`names_in`]), or of all rows.
-    pub(crate) async fn add_bump(
+    /// The bump's update of the named rows and their counters
+    /// ([`names_in`]), or of all rows, sparing any that would pass
+    /// `i64::MAX`: how many rows it changed.
+    pub(crate) async fn add_bump<DB: SqlDb>(
         conn: &mut DB::Connection,
         names: Option<&[SeqName]>,
         by: i64,
     ) -> Result<u64, sqlx::Error> {
-        let update = Self::statements().bump;
+        let update = statements::<DB>().bump;
         let sql = format!("{update}{}", names_in(names, "AND", DB::DIALECT, 3));
         let binds = bump_binds(names);
-        let mut query = sqlx::query::<DB>(&sql).bind(by).bind(by);
-        for bind in &binds {
-            query = query.bind(bind.as_str());
-        }
-        Ok(DB::rows_affected(&query.execute(conn).await?))
-    }
-
-    /// Why a reserving statement of `how` on `name` matched no row.
-    pub(crate) async fn refusal(
-        &self,
-        name: &SeqName,
-        how: Reserve,
-    ) -> Result<StoreError, StoreError> {
-        Ok(refused(self.kind(name).await?, how))
-    }
-
-    /// Whether `name` issues serial numbers (`None`: no row).
-    async fn serial_flag(&self, name: &SeqName) -> Result<Option<bool>, StoreError> {
-        Ok(self.kind(name).await?.map(|(serial, _)| serial))
-    }
-
-    /// Whether `name` issues serial numbers, and its ordering (`None`: no
-    /// row).
-    async fn kind(&self, name: &SeqName) -> Result<Option<(bool, IdOrdering)>, StoreError> {
-        let mut held = Held::acquire(self.0).await?;
-        let row = retrying!(
-            DB::DIALECT.name(),
-            sqlx::query_as::<DB, (i64, String)>(Self::statements().read_kind)
-                .bind(name.as_str())
-                .fetch_optional(held.conn())
-                .await
-        );
-        let row = held.finish(row)?;
-        Ok(row.map(|(flag, ordering)| (flag != 0, IdOrdering::from_column(&ordering))))
+        Statement::new(&sql)
+            .bind(by)
+            .bind(by)
+            .bind_all(binds.iter().map(String::as_str))
+            .execute::<DB>(conn)
+            .await
     }
 }
 

@@ -1,4 +1,4 @@
-//! The statements of the sequence store ([`super::Sequences`]), as
+//! The statements of the sequence store ([`super::SqlStore`]), as
 //! constants: one table per dialect, SQLite's written as MariaDB's but for
 //! what differs; and a group's statements, whose `IN` list has a length
 //! known only at run time, each written once per padded count and kept.
@@ -9,7 +9,7 @@ use crate::store::BUMP_STATEMENT_BOUND;
 
 use super::Statements;
 #[allow(unused_imports)] // for the links of the documentation
-use super::{begin_bump, padded, Granting, Sequences};
+use super::{begin_bump, padded, Granting, SqlStore};
 #[allow(unused_imports)] // for the links of the documentation
 use crate::store::sql::COLUMNS;
 #[allow(unused_imports)] // for the links of the documentation
@@ -118,11 +118,11 @@ static SQLITE: Statements = Statements {
 };
 
 /// [`BUMP_STATEMENT_BOUND`] (in milliseconds) as PostgreSQL's bound of
-/// the statements of the bump's transaction ([`Sequences::widen_bound`]).
+/// the statements of the bump's transaction ([`super::BumpStatements::widen_bound`]).
 pub(super) const WIDEN_BOUND: &str = "SET LOCAL statement_timeout = 120000";
 const _: () = assert!(BUMP_STATEMENT_BOUND.as_millis() == 120_000);
 
-/// A group's statements ([`Sequences::reserve_group`]), each with an `IN`
+/// A group's statements ([`ReserveOnce::reserve_group_once`](crate::store::sql::ReserveOnce::reserve_group_once)), each with an `IN`
 /// list of one placeholder per name, the names [`padded`].
 #[derive(Clone, Copy)]
 pub(super) enum Group {

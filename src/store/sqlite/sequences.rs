@@ -9,14 +9,15 @@
 //! and a busy timeout from [`StoreOptions::lock_timeout`]. The file is created only if the URL says so (`?mode=rwc`, as in
 //! the default `sqlite://seqd.db?mode=rwc`). `CURRENT_TIMESTAMP` is UTC text.
 
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteQueryResult};
 
 use std::sync::Arc;
 
-use super::SqliteWorkerLeases;
-use crate::store::database::{open_pool, Backend};
+use crate::store::database::Backend;
+use crate::store::engine::Engine;
+use crate::store::migrator::Dialect;
 use crate::store::sequences::fence::Fence;
-use crate::store::sequences::{sql_sequences, Reserving, SequenceDb};
+use crate::store::sequences::{Reserving, SqlStore};
 use crate::store::{StoreError, StoreOptions};
 
 /// Reserves `MAX(step, ?2)` IDs of the row named `?1` unless that would pass
@@ -45,46 +46,28 @@ pub const RESERVE_LEASE: &str = "UPDATE sequences \
      WHERE name = ?1 AND format IS NULL AND ordering <> 'global' AND max_id <= ?3 - ?2 \
      RETURNING max_id, ?2 AS size, step, ordering";
 
-/// Names are text and timestamps `TIMESTAMP` text (in UTC); a segment is
-/// reserved by one statement with `RETURNING`.
-impl SequenceDb for sqlx::Sqlite {
+impl Engine for sqlx::Sqlite {
+    const DIALECT: Dialect = Dialect::Sqlite;
     type Name = String;
+    type Bytes = Vec<u8>;
     type Time = chrono::NaiveDateTime;
     const RESERVING: Reserving = Reserving::Returning {
         reserve: RESERVE,
         exact: RESERVE_EXACT,
         lease: RESERVE_LEASE,
     };
-}
 
-/// A [`Store`](crate::store::Store) on a SQLite database file, at a URL
-/// `sqlite://path?mode=rwc`, `sqlite:path` or `sqlite::memory:` (its
-/// parameters honoured; the file is created only with `mode=rwc`).
-///
-/// Statements with `RETURNING` are read with `fetch_all`, stepped to the end
-/// (see `store/sequences/mod.rs`).
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
-    /// Always off: a file has no replica to be promoted.
-    fence: Arc<Fence>,
-}
-
-impl SqliteStore {
-    /// Opens `url` with `options`: at most 4 connections plus one for the
-    /// worker leases (SQLite has one writer at a time), `busy_timeout` from
-    /// the lock bound, WAL journaling and `synchronous = FULL` (every commit
-    /// is on disk before it returns).
-    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        Ok(Self::from_pool(open_pool::<Self>(url, options).await?.0))
+    fn rows_affected(done: &SqliteQueryResult) -> u64 {
+        done.rows_affected()
     }
 }
 
-/// How SqliteStore's pool connects, and the worker leases over it, for
-/// [`crate::store::connect`].
+/// The store on an embedded SQLite file (no failover fence: a file has no
+/// replica to fail over to).
+pub type SqliteStore = SqlStore<sqlx::Sqlite>;
+
 impl Backend for SqliteStore {
     type Db = sqlx::Sqlite;
-    type Leases = SqliteWorkerLeases;
 
     fn connect_options(
         url: &str,
@@ -101,20 +84,4 @@ impl Backend for SqliteStore {
     ) -> SqlitePoolOptions {
         super::pool_options(url, options)
     }
-
-    /// A file has no replica to be promoted: the fence is off.
-    fn over_pool(pool: SqlitePool, _: &StoreOptions, _: Arc<Fence>) -> Self {
-        SqliteStore {
-            pool,
-            fence: Fence::off(),
-        }
-    }
-
-    fn leases(pool: SqlitePool, options: &StoreOptions) -> SqliteWorkerLeases {
-        SqliteWorkerLeases::over(pool, options)
-    }
 }
-
-sql_sequences!(SqliteStore, sqlx::Sqlite);
-
-crate::store::tokens::sql_tokens!(SqliteStore, sqlx::Sqlite);

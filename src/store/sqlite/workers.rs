@@ -3,9 +3,7 @@
 
 use sqlx::sqlite::Sqlite;
 
-use crate::store::workers::{lease_db, SqlWorkerLeases};
+use crate::store::workers::SqlWorkerLeases;
 
 /// Worker leases in an SQLite database.
 pub type SqliteWorkerLeases = SqlWorkerLeases<Sqlite>;
-
-lease_db!(Sqlite: Sqlite, worker_id as i64, owner as String);

@@ -11,6 +11,7 @@
 //! database or set.
 
 use super::layout::StripeLayout;
+use crate::store::engine::{SqlDb, Statement};
 use crate::store::migrator::Dialect;
 use crate::store::retry::retrying;
 use crate::store::{unavailable, StoreError};
@@ -185,27 +186,15 @@ fn from_columns(
 /// The columns of a record as read.
 type Columns = (i64, i64, i64, String, Option<String>);
 
-/// The backend's short name of `dialect`, for [`retrying!`]'s metric.
-fn backend_of(dialect: Dialect) -> &'static str {
-    dialect.name()
-}
-
 /// [`StripeRecords::stripe_record`] on a backend's pool.
-pub(crate) async fn read_record<DB>(
+pub(crate) async fn read_record<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
-) -> Result<Option<StripeRecord>, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
-{
-    let [read, ..] = statements(dialect);
+) -> Result<Option<StripeRecord>, StoreError> {
+    let [read, ..] = statements(DB::DIALECT);
     retrying!(
-        backend_of(dialect),
-        sqlx::query_as::<DB, Columns>(read)
-            .fetch_optional(pool)
+        DB::DIALECT.name(),
+        Statement::new(read)
+            .fetch_optional_pooled::<DB, Columns>(pool)
             .await
     )
     .map_err(record_failed)?
@@ -216,91 +205,62 @@ where
 /// [`StripeRecords::put_stripe_record`] on a backend's pool: one `INSERT` (which
 /// the primary key `id = 1` makes race-free: of two writers of a new row,
 /// one inserts and the other finds it), then the row read back.
-pub(crate) async fn put_record<DB>(
+pub(crate) async fn put_record<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
     record: &StripeRecord,
     replace: bool,
-) -> Result<StripeRecord, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
-{
+) -> Result<StripeRecord, StoreError> {
     record.layout()?;
-    let [_, insert, upsert, _] = statements(dialect);
-    retrying!(
-        backend_of(dialect),
-        sqlx::query::<DB>(if replace { upsert } else { insert })
-            .bind(i64::from(record.index))
-            .bind(i64::from(record.count))
-            .bind(record.block)
-            .bind(record.database_id.as_str())
-            .bind(record.set_id.as_deref())
-            .execute(pool)
-            .await
-    )
-    .map_err(record_failed)?;
-    read_record(pool, dialect).await?.ok_or_else(|| {
+    let [_, insert, upsert, _] = statements(DB::DIALECT);
+    let write = Statement::new(if replace { upsert } else { insert })
+        .bind(i64::from(record.index))
+        .bind(i64::from(record.count))
+        .bind(record.block)
+        .bind(record.database_id.as_str())
+        .bind(record.set_id.as_deref());
+    write_record(pool, write).await?;
+    read_record(pool).await?.ok_or_else(|| {
         StoreError::Unavailable("the stripe record just written reads back as missing".into())
     })
 }
 
 /// [`StripeRecords::join_stripe_set`] on a backend's pool: one `UPDATE`
 /// of a row without a set identity, then the row read back.
-pub(crate) async fn join_set<DB>(
+pub(crate) async fn join_set<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
     set_id: &str,
-) -> Result<Option<StripeRecord>, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Columns: for<'r> sqlx::FromRow<'r, DB::Row>,
-{
-    let [.., join] = statements(dialect);
-    retrying!(
-        backend_of(dialect),
-        sqlx::query::<DB>(join).bind(set_id).execute(pool).await
-    )
-    .map_err(record_failed)?;
-    read_record(pool, dialect).await
+) -> Result<Option<StripeRecord>, StoreError> {
+    let [.., join] = statements(DB::DIALECT);
+    write_record(pool, Statement::new(join).bind(set_id)).await?;
+    read_record(pool).await
 }
 
 /// [`StripeRecords::drop_stripe_record`] on a backend's pool: one `DELETE`
 /// of the row if it holds `database_id`.
-pub(crate) async fn delete_record<DB>(
+pub(crate) async fn delete_record<DB: SqlDb>(
     pool: &sqlx::Pool<DB>,
-    dialect: Dialect,
     database_id: &str,
-) -> Result<bool, StoreError>
-where
-    DB: crate::store::workers::LeaseDb,
-    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    let delete = match dialect {
+) -> Result<bool, StoreError> {
+    let delete = match DB::DIALECT {
         Dialect::Postgres => "DELETE FROM seqd_stripe WHERE id = 1 AND database_id = $1",
         Dialect::Mysql | Dialect::Sqlite => {
             "DELETE FROM seqd_stripe WHERE id = 1 AND database_id = ?"
         }
     };
-    let done = retrying!(
-        backend_of(dialect),
-        sqlx::query::<DB>(delete)
-            .bind(database_id)
-            .execute(pool)
-            .await
+    Ok(write_record(pool, Statement::new(delete).bind(database_id)).await? > 0)
+}
+
+/// Runs `write`, a statement on the record, on a connection of `pool`
+/// (again on a conflict): how many rows it changed.
+async fn write_record<DB: SqlDb>(
+    pool: &sqlx::Pool<DB>,
+    write: Statement<'_>,
+) -> Result<u64, StoreError> {
+    retrying!(
+        DB::DIALECT.name(),
+        write.clone().execute_pooled::<DB>(pool).await
     )
-    .map_err(record_failed)?;
-    Ok(DB::rows_affected(&done) > 0)
+    .map_err(record_failed)
 }
 
 #[cfg(test)]

@@ -42,6 +42,12 @@ mod route;
 
 use missing::Missing;
 
+/// A page of the catalog, as read.
+type Page = Result<SequencePage, StoreError>;
+
+/// What a bump changed, or why it did not.
+type Bumps = Result<Vec<Bumped>, StoreError>;
+
 /// Counter: operations raced to the next stripe because the one tried had
 /// not answered within `--failover-after`. (The state, reservations and
 /// failures of each stripe are read from [`StripedStore::status`] at scrape
@@ -458,12 +464,8 @@ impl Catalog for StripedStore {
         .map(|(_, rows)| rows.into_iter().map(as_served).collect())
     }
 
-    async fn list_page(
-        &self,
-        prefix: Option<&NamePrefix>,
-        after: Option<&SeqName>,
-        limit: u32,
-    ) -> Result<SequencePage, StoreError> {
+    async fn list_page(&self, p: Option<&NamePrefix>, after: Option<&SeqName>, limit: u32) -> Page {
+        let prefix = p;
         let prefix = prefix.cloned();
         let after = after.cloned();
         self.first_answer("read", move |store, _| {
@@ -519,12 +521,7 @@ impl Catalog for StripedStore {
         Ok(row)
     }
 
-    async fn bump(
-        &self,
-        names: Option<&[SeqName]>,
-        by: i64,
-        mode: BumpMode,
-    ) -> Result<Vec<Bumped>, StoreError> {
+    async fn bump(&self, names: Option<&[SeqName]>, by: i64, mode: BumpMode) -> Bumps {
         let names: Option<Vec<SeqName>> = names.map(<[SeqName]>::to_vec);
         let results = self
             .on_every_stripe(|store| {

@@ -1,8 +1,8 @@
 //! Storage of snowflake worker-ID leases: the `workers` table
 //! (`migrations/*/0002_create_workers.sql`) behind the [`WorkerLeases`] trait,
 //! implemented once for the SQL backends ([`SqlWorkerLeases`], `sql.rs`, with
-//! each dialect's statements), each backend giving its types (`LeaseDb`:
-//! `postgres/workers.rs`, `mysql/workers.rs`, `sqlite/workers.rs`).
+//! each dialect's statements; `postgres/workers.rs`, `mysql/workers.rs`,
+//! `sqlite/workers.rs` name it for each backend).
 //!
 //! A row exists for every worker ID ever leased; it is inserted by the first
 //! claim of that ID. Each change is one atomic statement whose `WHERE` clause
@@ -25,8 +25,8 @@ use super::StoreError;
 
 mod sql;
 
+pub(crate) use sql::numbered;
 pub use sql::SqlWorkerLeases;
-pub(crate) use sql::{lease_db, numbered, LeaseDb};
 
 /// Longest owner string stored (the column is `VARCHAR(64)`).
 pub const MAX_OWNER_LEN: usize = 64;

@@ -1,77 +1,19 @@
 //! [`WorkerLeases`] on the SQL backends, once: [`SqlWorkerLeases`] over the
-//! pool of any database that is a [`LeaseDb`]. Each operation is one
-//! statement (see [`super`] for their preconditions), written once below
-//! with what a dialect writes differently beside it; the types a backend
-//! binds and reads are its [`LeaseDb`] (`postgres/workers.rs`,
-//! `mysql/workers.rs`, `sqlite/workers.rs`).
+//! pool of any [`SqlDb`]. Each operation is one statement (see [`super`]
+//! for their preconditions), written once below with what a dialect writes
+//! differently beside it (`postgres/workers.rs`, `mysql/workers.rs`,
+//! `sqlite/workers.rs` name the type for each backend).
 
 use async_trait::async_trait;
 use sqlx::Pool;
 
 use super::{check_owner, worker_row, WorkerLeases, WorkerRow};
-use crate::store::migrator::{create_schema_sql, Dialect, Migrator, PoolRef, SchemaSetup};
+use crate::store::engine::{Bind, SqlDb, Statement};
+use crate::store::migrator::{create_schema_sql, Dialect, Migrator, SchemaSetup};
 use crate::store::pool::Held;
 use crate::store::retry::retrying;
 use crate::store::sql::PerDialect;
 use crate::store::{insert_failed, unavailable, StoreError, StoreOptions};
-
-/// What a backend's sqlx database brings to [`SqlWorkerLeases`]: its
-/// dialect and the Rust types of its `workers` columns.
-pub(crate) trait LeaseDb: sqlx::Database {
-    /// The dialect of its statements; its name is the backend's
-    /// ([`WorkerLeases::backend`], the label of [`retrying!`]).
-    const DIALECT: Dialect;
-
-    /// The pool, for the migrator.
-    fn pool_ref(pool: &Pool<Self>) -> PoolRef<'_>;
-
-    /// What `worker_id` is bound as.
-    type WorkerId: for<'q> sqlx::Encode<'q, Self> + sqlx::Type<Self> + Send;
-
-    /// A worker ID as bound.
-    fn worker_id(id: u32) -> Self::WorkerId;
-
-    /// What `owner` is read as: text, or its bytes ([`owner_text`]).
-    type Owner: for<'r> sqlx::Decode<'r, Self> + sqlx::Type<Self> + Into<Vec<u8>> + Send + Unpin;
-
-    /// How many rows a statement matched.
-    fn rows_affected(done: &Self::QueryResult) -> u64;
-}
-
-/// An owner as read: its bytes as UTF-8, any invalid sequence replaced (as
-/// [`String::from_utf8_lossy`] does; valid text is taken as it is).
-fn owner_text(read: impl Into<Vec<u8>>) -> String {
-    String::from_utf8(read.into())
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-/// Makes sqlx database `$db` a [`LeaseDb`] of dialect `$dialect` (also
-/// its [`PoolRef`] variant), binding `worker_id` as `$worker_id` (converted
-/// from `u32` with `as`) and reading `owner` as `$owner`. One line per
-/// backend, in its `workers.rs`.
-macro_rules! lease_db {
-    ($db:ty: $dialect:ident, worker_id as $worker_id:ty, owner as $owner:ty) => {
-        impl $crate::store::workers::LeaseDb for $db {
-            const DIALECT: $crate::store::migrator::Dialect =
-                $crate::store::migrator::Dialect::$dialect;
-            type WorkerId = $worker_id;
-            type Owner = $owner;
-
-            fn pool_ref(pool: &::sqlx::Pool<Self>) -> $crate::store::migrator::PoolRef<'_> {
-                $crate::store::migrator::PoolRef::$dialect(pool)
-            }
-
-            fn worker_id(id: u32) -> $worker_id {
-                id as $worker_id
-            }
-
-            fn rows_affected(done: &Self::QueryResult) -> u64 {
-                done.rows_affected()
-            }
-        }
-    };
-}
-pub(crate) use lease_db;
 
 /// The statements of each dialect.
 static STATEMENTS: PerDialect<Statements> = PerDialect::new(&POSTGRES, &MYSQL, &SQLITE);
@@ -191,35 +133,31 @@ impl<DB: sqlx::Database> SqlWorkerLeases<DB> {
     }
 }
 
-/// Runs statement `$sql` with binds `$bind` on a connection held from the
-/// pool of `$leases`, again on a conflict ([`retrying!`]), and settles the
-/// connection with the error narrowed by `$narrow`: whether it matched one
-/// row. (A macro for the reason [`retrying!`] is one.)
-macro_rules! one_row {
-    ($leases:expr, $sql:expr, $narrow:expr, [$($bind:expr),* $(,)?]) => {{
-        let mut held = Held::acquire(&$leases.pool).await?;
+#[allow(private_bounds)] // the crate's own backends only
+impl<DB: SqlDb> SqlWorkerLeases<DB> {
+    /// Runs `pick`'s statement of the dialect with `binds` on a connection
+    /// held from the pool, again on a conflict ([`retrying!`]), and settles
+    /// the connection with the error narrowed by `narrow`: whether it
+    /// matched one row.
+    async fn one_row(
+        &self,
+        pick: fn(&Statements) -> &'static str,
+        binds: &[Bind<'_>],
+        narrow: fn(sqlx::Error) -> StoreError,
+    ) -> Result<bool, StoreError> {
+        let statement =
+            Statement::new(pick(STATEMENTS.of(DB::DIALECT))).bind_all(binds.iter().copied());
+        let mut held = Held::acquire(&self.pool).await?;
         let done = retrying!(
             DB::DIALECT.name(),
-            sqlx::query::<DB>($sql)
-                $(.bind($bind))*
-                .execute(held.conn())
-                .await
+            statement.clone().execute::<DB>(held.conn()).await
         );
-        held.finish_with(done, $narrow)
-            .map(|done| DB::rows_affected(&done) == 1)
-    }};
+        held.finish_with(done, narrow).map(|changed| changed == 1)
+    }
 }
 
 #[async_trait]
-impl<DB> WorkerLeases for SqlWorkerLeases<DB>
-where
-    DB: LeaseDb,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    (i64, DB::Owner, i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
-{
+impl<DB: SqlDb> WorkerLeases for SqlWorkerLeases<DB> {
     async fn migrate(&self) -> Result<(), StoreError> {
         // Only PostgreSQL puts the tables in a schema (`--schema`), which
         // `auto` creates if missing.
@@ -227,37 +165,33 @@ where
             Dialect::Postgres => create_schema_sql(self.setup.schema.as_deref()),
             Dialect::Mysql | Dialect::Sqlite => None,
         };
-        Migrator::prepare(DB::pool_ref(&self.pool), self.setup.mode, create_schema).await
+        Migrator::prepare(&self.pool, self.setup.mode, create_schema).await
     }
 
     async fn list(&self, below: u32) -> Result<Vec<WorkerRow>, StoreError> {
         let mut held = Held::acquire(&self.pool).await?;
-        let rows: Result<Vec<(i64, DB::Owner, i64, i64)>, _> = retrying!(
+        let rows = retrying!(
             DB::DIALECT.name(),
-            sqlx::query_as::<DB, _>(STATEMENTS.of(DB::DIALECT).list)
+            Statement::new(STATEMENTS.of(DB::DIALECT).list)
                 .bind(i64::from(below))
-                .fetch_all(held.conn())
+                .fetch_all::<DB, (i64, String, i64, i64)>(held.conn())
                 .await
         );
         held.finish(rows)?
             .into_iter()
-            .map(|(w, o, l, t)| worker_row(w, owner_text(o), l, t))
+            .map(|(w, o, l, t)| worker_row(w, o, l, t))
             .collect()
     }
 
     async fn insert(&self, row: &WorkerRow) -> Result<bool, StoreError> {
         check_owner(&row.owner)?;
-        let inserted = one_row!(
-            self,
-            STATEMENTS.of(DB::DIALECT).insert,
-            insert_failed,
-            [
-                DB::worker_id(row.worker_id),
-                row.owner.as_str(),
-                row.lease_until,
-                row.last_timestamp,
-            ]
-        );
+        let binds: [Bind<'_>; 4] = [
+            i64::from(row.worker_id).into(),
+            row.owner.as_str().into(),
+            row.lease_until.into(),
+            row.last_timestamp.into(),
+        ];
+        let inserted = self.one_row(|s| s.insert, &binds, insert_failed).await;
         match inserted {
             Err(StoreError::AlreadyExists) => Ok(false),
             other => other,
@@ -272,40 +206,34 @@ where
                 seen.worker_id, new.worker_id
             )));
         }
-        one_row!(
-            self,
-            STATEMENTS.of(DB::DIALECT).claim,
-            unavailable,
-            [
-                new.owner.as_str(),
-                new.lease_until,
-                new.last_timestamp,
-                DB::worker_id(seen.worker_id),
-                seen.owner.as_str(),
-                seen.lease_until,
-                seen.last_timestamp,
-                now,
-                new.owner.as_str(),
-            ]
-        )
+        let owner = new.owner.as_str();
+        let binds: [Bind<'_>; 9] = [
+            owner.into(),
+            new.lease_until.into(),
+            new.last_timestamp.into(),
+            i64::from(seen.worker_id).into(),
+            seen.owner.as_str().into(),
+            seen.lease_until.into(),
+            seen.last_timestamp.into(),
+            now.into(),
+            owner.into(),
+        ];
+        self.one_row(|s| s.claim, &binds, unavailable).await
     }
 
     async fn renew(&self, worker: u32, owner: &str, until: i64) -> Result<bool, StoreError> {
-        one_row!(
-            self,
-            STATEMENTS.of(DB::DIALECT).renew,
-            unavailable,
-            [until, until, DB::worker_id(worker), owner]
-        )
+        let binds = [
+            until.into(),
+            until.into(),
+            i64::from(worker).into(),
+            owner.into(),
+        ];
+        self.one_row(|s| s.renew, &binds, unavailable).await
     }
 
     async fn release(&self, worker: u32, owner: &str, last: i64) -> Result<bool, StoreError> {
-        one_row!(
-            self,
-            STATEMENTS.of(DB::DIALECT).release,
-            unavailable,
-            [last, DB::worker_id(worker), owner]
-        )
+        let binds = [last.into(), i64::from(worker).into(), owner.into()];
+        self.one_row(|s| s.release, &binds, unavailable).await
     }
 
     fn backend(&self) -> &'static str {
