@@ -23,6 +23,7 @@ pub use migrator::FenceOptions;
 pub use migrator::{Dialect, MigrateMode};
 pub use pool::{StoreOptions, DEFAULT_MAX_CONNECTIONS, LEASE_CONNECTIONS};
 pub use sequences::fence::{FenceCounts, FenceStatus};
+pub use sequences::SqlStore;
 pub use stripes::record::StripeRecord;
 pub use workers::WorkerLeases;
 
