@@ -124,6 +124,52 @@ pub fn known_params(query: Option<&str>, known: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// How a JSON answer writes the IDs it holds: as numbers, or, asked with
+/// the query parameter `as=string`, as strings of digits, for clients that
+/// read JSON numbers as doubles (exact only up to 2^53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdsAs {
+    /// `{"id":1001}` (absent, or `as=number`).
+    #[default]
+    Number,
+    /// `{"id":"1001"}` (`as=string`).
+    String,
+}
+
+impl IdsAs {
+    /// The one `as` parameter of a query string: absent or `number`, or
+    /// `string`; anything else is refused.
+    pub fn from_query(query: Option<&str>) -> Result<IdsAs, ApiError> {
+        let Some(query) = query else {
+            return Ok(IdsAs::Number);
+        };
+        match one_param(Some(query), "as")
+            .map_err(ApiError::InvalidRequest)?
+            .as_deref()
+        {
+            None | Some("number") => Ok(IdsAs::Number),
+            Some("string") => Ok(IdsAs::String),
+            Some(other) => Err(ApiError::InvalidRequest(format!(
+                "as must be string or number, not {other:?}"
+            ))),
+        }
+    }
+
+    /// Writes `id` at the end of `body`, as a number or a string.
+    pub fn push(self, body: &mut String, id: i64) {
+        let mut buf = itoa::Buffer::new();
+        let digits = buf.format(id);
+        match self {
+            IdsAs::Number => body.push_str(digits),
+            IdsAs::String => {
+                body.push('"');
+                body.push_str(digits);
+                body.push('"');
+            }
+        }
+    }
+}
+
 /// Reads the one `count` parameter of a query string.
 pub fn count_from_query(query: Option<&str>) -> Result<Count, ApiError> {
     let raw = one_param(query, "count")

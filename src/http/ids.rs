@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{count_from_query, PathSeqNameRef, WantsText, Who};
+use super::extract::{count_from_query, IdsAs, PathSeqNameRef, WantsText, Who};
 use super::AppState;
 use crate::allocator::Batch;
 use crate::domain::SeqNameRef;
@@ -30,11 +30,14 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
     operation_id = "next_id",
     tag = "ids",
     summary = "One ID",
-    params(("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order")),
+    params(
+        ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
+        ("as" = Option<String>, Query, description = "`string`: the IDs as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
+    ),
     responses(
         (status = 200, description = "The next ID of this instance, and for a serial sequence its serial number; with `Accept: text/plain` the bare number (the serial number for a serial sequence)", headers(("Cache-Control" = String, description = "`no-store`")),
             content((NextIdDoc = "application/json"), (String = "text/plain", example = json!("1001")))),
-        (status = 400, description = "`invalid_name`", body = ErrorBody),
+        (status = 400, description = "`invalid_name`; `invalid_request`: `as` other than `string` or `number`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`; the message says how to create it", body = ErrorBody),
         (status = 409, description = "`sequence_exhausted`: the next segment would pass i64::MAX; `serial_exhausted`: the period's counter outgrew `{seq:0N}`", body = ErrorBody),
         (status = 500, description = "`sequence_misconfigured`: the row holds serial settings seqd cannot use (written by SQL); the message names the field", body = ErrorBody),
@@ -46,29 +49,29 @@ pub async fn next(
     name: PathSeqNameRef,
     who: Who,
     WantsText(text): WantsText,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     let name = name.get();
+    let ids_as = IdsAs::from_query(q.as_deref())?;
     let one = st.service.next(who.presented(), name).await?;
-    Ok(one_answer(name, one, text))
+    Ok(one_answer(name, one, text, ids_as))
 }
 
 /// The answer of `/next` (and, as text, of Leaf's route) once the service
 /// gave `one`.
-fn one_answer(name: SeqNameRef<'_>, one: One, text: bool) -> Response {
+fn one_answer(name: SeqNameRef<'_>, one: One, text: bool, ids_as: IdsAs) -> Response {
     let (id, serial) = match one {
         One::Plain(id) if text => return text_id(id),
         One::Serial { serial, .. } if text => return respond(TEXT, serial),
         One::Plain(id) => (id, None),
         One::Serial { counter, serial } => (counter, Some(serial)),
     };
-    let mut buf = itoa::Buffer::new();
-    let digits = buf.format(id);
     let extra = serial.as_ref().map_or(0, |s| s.len() + 12);
-    let mut body = String::with_capacity(name.as_str().len() + digits.len() + 20 + extra);
+    let mut body = String::with_capacity(name.as_str().len() + 42 + extra);
     body.push_str("{\"name\":\"");
     body.push_str(name.as_str());
     body.push_str("\",\"id\":");
-    body.push_str(digits);
+    ids_as.push(&mut body, id);
     if let Some(serial) = serial {
         // A serial's characters are JSON-safe (`SerialFormat`'s alphabet).
         body.push_str(",\"serial\":\"");
@@ -89,10 +92,11 @@ fn one_answer(name: SeqNameRef<'_>, one: One, text: bool) -> Response {
     params(
         ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
         ("count" = u32, Query, description = "How many IDs, exactly once", minimum = 1, maximum = 10000, example = 100),
+        ("as" = Option<String>, Query, description = "`string`: the IDs as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
     ),
     responses(
         (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = BatchDoc, headers(("Cache-Control" = String, description = "`no-store`"))),
-        (status = 400, description = "`invalid_name` or `invalid_count`", body = ErrorBody),
+        (status = 400, description = "`invalid_name` or `invalid_count`; `invalid_request`: `as` other than `string` or `number`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 409, description = "`sequence_exhausted`, or `serial_exhausted` (the period's counter outgrew `{seq:0N}`)", body = ErrorBody),
         (status = 500, description = "`sequence_misconfigured`: the row holds serial settings seqd cannot use (written by SQL); the message names the field", body = ErrorBody),
@@ -107,8 +111,12 @@ pub async fn batch(
 ) -> Result<Response, ApiError> {
     let name = name.get();
     let count = count_from_query(q.as_deref())?;
+    let ids_as = IdsAs::from_query(q.as_deref())?;
     let ids = st.service.batch(who.presented(), name, count).await?;
-    Ok(respond(JSON, batch_json(name, ids.ids(), ids.serials())))
+    Ok(respond(
+        JSON,
+        batch_json(name, ids.ids(), ids.serials(), ids_as),
+    ))
 }
 
 /// `GET /api/segment/get/{key}`: Leaf's route, a plain-text ID; errors keep
@@ -138,7 +146,7 @@ pub async fn leaf_get(
 ) -> Result<Response, ApiError> {
     let name = name.get();
     let one = st.service.next(who.presented(), name).await?;
-    Ok(one_answer(name, one, true))
+    Ok(one_answer(name, one, true, IdsAs::Number))
 }
 
 /// The template of `/next`.
@@ -204,15 +212,22 @@ impl Direct {
             Ok(valid) => valid,
             Err(e) => return Ok(ApiError::InvalidName(e).into_response()),
         };
+        let ids_as = match req.uri().query() {
+            Some(query) if !text => match IdsAs::from_query(Some(query)) {
+                Ok(ids_as) => ids_as,
+                Err(e) => return Ok(e.into_response()),
+            },
+            _ => IdsAs::Number,
+        };
         match st.service.next_now(who.presented(), valid) {
-            Some(Ok(id)) => Ok(one_answer(valid, One::Plain(id), text)),
+            Some(Ok(id)) => Ok(one_answer(valid, One::Plain(id), text, ids_as)),
             Some(Err(e)) => Ok(ApiError::from(e).into_response()),
             None => {
                 let st = st.clone();
                 Err(Box::pin(async move {
                     let valid = SeqNameRef::validated(&req.uri().path()[name]);
                     match st.service.next(who.presented(), valid).await {
-                        Ok(one) => one_answer(valid, one, text),
+                        Ok(one) => one_answer(valid, one, text, ids_as),
                         Err(e) => ApiError::from(e).into_response(),
                     }
                 }))
@@ -236,19 +251,18 @@ pub(super) fn respond(content_type: HeaderValue, body: String) -> Response {
 }
 
 /// `{"name":"order","ids":[1,2,3]}`, with `"serials":[...]` when given.
-fn batch_json(name: SeqNameRef<'_>, batch: &Batch, serials: &[String]) -> String {
+fn batch_json(name: SeqNameRef<'_>, batch: &Batch, serials: &[String], ids_as: IdsAs) -> String {
     let serial_bytes: usize = serials.iter().map(|s| s.len() + 3).sum();
     let mut body =
         String::with_capacity(name.as_str().len() + 32 + batch.len() as usize * 20 + serial_bytes);
     body.push_str("{\"name\":\"");
     body.push_str(name.as_str());
     body.push_str("\",\"ids\":[");
-    let mut buf = itoa::Buffer::new();
     for (i, id) in batch.ids().enumerate() {
         if i > 0 {
             body.push(',');
         }
-        body.push_str(buf.format(id));
+        ids_as.push(&mut body, id);
     }
     body.push(']');
     if !serials.is_empty() {
@@ -334,10 +348,24 @@ mod tests {
             ],
         };
         let serials: Vec<String> = (0..5).map(|i| format!("A-{i}/x:#_.")).collect();
-        let v: serde_json::Value = serde_json::from_str(&batch_json(name, &batch, &[])).unwrap();
+        let json = |serials: &[String], ids_as| {
+            serde_json::from_str::<serde_json::Value>(&batch_json(name, &batch, serials, ids_as))
+                .unwrap()
+        };
+        let v = json(&[], IdsAs::Number);
         assert!(v.get("serials").is_none());
-        let s: serde_json::Value =
-            serde_json::from_str(&batch_json(name, &batch, &serials)).unwrap();
+        let s = json(&serials, IdsAs::Number);
+        let strings = json(&[], IdsAs::String);
+        assert_eq!(
+            strings["ids"],
+            serde_json::json!([
+                "1",
+                "2",
+                "3",
+                (i64::MAX - 1).to_string(),
+                i64::MAX.to_string()
+            ])
+        );
         assert_eq!(s["serials"], serde_json::json!(serials));
         assert_eq!(v["name"], "a.b:c-d_e");
         let ids: Vec<i64> = v["ids"]

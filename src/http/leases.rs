@@ -3,12 +3,13 @@
 //! unused rest back (docs/api.md, "Leases").
 
 use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{exact_integer, known_params, one_param, JsonBody, PathSeqName, Who};
+use super::extract::{exact_integer, known_params, one_param, IdsAs, JsonBody, PathSeqName, Who};
 use super::AppState;
 use crate::service::{Lease, LeaseRest};
 
@@ -65,11 +66,21 @@ pub struct ReturnBody {
 }
 
 /// A 64-bit integer field that must be given, read from the number's own
-/// digits ([`exact_integer`]).
+/// digits ([`exact_integer`]), or from a string of digits as `as=string`
+/// answered it.
 fn required_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     use serde::de::Error;
     let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
-    exact_integer(raw.get()).map_err(D::Error::custom)
+    let raw = raw.get().trim();
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => digits
+            .parse()
+            .map_err(|_| D::Error::custom("integer outside the 64-bit signed range")),
+        Some(other) => Err(D::Error::custom(format!(
+            "expected an integer, or a string of digits, got the string {other:?}"
+        ))),
+        None => exact_integer(raw).map_err(D::Error::custom),
+    }
 }
 
 /// Whether the rest went back.
@@ -84,7 +95,7 @@ pub struct ReturnedBody {
 /// The one optional `size` parameter of a query string, in digits (an
 /// optional `-`, refused as below 1), and no other parameter.
 fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
-    known_params(query, &["size"]).map_err(ApiError::InvalidRequest)?;
+    known_params(query, &["size", "as"]).map_err(ApiError::InvalidRequest)?;
     let Some(raw) = one_param(query, "size").map_err(ApiError::InvalidRequest)? else {
         return Ok(None);
     };
@@ -108,7 +119,7 @@ fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
                    caller hands the IDs out itself.",
     responses(
         (status = 200, description = "The range", body = LeaseBody),
-        (status = 400, description = "`invalid_name`, or `invalid_request`: size not a whole number from 1 to `--max-lease` written in digits, a parameter other than `size`", body = ErrorBody),
+        (status = 400, description = "`invalid_name`, or `invalid_request`: size not a whole number from 1 to `--max-lease` written in digits, a parameter other than `size` and `as`, `as` other than `string` or `number`", body = ErrorBody),
         (status = 404, description = "`sequence_not_found`", body = ErrorBody),
         (status = 409, description = "`not_leasable`: a global or serial sequence; `sequence_exhausted`", body = ErrorBody),
         (status = 503, description = "`storage_unavailable`: the database unreachable or too slow", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -116,6 +127,7 @@ fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
     params(
         ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
         ("size" = Option<i64>, Query, description = "How many IDs (default: the sequence's step), 1 to `--max-lease` (default 1,000,000, the maximum shown)", minimum = 1, maximum = 1000000, example = 1000),
+        ("as" = Option<String>, Query, description = "`string`: `start` and `end` as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
     )
 )]
 pub async fn lease(
@@ -123,10 +135,30 @@ pub async fn lease(
     PathSeqName(name): PathSeqName,
     who: Who,
     RawQuery(q): RawQuery,
-) -> Result<Json<LeaseBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let size = size_from_query(q.as_deref())?;
+    let ids_as = IdsAs::from_query(q.as_deref())?;
     let lease = st.service.lease(who.presented(), &name, size).await?;
-    Ok(Json(lease.into()))
+    let body = LeaseBody::from(lease);
+    Ok(match ids_as {
+        IdsAs::Number => Json(body).into_response(),
+        IdsAs::String => Json(LeaseStrings {
+            name: body.name,
+            start: body.start.to_string(),
+            end: body.end.to_string(),
+            key: body.key,
+        })
+        .into_response(),
+    })
+}
+
+/// [`LeaseBody`] with its IDs as strings (`as=string`).
+#[derive(Serialize)]
+struct LeaseStrings {
+    name: String,
+    start: String,
+    end: String,
+    key: String,
 }
 
 /// `POST /v1/sequences/{name}/lease/return`: gives back a lease's unused rest.

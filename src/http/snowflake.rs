@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{count_from_query, PathParam, WantsText, Who};
+use super::extract::{count_from_query, IdsAs, PathParam, WantsText, Who};
 use super::ids::{respond, text_id, JSON};
 use super::AppState;
 use crate::snowflake::layout::iso_ms;
@@ -28,6 +28,7 @@ use crate::snowflake::layout::iso_ms;
     summary = "One snowflake ID",
     description = "A time-ordered ID: timestamp, this instance's worker ID, sequence. Strictly increasing \
                    within an instance.",
+    params(("as" = Option<String>, Query, description = "`string`: `id` as a JSON string of digits too; `number` (the default): as a number", example = "string")),
     responses(
         (status = 200, description = "The ID, as a number and as a string (IDs exceed 2^53); with \
             `Accept: text/plain` the bare number", headers(("Cache-Control" = String, description = "`no-store`")),
@@ -43,17 +44,20 @@ pub async fn next(
     State(st): State<AppState>,
     who: Who,
     WantsText(text): WantsText,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
+    let ids_as = IdsAs::from_query(q.as_deref())?;
     let id = st.service.snowflake_next(who.presented()).await?;
     if text {
         return Ok(text_id(id));
     }
-    let mut buf = itoa::Buffer::new();
-    let digits = buf.format(id);
-    Ok(respond(
-        JSON,
-        format!("{{\"id\":{digits},\"id_str\":\"{digits}\"}}"),
-    ))
+    let mut body = String::with_capacity(64);
+    body.push_str("{\"id\":");
+    ids_as.push(&mut body, id);
+    body.push_str(",\"id_str\":");
+    IdsAs::String.push(&mut body, id);
+    body.push('}');
+    Ok(respond(JSON, body))
 }
 
 /// `GET|POST /v1/snowflake/batch?count=N`: N strictly increasing IDs.
@@ -63,7 +67,10 @@ pub async fn next(
     operation_id = "snowflake_batch",
     tag = "snowflake",
     summary = "N snowflake IDs, strictly increasing",
-    params(("count" = u32, Query, description = "How many IDs, exactly once", minimum = 1, maximum = 10000, example = 100)),
+    params(
+        ("count" = u32, Query, description = "How many IDs, exactly once", minimum = 1, maximum = 10000, example = 100),
+        ("as" = Option<String>, Query, description = "`string`: `ids` as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
+    ),
     responses(
         (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = SnowflakeBatchDoc,
             headers(("Cache-Control" = String, description = "`no-store`"))),
@@ -80,8 +87,9 @@ pub async fn batch(
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     let count = count_from_query(q.as_deref())?;
+    let ids_as = IdsAs::from_query(q.as_deref())?;
     let ids = st.service.snowflake_batch(who.presented(), count).await?;
-    Ok(respond(JSON, batch_json(&ids)))
+    Ok(respond(JSON, batch_json(&ids, ids_as)))
 }
 
 /// `GET /v1/snowflake/decode/{id}`: the parts of an ID, read with this
@@ -156,21 +164,18 @@ fn parse_id(raw: &str) -> Result<i64, ApiError> {
     })
 }
 
-/// `{"ids":[1,2],"ids_str":["1","2"]}`.
-fn batch_json(ids: &[i64]) -> String {
-    let mut nums = String::with_capacity(ids.len() * 20);
+/// `{"ids":[1,2],"ids_str":["1","2"]}` (`ids` as strings too with
+/// `as=string`).
+fn batch_json(ids: &[i64], ids_as: IdsAs) -> String {
+    let mut nums = String::with_capacity(ids.len() * 22);
     let mut strs = String::with_capacity(ids.len() * 22);
-    let mut buf = itoa::Buffer::new();
     for (i, id) in ids.iter().enumerate() {
         if i > 0 {
             nums.push(',');
             strs.push(',');
         }
-        let d = buf.format(*id);
-        nums.push_str(d);
-        strs.push('"');
-        strs.push_str(d);
-        strs.push('"');
+        ids_as.push(&mut nums, *id);
+        IdsAs::String.push(&mut strs, *id);
     }
     format!("{{\"ids\":[{nums}],\"ids_str\":[{strs}]}}")
 }
@@ -236,7 +241,8 @@ mod tests {
 
     #[test]
     fn batch_json_carries_numbers_and_strings() {
-        let v: serde_json::Value = serde_json::from_str(&batch_json(&[1, i64::MAX])).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&batch_json(&[1, i64::MAX], IdsAs::Number)).unwrap();
         assert_eq!(v["ids"][1].as_i64(), Some(i64::MAX));
         assert_eq!(
             v["ids_str"],

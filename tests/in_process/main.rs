@@ -33,6 +33,7 @@ mod edge;
 mod first_groups;
 mod global_order;
 mod hostile;
+mod ids_as_string;
 mod isolation;
 mod layers;
 mod leases;

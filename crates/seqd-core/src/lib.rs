@@ -4,7 +4,8 @@
 //! No SQL and no HTTP: the [`allocator`] draws from any [`store::Segments`]
 //! (seqd's database backends, or a client's leases over the network) and
 //! reads time from an injected clock. The [`domain`] values it takes (names,
-//! counts, the ordering of a sequence) are checked when they are built.
+//! counts, the ordering of a sequence) are checked when they are built. A
+//! permuted sequence's IDs are its counter through [`permute`] (FF1).
 //!
 //! The seqd service re-exports these modules unchanged (`seqd::allocator`,
 //! `seqd::domain`, `seqd::store`); its `docs/design.md` describes them.
@@ -22,4 +23,5 @@ pub mod allocator;
 pub mod allocator;
 
 pub mod domain;
+pub mod permute;
 pub mod store;
