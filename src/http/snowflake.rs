@@ -33,6 +33,7 @@ use crate::snowflake::layout::iso_ms;
         (status = 200, description = "The ID, as a number and as a string (IDs exceed 2^53); with \
             `Accept: text/plain` the bare number", headers(("Cache-Control" = String, description = "`no-store`")),
             content((SnowflakeIdDoc = "application/json"), (String = "text/plain", example = json!("2199023255552001")))),
+        (status = 400, description = "`invalid_request`: `as` other than `string` or `number`", body = ErrorBody),
         (status = 404, description = "`snowflake_disabled`", body = ErrorBody),
         (status = 409, description = "`snowflake_exhausted`: the timestamp field is full", body = ErrorBody),
         (status = 503, description = "`worker_lease_lost` (no worker ID leased, or its lease not renewed in time), \
@@ -74,7 +75,7 @@ pub async fn next(
     responses(
         (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = SnowflakeBatchDoc,
             headers(("Cache-Control" = String, description = "`no-store`"))),
-        (status = 400, description = "`invalid_count`", body = ErrorBody),
+        (status = 400, description = "`invalid_count`; `invalid_request`: `as` other than `string` or `number`", body = ErrorBody),
         (status = 404, description = "`snowflake_disabled`", body = ErrorBody),
         (status = 409, description = "`snowflake_exhausted`", body = ErrorBody),
         (status = 503, description = "`worker_lease_lost`, `clock_moved_backwards` or `clock_stalled`", body = ErrorBody,
