@@ -22,6 +22,12 @@ fn permute(c: &mut Criterion) {
                 black_box(p.id(black_box(counter)).unwrap())
             })
         });
+        let batch: Vec<i64> = (1..=1000).collect();
+        group.throughput(Throughput::Elements(1000));
+        group.bench_function(format!("ids_1000_{domain}"), |b| {
+            b.iter(|| black_box(p.ids(black_box(&batch)).unwrap()))
+        });
+        group.throughput(Throughput::Elements(1));
         let id = p.id(12345).unwrap();
         group.bench_function(format!("counter_{domain}"), |b| {
             b.iter(|| black_box(p.counter(black_box(id)).unwrap()))
