@@ -322,7 +322,9 @@ async fn bad_returns_are_refused(db: TestDb) {
     for body in [
         json!({"start": start, "end": end, "key": key}),
         json!({"start": start, "end": end, "next": start}),
-        json!({"start": start, "end": end, "next": "5", "key": key}),
+        json!({"start": start, "end": end, "next": "5x", "key": key}),
+        json!({"start": start, "end": end, "next": "-5", "key": key}),
+        json!({"start": start, "end": end, "next": "", "key": key}),
         json!({"start": null, "end": end, "next": start, "key": key}),
         json!({"start": 0, "end": end, "next": 1, "key": key}),
         json!({"start": start, "end": 1, "next": start, "key": key}),
