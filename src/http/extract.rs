@@ -124,6 +124,51 @@ pub fn known_params(query: Option<&str>, known: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// The `as` parameter, as the OpenAPI document shows it ([`IdsAs`]).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = IdsAs)]
+pub enum IdsAsDoc {
+    /// IDs as JSON strings of digits.
+    String,
+    /// IDs as JSON numbers (the default).
+    Number,
+}
+
+/// An ID in a JSON answer as the OpenAPI document shows it: a number, or,
+/// with `as=string`, a string of digits.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[schema(as = Id)]
+pub enum IdDoc {
+    /// `1001`.
+    Number(i64),
+    /// `"1001"`: digits only.
+    String(String),
+}
+
+/// The schema of an ID a request sends (a lease's return): a 64-bit
+/// integer of at least `min`, or a string of its digits (as `as=string`
+/// answered it; up to 18 digits in the document, 19 accepted).
+pub fn sent_id_schema(min: i64) -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+    let first = if min <= 1 { "[1-9]" } else { "[2-9]" };
+    OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .minimum(Some(min as f64)),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(format!("^({first}|[1-9][0-9]{{1,17}})$"))),
+        )
+        .build()
+        .into()
+}
+
 /// How a JSON answer writes the IDs it holds: as numbers, or, asked with
 /// the query parameter `as=string`, as strings of digits, for clients that
 /// read JSON numbers as doubles (exact only up to 2^53).

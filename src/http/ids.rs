@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{count_from_query, IdsAs, PathSeqNameRef, WantsText, Who};
+use super::extract::{count_from_query, IdDoc, IdsAs, IdsAsDoc, PathSeqNameRef, WantsText, Who};
 use super::AppState;
 use crate::allocator::Batch;
 use crate::domain::SeqNameRef;
@@ -32,7 +32,7 @@ const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
     summary = "One ID",
     params(
         ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
-        ("as" = Option<String>, Query, description = "`string`: the IDs as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
+        ("as" = Option<IdsAsDoc>, Query, description = "`string`: the IDs as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
     ),
     responses(
         (status = 200, description = "The next ID of this instance, and for a serial sequence its serial number; with `Accept: text/plain` the bare number (the serial number for a serial sequence)", headers(("Cache-Control" = String, description = "`no-store`")),
@@ -92,7 +92,7 @@ fn one_answer(name: SeqNameRef<'_>, one: One, text: bool, ids_as: IdsAs) -> Resp
     params(
         ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
         ("count" = u32, Query, description = "How many IDs, exactly once", minimum = 1, maximum = 10000, example = 100),
-        ("as" = Option<String>, Query, description = "`string`: the IDs as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
+        ("as" = Option<IdsAsDoc>, Query, description = "`string`: the IDs as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
     ),
     responses(
         (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = BatchDoc, headers(("Cache-Control" = String, description = "`no-store`"))),
@@ -291,7 +291,7 @@ pub struct NextIdDoc {
     pub name: String,
     /// The ID; for a serial sequence, the counter within its period.
     #[schema(example = 1001)]
-    pub id: i64,
+    pub id: IdDoc,
     /// For a serial sequence only: the serial number.
     #[schema(example = "ORD20261130001001")]
     pub serial: Option<String>,
@@ -306,7 +306,7 @@ pub struct BatchDoc {
     pub name: String,
     /// The IDs, strictly increasing (for a serial sequence, the counters).
     #[schema(example = json!([1001, 1002, 1003]))]
-    pub ids: Vec<i64>,
+    pub ids: Vec<IdDoc>,
     /// For a serial sequence only: the serial numbers, in the same order.
     #[schema(example = json!(["ORD20261130001001", "ORD20261130001002", "ORD20261130001003"]))]
     pub serials: Option<Vec<String>>,

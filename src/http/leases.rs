@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{exact_integer, known_params, one_param, IdsAs, JsonBody, PathSeqName, Who};
+use super::extract::{
+    exact_integer, known_params, one_param, sent_id_schema, IdDoc, IdsAs, IdsAsDoc, JsonBody,
+    PathSeqName, Who,
+};
 use super::AppState;
 use crate::service::{Lease, LeaseRest};
 
@@ -19,11 +22,11 @@ pub struct LeaseBody {
     /// The sequence.
     #[schema(example = "order")]
     pub name: String,
-    /// The first ID of the range.
-    #[schema(example = 1001)]
+    /// The first ID of the range (a string of digits with `as=string`).
+    #[schema(value_type = IdDoc, example = 1001)]
     pub start: i64,
     /// One past the last ID of the range (`end` is not in it).
-    #[schema(example = 2001)]
+    #[schema(value_type = IdDoc, example = 2001)]
     pub end: i64,
     /// Proves the caller holds the lease when it gives the rest back: keep
     /// it with the range.
@@ -49,20 +52,30 @@ impl From<Lease> for LeaseBody {
 #[serde(deny_unknown_fields)]
 pub struct ReturnBody {
     /// The lease's `start`.
-    #[schema(minimum = 1, example = 1001)]
+    #[schema(schema_with = at_least_1, example = 1001)]
     #[serde(deserialize_with = "required_integer")]
     start: i64,
     /// The lease's `end`.
-    #[schema(minimum = 2, example = 2001)]
+    #[schema(schema_with = at_least_2, example = 2001)]
     #[serde(deserialize_with = "required_integer")]
     end: i64,
     /// The first ID not used: `[next, end)` is given back.
-    #[schema(minimum = 1, example = 1500)]
+    #[schema(schema_with = at_least_1, example = 1500)]
     #[serde(deserialize_with = "required_integer")]
     next: i64,
     /// The lease's `key`.
     #[schema(example = "9f86d081884c7d659a2feaa0c55ad015")]
     key: String,
+}
+
+/// The schema of `start` and `next`: at least 1, a number or its digits.
+fn at_least_1() -> utoipa::openapi::schema::Schema {
+    sent_id_schema(1)
+}
+
+/// The schema of `end`: at least 2, a number or its digits.
+fn at_least_2() -> utoipa::openapi::schema::Schema {
+    sent_id_schema(2)
 }
 
 /// A 64-bit integer field that must be given, read from the number's own
@@ -127,7 +140,7 @@ fn size_from_query(query: Option<&str>) -> Result<Option<i64>, ApiError> {
     params(
         ("name" = String, Path, description = "The sequence", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", example = "order"),
         ("size" = Option<i64>, Query, description = "How many IDs (default: the sequence's step), 1 to `--max-lease` (default 1,000,000, the maximum shown)", minimum = 1, maximum = 1000000, example = 1000),
-        ("as" = Option<String>, Query, description = "`string`: `start` and `end` as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
+        ("as" = Option<IdsAsDoc>, Query, description = "`string`: `start` and `end` as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
     )
 )]
 pub async fn lease(

@@ -80,6 +80,8 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         ErrorBody,
         ErrorDetail,
         ErrorCode,
+        super::extract::IdDoc,
+        super::extract::IdsAsDoc,
         ids::NextIdDoc,
         ids::BatchDoc,
         leases::LeaseBody,

@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{count_from_query, IdsAs, PathParam, WantsText, Who};
+use super::extract::{count_from_query, IdDoc, IdsAs, IdsAsDoc, PathParam, WantsText, Who};
 use super::ids::{respond, text_id, JSON};
 use super::AppState;
 use crate::snowflake::layout::iso_ms;
@@ -28,7 +28,7 @@ use crate::snowflake::layout::iso_ms;
     summary = "One snowflake ID",
     description = "A time-ordered ID: timestamp, this instance's worker ID, sequence. Strictly increasing \
                    within an instance.",
-    params(("as" = Option<String>, Query, description = "`string`: `id` as a JSON string of digits too; `number` (the default): as a number", example = "string")),
+    params(("as" = Option<IdsAsDoc>, Query, description = "`string`: `id` as a JSON string of digits too; `number` (the default): as a number", example = "string")),
     responses(
         (status = 200, description = "The ID, as a number and as a string (IDs exceed 2^53); with \
             `Accept: text/plain` the bare number", headers(("Cache-Control" = String, description = "`no-store`")),
@@ -70,7 +70,7 @@ pub async fn next(
     summary = "N snowflake IDs, strictly increasing",
     params(
         ("count" = u32, Query, description = "How many IDs, exactly once", minimum = 1, maximum = 10000, example = 100),
-        ("as" = Option<String>, Query, description = "`string`: `ids` as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
+        ("as" = Option<IdsAsDoc>, Query, description = "`string`: `ids` as JSON strings of digits, for clients that read JSON numbers as doubles (exact only to 2^53); `number` (the default): as numbers", example = "string"),
     ),
     responses(
         (status = 200, description = "The IDs, increasing, following this instance's previous IDs", body = SnowflakeBatchDoc,
@@ -199,7 +199,7 @@ struct DecodedBody {
 pub struct SnowflakeIdDoc {
     /// The ID (may exceed 2^53: read `id_str` in JavaScript).
     #[schema(example = 2199023255552001i64)]
-    pub id: i64,
+    pub id: IdDoc,
     /// The same ID as a decimal string.
     #[schema(example = "2199023255552001")]
     pub id_str: String,
@@ -210,7 +210,7 @@ pub struct SnowflakeIdDoc {
 #[schema(as = SnowflakeBatch)]
 pub struct SnowflakeBatchDoc {
     /// The IDs, strictly increasing.
-    pub ids: Vec<i64>,
+    pub ids: Vec<IdDoc>,
     /// The same IDs as decimal strings, in the same order.
     pub ids_str: Vec<String>,
 }
