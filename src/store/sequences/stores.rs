@@ -90,13 +90,9 @@ where
 
 #[allow(private_bounds)] // as above
 impl<DB: Engine> SqlStore<DB> {
-    /// The store over `pool` with `fence` (off on SQLite, which has no
-    /// replicas to fail over to).
+    /// The store over `pool` with `fence` (`open_pool` makes it off on
+    /// SQLite, which has no replica to fail over to).
     pub(crate) fn over(pool: Pool<DB>, options: &StoreOptions, fence: Arc<Fence>) -> Self {
-        let fence = match DB::DIALECT {
-            crate::store::Dialect::Sqlite => Fence::off(),
-            crate::store::Dialect::Postgres | crate::store::Dialect::Mysql => fence,
-        };
         SqlStore {
             pool,
             fence,
